@@ -1,0 +1,34 @@
+# The whole workflow: `snakemake results/chang2020/table3.csv` (or `all`) on the active profile.
+# params.yaml is the embedded default; add `--configfile config/paper.yaml` for paper scale.
+import sys
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+configfile: "params.yaml"
+validate(config, "workflow/schemas/params.schema.yaml")
+
+PY = sys.executable          # the interpreter snakemake runs in (the project's venv)
+TOWERS = f"{PY} -m towers"
+ART = "artifacts"
+SPLITS = config["splits"]
+
+wildcard_constraints:
+    dataset="[a-z0-9-]+",
+    split="|".join(SPLITS),
+    init="none|mlm",
+
+
+include: "workflow/rules/data.smk"
+include: "workflow/rules/bm25.smk"
+include: "workflow/rules/pretrain.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/dense.smk"
+include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/tables.smk"
+
+
+rule all:
+    input:
+        "results/chang2020/table3.csv",

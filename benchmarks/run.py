@@ -1,0 +1,132 @@
+"""Benchmarks for the foundation (issue 2). Run with `make bench`; writes benchmarks/results.json.
+
+1. wall time of a clean `snakemake results/chang2020/table3.csv` on the embedded default, in a
+   fresh copy of the workflow (goal: <= 15 min on 2 cores);
+2. wall time of the no-op dry run that follows (goal: <= 10 s);
+3. candidate-encoding throughput of the pipeline's length-sorted batching against two loops in
+   input order on the same model, texts and run: a naive one that pads every batch to the maximum
+   length, and one that pads each batch to its own longest text (goal: >= 1.5x).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = "results/chang2020/table3.csv"
+
+
+def copy_workflow(dest: Path) -> None:
+    for name in ["Snakefile", "params.yaml", "workflow", "data", "config"]:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name, **(
+            {"ignore": shutil.ignore_patterns("raw")} if source.is_dir() else {}))
+
+
+def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
+    began = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"benchmark command failed: {' '.join(map(str, cmd))}\n{done.stderr[-3000:]}")
+    return time.perf_counter() - began, done
+
+
+def pipeline(cores: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        copy_workflow(Path(tmp))
+        snake = [sys.executable, "-m", "snakemake", TARGET, "--cores", str(cores)]
+        clean, _ = timed(snake, tmp)
+        noop, plan = timed([*snake, "-n"], tmp)
+        table = (Path(tmp) / TARGET).read_text()
+        model = Path(tmp) / "artifacts/enwiki-mini/twotower/mlm/80-20/model"
+        kept = ROOT / "benchmarks/out/model"
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(model, kept)
+        candidates = ROOT / "benchmarks/out/candidates.jsonl"
+        shutil.copy(Path(tmp) / "artifacts/enwiki-mini/reqa/candidates.jsonl", candidates)
+    return {"clean_run_seconds": round(clean, 1), "clean_run_goal_seconds": 900,
+            "noop_dry_run_seconds": round(noop, 2), "noop_dry_run_goal_seconds": 10,
+            "noop_says_nothing_to_do": "Nothing to be done" in plan.stdout + plan.stderr, "table": table}
+
+
+def naive_encode(tower, tokenizer, items, max_length: int, batch_size: int):
+    """The loop one writes first: input order, every batch padded to max_length."""
+    import numpy as np
+    import torch
+
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(items), batch_size):
+            chunk = items[start:start + batch_size]
+            batch = tokenizer([s for s, _ in chunk], [p for _, p in chunk], max_length=max_length,
+                              truncation="longest_first", padding="max_length", return_tensors="pt")
+            out.append(tower(**batch).numpy())
+    return np.vstack(out)
+
+
+def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int) -> dict:
+    import torch
+
+    from towers.encode import encode
+    from towers.io import read_jsonl
+    from towers.models import TwoTower
+
+    torch.set_num_threads(threads)
+    model, tok = TwoTower.load(model_dir)
+    items = [(c["sentence"], c["paragraph"]) for c in read_jsonl(candidates_path)][:limit]
+    out = {"candidates": len(items), "threads": threads}
+    # the profile's doc length, and the longest the model takes (closer to the paper's 288)
+    for doc_length in (model.config["doc_length"], model.doc.encoder.config.max_position_embeddings):
+        loops = {
+            "naive_pad_to_max": lambda: naive_encode(model.doc, tok, items, doc_length, 128),
+            "input_order_pad_to_batch": lambda: encode(model.doc, tok, items, "doc", doc_length, 128,
+                                                       sort_by_length=False),
+            "length_sorted": lambda: encode(model.doc, tok, items, "doc", doc_length, 128, sort_by_length=True),
+        }
+        rates, vectors = {}, {}
+        for name, run in loops.items():
+            encode(model.doc, tok, items[:256], "doc", doc_length, 128)   # warm-up
+            began = time.perf_counter()
+            vectors[name] = run()
+            rates[name] = len(items) / (time.perf_counter() - began)
+        reference = vectors["length_sorted"]
+        out[f"doc_length_{doc_length}"] = {
+            **{f"{name}_per_second": round(rate, 1) for name, rate in rates.items()},
+            "speedup_vs_naive": round(rates["length_sorted"] / rates["naive_pad_to_max"], 2),
+            "speedup_vs_input_order": round(rates["length_sorted"] / rates["input_order_pad_to_batch"], 2),
+            "same_embeddings": all(bool(abs(v - reference).max() < 1e-4) for v in vectors.values())}
+    out["goal_speedup"] = 1.5
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--encode-limit", type=int, default=4000)
+    parser.add_argument("--skip-pipeline", action="store_true", help="reuse benchmarks/out from an earlier run")
+    args = parser.parse_args()
+    (ROOT / "benchmarks/out").mkdir(parents=True, exist_ok=True)
+    results = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                           "python": platform.python_version()}}
+    out = ROOT / "benchmarks/results.json"
+    if args.skip_pipeline and out.exists():
+        results["pipeline"] = json.loads(out.read_text()).get("pipeline")
+    else:
+        results["pipeline"] = pipeline(args.cores)
+        out.write_text(json.dumps(results, indent=2) + "\n")   # kept even if a later part fails
+    results["encoding"] = encoding(ROOT / "benchmarks/out/model", ROOT / "benchmarks/out/candidates.jsonl",
+                                   args.encode_limit, threads=1)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

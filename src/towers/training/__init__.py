@@ -1,0 +1,1 @@
+"""One shared training loop (loop.py) and one small module per training regime."""

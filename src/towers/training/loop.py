@@ -1,0 +1,100 @@
+"""The shared training loop: AdamW, linear warm-up and decay, periodic checkpoints, resume.
+
+Each step reseeds torch from (seed, step) and each regime draws its batch from (seed, step), so a
+run resumed from a checkpoint takes exactly the same steps as one that was never interrupted."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from tqdm import tqdm
+from transformers import get_linear_schedule_with_warmup
+
+
+def device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def fingerprint(settings: dict) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def step_seed(seed: int, step: int) -> int:
+    return (seed * 1_000_003 + step) % (2**31)
+
+
+def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps: int, lr: float,
+        warmup_ratio: float, seed: int, state_dir, checkpoint_every: int, settings: dict,
+        weight_decay: float = 0.01, log_path=None, on_checkpoint: Callable[[int], dict] | None = None,
+        stop_after_step: int | None = None, desc: str = "train") -> dict:
+    """Train `model` for `steps` steps; `loss_fn(step)` builds and scores the step's batch.
+
+    `state_dir` holds checkpoint.pt; a checkpoint whose settings fingerprint differs is ignored.
+    `stop_after_step` exits right after that step's checkpoint (used to test resuming)."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint_path = state_dir / "checkpoint.pt"
+    key = fingerprint(settings)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * steps), steps)
+    start, history = 0, []
+    if checkpoint_path.exists():
+        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        if saved.get("fingerprint") == key:
+            model.load_state_dict(saved["model"])
+            optimizer.load_state_dict(saved["optimizer"])
+            scheduler.load_state_dict(saved["scheduler"])
+            start, history = saved["step"], saved["history"]
+            print(f"resumed from step {start} of {steps} ({checkpoint_path})", flush=True)
+    model.train()
+    use_amp = device().type == "cuda"
+    seconds = 0.0
+    log = open(log_path, "a", encoding="utf-8") if log_path else None
+    bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2)
+    for step in bar:
+        began = time.perf_counter()
+        torch.manual_seed(step_seed(seed, step))
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+            loss = loss_fn(step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        scheduler.step()
+        seconds += time.perf_counter() - began
+        record = {"step": step + 1, "loss": round(float(loss), 5), "lr": scheduler.get_last_lr()[0]}
+        bar.set_postfix(loss=f"{record['loss']:.3f}")
+        done = step + 1
+        if done % checkpoint_every == 0 or done == steps:
+            if on_checkpoint:
+                model.eval()
+                record.update(on_checkpoint(done))
+                model.train()
+            history.append(record)
+            tmp = checkpoint_path.with_suffix(".tmp")
+            torch.save({"fingerprint": key, "step": done, "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                        "history": history}, tmp)
+            os.replace(tmp, checkpoint_path)
+            if stop_after_step is not None and done >= stop_after_step and done < steps:
+                raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
+        if log:
+            log.write(json.dumps(record) + "\n")
+    if log:
+        log.close()
+    model.eval()
+    return {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2),
+            "history": history}
+
+
+def finish(state_dir) -> None:
+    """Drop the checkpoint once the final model is safely written."""
+    path = Path(state_dir) / "checkpoint.pt"
+    if path.exists():
+        path.unlink()

@@ -1,0 +1,34 @@
+"""Faiss indexes built from an index_factory string, inner-product metric, and top-k search."""
+from __future__ import annotations
+
+import numpy as np
+
+from .io import StageError
+
+
+def build(embeddings: np.ndarray, factory: str, seed: int = 0):
+    import faiss
+
+    if embeddings.ndim != 2 or embeddings.dtype != np.float32:
+        raise ValueError("embeddings must be a 2-D float32 matrix")
+    try:
+        index = faiss.index_factory(embeddings.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as err:
+        raise StageError("faiss.index_factory", f"bad factory string {factory!r}: {str(err).splitlines()[0]}") from None
+    if not index.is_trained:
+        faiss.ParameterSpace().set_index_parameter(index, "verbose", 0)
+        np.random.default_rng(seed)
+        index.train(embeddings)
+    index.add(embeddings)
+    return index
+
+
+def search(index, queries: np.ndarray, depth: int, nprobe: int | None = None):
+    import faiss
+
+    if nprobe:
+        try:
+            faiss.ParameterSpace().set_index_parameter(index, "nprobe", nprobe)
+        except RuntimeError:
+            pass   # flat indexes have no nprobe
+    return index.search(queries, min(depth, index.ntotal))

@@ -1,0 +1,178 @@
+"""Parse a MediaWiki XML dump into articles: lead section, sections, paragraphs, sentences, links.
+
+Streams pages (bz2 or plain XML) so it scales to a full dump; markup is handled by
+mwparserfromhell, sentences by pysbd."""
+from __future__ import annotations
+
+import bz2
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Iterator
+
+import mwparserfromhell
+
+from .io import StageError, require_file
+from .sentences import split_sentences
+
+# Sections that hold references and navigation rather than prose.
+SKIPPED_SECTIONS = {
+    "references", "external links", "see also", "further reading", "notes", "bibliography",
+    "sources", "footnotes", "citations", "notes and references", "references and notes",
+    "external link", "gallery", "works cited", "literature",
+}
+# Tags whose contents are not running text.
+DROPPED_TAGS = {"ref", "table", "gallery", "timeline", "imagemap", "references", "math", "chem",
+                "score", "syntaxhighlight", "source", "pre", "div", "blockquote", "poem", "code"}
+NON_ARTICLE_PREFIXES = {"file", "image", "category", "wikipedia", "wp", "template", "help", "portal",
+                        "special", "media", "user", "talk", "wiktionary", "wikt", "s", "q", "commons",
+                        "meta", "mw", "n", "b", "v", "species", "draft", "module", "book"}
+MIN_PARAGRAPH_WORDS = 8
+
+
+def normalise_title(target: str) -> str:
+    """MediaWiki title normalisation: drop the anchor, underscores to spaces, first letter upper."""
+    target = target.split("#", 1)[0].replace("_", " ").strip()
+    target = " ".join(target.split())
+    return target[:1].upper() + target[1:] if target else ""
+
+
+def _is_article_link(title: str) -> bool:
+    title = title.strip().lstrip(":")
+    if not title or title.startswith("#"):
+        return False
+    prefix, sep, _ = title.partition(":")
+    # Interlanguage links ("fr:...") and namespaced links are not article links.
+    return not (sep and (prefix.lower() in NON_ARTICLE_PREFIXES or re.fullmatch(r"[a-z]{2,3}(-[a-z]+)?", prefix)))
+
+
+def _drop_non_text(code) -> None:
+    for node in code.filter_tags(recursive=True):
+        if str(node.tag).lower() in DROPPED_TAGS:
+            _safe_remove(code, node)
+    for node in code.filter_templates(recursive=False):
+        _safe_remove(code, node)
+    for node in code.filter_comments(recursive=True):
+        _safe_remove(code, node)
+    for node in code.filter_wikilinks(recursive=False):
+        if not _is_article_link(str(node.title)):
+            _safe_remove(code, node)
+
+
+def _safe_remove(code, node) -> None:
+    try:
+        code.remove(node)
+    except ValueError:  # already removed with a parent
+        pass
+
+
+def _clean_text(text: str) -> str:
+    text = re.sub(r"\(\s*[,;]?\s*\)", "", text)          # brackets emptied by removed templates
+    text = re.sub(r"\s+([,.;:])", r"\1", text)
+    return " ".join(text.split())
+
+
+def parse_paragraph(line: str) -> dict | None:
+    code = mwparserfromhell.parse(line)
+    links = []
+    for link in code.filter_wikilinks(recursive=False):
+        if _is_article_link(str(link.title)):
+            target = normalise_title(str(link.title).lstrip(":"))
+            anchor = link.text.strip_code().strip() if link.text else str(link.title).strip()
+            links.append({"target": target, "anchor": anchor})
+    text = _clean_text(code.strip_code(normalize=True, collapse=True))
+    if len(text.split()) < MIN_PARAGRAPH_WORDS or not re.search(r"[.!?][\"')\]]?$", text):
+        return None
+    return {"text": text, "links": links}
+
+
+def parse_article(title: str, page_id: str, wikitext: str) -> dict:
+    code = mwparserfromhell.parse(wikitext)
+    sections = []
+    for section in code.get_sections(flat=True, include_lead=True):
+        headings = section.filter_headings(recursive=False)
+        if headings:
+            heading = headings[0]
+            name, level = heading.title.strip_code().strip(), heading.level
+            section.remove(heading)
+        else:
+            name, level = "", 1   # the lead section
+        if name.lower() in SKIPPED_SECTIONS:
+            continue
+        _drop_non_text(section)
+        paragraphs = []
+        for line in str(section).split("\n"):
+            line = line.strip()
+            if not line or line[0] in "*#:;|{!=" or line.startswith("----"):
+                continue
+            paragraph = parse_paragraph(line)
+            if paragraph:
+                paragraph["sentences"] = split_sentences(paragraph["text"])
+                paragraphs.append(paragraph)
+        if paragraphs:
+            sections.append({"title": name, "level": level, "lead": level == 1, "paragraphs": paragraphs})
+    return {"id": page_id, "title": title, "sections": sections}
+
+
+def iter_pages(path) -> Iterator[dict]:
+    """Yield {'title','id','ns','redirect','text'} for each page of a MediaWiki XML export."""
+    path = require_file(path)
+    opener = bz2.open if str(path).endswith(".bz2") else open
+    try:
+        with opener(path, "rb") as handle:
+            page: dict = {}
+            for event, elem in ET.iterparse(handle, events=("end",)):
+                tag = elem.tag.rsplit("}", 1)[-1]
+                if tag == "title":
+                    page["title"] = elem.text or ""
+                elif tag == "ns":
+                    page["ns"] = elem.text
+                elif tag == "id" and "id" not in page:
+                    page["id"] = elem.text
+                elif tag == "redirect":
+                    page["redirect"] = normalise_title(elem.get("title", ""))
+                elif tag == "text":
+                    page["text"] = elem.text or ""
+                elif tag == "page":
+                    yield page
+                    page = {}
+                    elem.clear()
+    except (ET.ParseError, OSError, EOFError) as err:
+        raise StageError(path, f"not a readable MediaWiki XML dump ({err})") from None
+
+
+def parse_dump(path, max_articles: int | None = None) -> tuple[list[dict], dict[str, str]]:
+    """Return (articles, redirects) for main-namespace pages; articles with no prose are dropped."""
+    articles, redirects = [], {}
+    for page in iter_pages(path):
+        if page.get("ns") != "0":
+            continue
+        if page.get("redirect") or page.get("text", "").lstrip().lower().startswith("#redirect"):
+            redirects[page["title"]] = page.get("redirect", "")
+            continue
+        article = parse_article(page["title"], page["id"], page.get("text", ""))
+        if article["sections"]:
+            articles.append(article)
+            if max_articles and len(articles) >= max_articles:
+                break
+    if not articles:
+        raise StageError(path, "no articles with prose found in the dump")
+    return articles, redirects
+
+
+def statistics(articles: list[dict], redirects: dict[str, str]) -> dict:
+    paragraphs = [p for a in articles for s in a["sections"] for p in s["paragraphs"]]
+    titles = {a["title"] for a in articles}
+    links = [link for p in paragraphs for link in p["links"]]
+    resolved = [redirects.get(link["target"], link["target"]) for link in links]
+    return {
+        "articles": len(articles),
+        "redirects_dropped": len(redirects),
+        "sections": sum(len(a["sections"]) for a in articles),
+        "lead_sections": sum(1 for a in articles for s in a["sections"] if s["lead"]),
+        "paragraphs": len(paragraphs),
+        "sentences": sum(len(p["sentences"]) for p in paragraphs),
+        "links": len(links),
+        "links_to_articles_in_corpus": sum(1 for t in resolved if t in titles),
+        "words": sum(len(p["text"].split()) for p in paragraphs),
+    }

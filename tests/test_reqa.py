@@ -1,0 +1,103 @@
+import json
+
+import pytest
+
+from towers import reqa
+from towers.io import StageError
+
+from conftest import FIXTURES, SHARED_DATA
+
+
+def test_questions_resolve_to_one_sentence(tiny_articles):
+    articles, _ = tiny_articles
+    queries, qrels, answers = reqa.resolve_questions(FIXTURES / "tiny-questions.tsv", articles)
+    assert len(queries) == 12
+    candidates = {c["id"]: c for a in articles for c in reqa.article_candidates(a)}
+    for item in answers:
+        (doc,) = qrels[item["qid"]]
+        assert item["answer"] in candidates[doc]["sentence"]
+    first = candidates[answers[0]["candidate"]]
+    assert first["sentence"] == "It was designed by the engineer Mara Quill and first lit in 1871."
+    assert first["contents"].startswith(first["sentence"] + " ") and first["paragraph"] in first["contents"]
+
+
+def test_every_sentence_is_a_candidate(tiny_articles):
+    articles, _ = tiny_articles
+    candidates = [c for a in articles for c in reqa.article_candidates(a)]
+    assert len(candidates) == 17 and len({c["id"] for c in candidates}) == 17
+
+
+def _questions(tmp_path, rows):
+    path = tmp_path / "questions.tsv"
+    path.write_text("article\tquestion\tanswer\tsentence_start\n" + "".join("\t".join(r) + "\n" for r in rows))
+    return path
+
+
+@pytest.mark.parametrize("row, message", [
+    (("Harbour lighthouse", "When was it lit?", "1872", "It was designed"), r"line 2: answer '1872' not found in article 'Harbour lighthouse'"),
+    (("Nowhere", "Where?", "x", "y"), r"line 2: article 'Nowhere' is not in the corpus"),
+    (("Port Elwen", "Which day?", "Saturday", "The daily market"), r"line 2: answer 'Saturday' not found"),
+])
+def test_unresolvable_question_names_file_and_line(tmp_path, tiny_articles, row, message):
+    path = _questions(tmp_path, [row])
+    with pytest.raises(StageError, match=f"questions.tsv: {message}"):
+        reqa.resolve_questions(path, tiny_articles[0])
+
+
+def test_ambiguous_locator_is_rejected(tmp_path, tiny_articles):
+    # two sentences of the article start with "The" and contain "the"
+    path = _questions(tmp_path, [("Harbour lighthouse", "What?", "the", "The")])
+    with pytest.raises(StageError, match="ambiguous"):
+        reqa.resolve_questions(path, tiny_articles[0])
+
+
+def test_empty_question_set_and_bad_header(tmp_path, tiny_articles):
+    with pytest.raises(StageError, match="the question set is empty"):
+        reqa.resolve_questions(_questions(tmp_path, []), tiny_articles[0])
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("q\ta\n")
+    with pytest.raises(StageError, match="bad.tsv: header must be"):
+        reqa.read_questions(bad)
+
+
+def test_project_question_set_is_large_and_resolves():
+    rows = reqa.read_questions("data/enwiki-mini/questions.tsv")
+    assert len(rows) >= 500
+    assert len({r["article"] for r in rows}) >= 80
+    assert len({r["question"] for r in rows}) == len(rows)
+
+
+SQUAD = {"version": "1.1", "data": [{"title": "Tiny_Town", "paragraphs": [{
+    "context": "Tiny Town lies on a river. It has 300 residents. The mayor is Ann Lee.",
+    "qas": [
+        {"id": "a", "question": "How many people live in Tiny Town?", "answers": [{"text": "300", "answer_start": 34}]},
+        {"id": "b", "question": "Who leads the town?",
+         "answers": [{"text": "Ann Lee", "answer_start": 63}, {"text": "river", "answer_start": 20}]},
+    ]}]}]}
+
+
+def test_squad_builder_on_a_hand_made_file(tmp_path):
+    path = tmp_path / "squad.json"
+    path.write_text(json.dumps(SQUAD))
+    candidates, queries, qrels = reqa.build_squad(path)
+    assert [c["sentence"] for c in candidates] == ["Tiny Town lies on a river.", "It has 300 residents.",
+                                                   "The mayor is Ann Lee."]
+    assert qrels["a"] == {"0_0_1": 1}
+    assert qrels["b"] == {"0_0_2": 1, "0_0_0": 1}   # answers in two sentences: both relevant
+    assert candidates[0]["title"] == "Tiny Town"
+
+
+def test_squad_builder_rejects_other_json(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text('{"rows": []}')
+    with pytest.raises(StageError, match="other.json: not a SQuAD JSON file"):
+        reqa.build_squad(path)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "squad" / "dev-v1.1.json").exists(), reason="real SQuAD dev file not present")
+def test_squad_builder_on_the_official_dev_file():
+    candidates, queries, qrels = reqa.build_squad(SHARED_DATA / "squad" / "dev-v1.1.json")
+    assert len(queries) == 10570
+    assert len({c["paragraph"] for c in candidates}) == 2067
+    assert 10000 < len(candidates) < 11500
+    assert all(qrels[q] for q in queries)

@@ -1,0 +1,89 @@
+"""Stages as commands: bad input stops them with one line naming the file, and no finished-looking output."""
+import json
+
+from conftest import FIXTURES, run_stage
+
+
+def assert_one_line_error(result, expected):
+    assert result.returncode == 1
+    lines = [l for l in result.stderr.splitlines() if l.strip()]
+    assert "Traceback" not in result.stderr
+    assert lines[-1] == f"error: {expected}", result.stderr
+
+
+def test_missing_input_file(tmp_path):
+    out = tmp_path / "eval.json"
+    result = run_stage("evaluate", "--run", tmp_path / "nope.trec", "--qrels", tmp_path / "q", "--queries",
+                       tmp_path / "t", "--metrics", "R@1", "--out", out)
+    assert_one_line_error(result, f"{tmp_path / 'nope.trec'}: input file is missing")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_corrupt_dump_fails_its_checksum(tmp_path):
+    dump = tmp_path / "dump.xml"
+    dump.write_text((FIXTURES / "tiny-wiki.xml").read_text().replace("1871", "1872"))
+    result = run_stage("parse-wiki", "--dump", dump, "--sha256", "0" * 64, "--articles", tmp_path / "a.jsonl",
+                       "--redirects", tmp_path / "r.json", "--stats", tmp_path / "s.json")
+    assert_one_line_error(result, f"{dump}: sha256 mismatch (expected {'0' * 64}); the file is corrupt or a different version")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump.xml"]
+
+
+def test_truncated_dump(tmp_path):
+    dump = tmp_path / "dump.xml"
+    dump.write_text((FIXTURES / "tiny-wiki.xml").read_text()[:1500])
+    result = run_stage("parse-wiki", "--dump", dump, "--articles", tmp_path / "a.jsonl",
+                       "--redirects", tmp_path / "r.json", "--stats", tmp_path / "s.json")
+    assert result.returncode == 1 and f"error: {dump}: not a readable MediaWiki XML dump" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dump.xml"]
+
+
+def _articles(tmp_path):
+    result = run_stage("parse-wiki", "--dump", FIXTURES / "tiny-wiki.xml", "--articles", tmp_path / "a.jsonl",
+                       "--redirects", tmp_path / "r.json", "--stats", tmp_path / "s.json")
+    assert result.returncode == 0, result.stderr
+    return tmp_path / "a.jsonl"
+
+
+def test_empty_question_set(tmp_path):
+    questions = tmp_path / "questions.tsv"
+    questions.write_text("article\tquestion\tanswer\tsentence_start\n")
+    result = run_stage("reqa-wiki", "--articles", _articles(tmp_path), "--questions", questions,
+                       "--out-dir", tmp_path / "reqa")
+    assert_one_line_error(result, f"{questions}: the question set is empty")
+    assert not (tmp_path / "reqa").exists()
+
+
+def test_answer_missing_from_its_article(tmp_path):
+    questions = tmp_path / "questions.tsv"
+    lines = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
+    lines[3] = lines[3].replace("Ewan Todd", "Ewan Tod d")
+    questions.write_text("\n".join(lines) + "\n")
+    result = run_stage("reqa-wiki", "--articles", _articles(tmp_path), "--questions", questions,
+                       "--out-dir", tmp_path / "reqa")
+    assert_one_line_error(result, f"{questions}: line 4: answer 'Ewan Tod d' not found in article 'Harbour lighthouse'")
+    assert not (tmp_path / "reqa").exists()
+
+
+def test_reqa_and_split_outputs(tmp_path):
+    result = run_stage("reqa-wiki", "--articles", _articles(tmp_path), "--questions", FIXTURES / "tiny-questions.tsv",
+                       "--out-dir", tmp_path / "reqa")
+    assert result.returncode == 0, result.stderr
+    stats = json.loads((tmp_path / "reqa" / "stats.json").read_text())
+    assert stats == {"queries": 12, "candidates": 17, "tuples": 12, "paragraphs": 9, "articles_with_questions": 3}
+    meta = json.loads((tmp_path / "reqa" / "candidates.jsonl.meta.json").read_text())
+    assert meta["stage"] == "reqa-wiki" and "pysbd" in meta["versions"]
+    result = run_stage("split", "--queries", tmp_path / "reqa" / "queries.tsv", "--train-fraction", 0.5,
+                       "--seed", 1, "--out-dir", tmp_path / "split")
+    assert result.returncode == 0, result.stderr
+    sizes = {n: len((tmp_path / "split" / f"{n}.tsv").read_text().splitlines()) for n in ("train", "valid", "test")}
+    assert sizes == {"train": 5, "valid": 1, "test": 6}
+
+
+def test_bad_faiss_factory(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "e.npy", np.ones((4, 8), dtype=np.float32))
+    result = run_stage("build-index", "--embeddings", tmp_path / "e.npy", "--factory", "IVFX,PQ", "--out",
+                       tmp_path / "i.faiss")
+    assert result.returncode == 1 and "bad factory string 'IVFX,PQ'" in result.stderr
+    assert not (tmp_path / "i.faiss").exists()

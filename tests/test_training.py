@@ -1,0 +1,85 @@
+"""Resumable training: a run stopped after a checkpoint and restarted ends where an uninterrupted one does."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from towers.models import random_encoder
+from towers.tokenizer import train_wordpiece
+
+from conftest import ROOT, run_stage
+
+TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(60)]
+ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train")
+    train_wordpiece(TEXTS, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
+    random_encoder(root / "tok", root / "enc", ARCH, seed=1)
+    cands = root / "candidates.jsonl"
+    import json
+
+    cands.write_text("".join(json.dumps({"id": f"d{i}", "contents": t, "sentence": t, "paragraph": t, "title": "T"}) + "\n"
+                             for i, t in enumerate(TEXTS)))
+    (root / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(60)))
+    (root / "train.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(50)))
+    (root / "valid.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(50, 60)))
+    return root
+
+
+def finetune_args(root, out, steps=12, every=4):
+    return ["finetune", "--encoder", root / "enc", "--candidates", root / "candidates.jsonl", "--qrels", root / "qrels.txt",
+            "--train", root / "train.tsv", "--valid", root / "valid.tsv", "--out", out, "--state-dir", f"{out}.state",
+            "--seed", 3, "--steps", steps, "--batch-size", 8, "--lr", 1e-3, "--warmup-ratio", 0.1,
+            "--checkpoint-every", every, "--query-length", 16, "--doc-length", 32, "--embedding-dim", 16]
+
+
+def heads(folder):
+    return load_file(str(folder / "heads.safetensors"))
+
+
+def test_stopped_run_resumes_to_identical_weights(setup):
+    whole = run_stage(*finetune_args(setup, setup / "whole"))
+    assert whole.returncode == 0, whole.stderr
+    stopped = run_stage(*finetune_args(setup, setup / "resumed"), "--stop-after-step", 8)
+    assert stopped.returncode != 0 and not (setup / "resumed").exists()
+    assert (setup / "resumed.state" / "checkpoint.pt").exists()
+    resumed = run_stage(*finetune_args(setup, setup / "resumed"))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from step 8 of 12" in resumed.stdout + resumed.stderr
+    for key, value in heads(setup / "whole").items():
+        assert torch.equal(value, heads(setup / "resumed")[key]), key
+    assert not (setup / "resumed.state" / "checkpoint.pt").exists()   # dropped once the model is saved
+
+
+def test_killed_run_continues_from_last_checkpoint(setup):
+    out = setup / "killed"
+    args = [sys.executable, "-m", "towers", *map(str, finetune_args(setup, out, steps=60, every=2))]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    checkpoint = setup / "killed.state" / "checkpoint.pt"
+    deadline = time.time() + 120
+    while not checkpoint.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert checkpoint.exists() and not out.exists(), "the run finished before it could be killed"
+    again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert "resumed from step" in again.stdout + again.stderr
+    assert (out / "towers.json").exists()
+
+
+def test_checkpoint_of_other_settings_is_not_reused(setup):
+    out = setup / "changed"
+    run_stage(*finetune_args(setup, out), "--stop-after-step", 4)
+    changed = [str(a) for a in finetune_args(setup, out)]
+    changed[changed.index("--lr") + 1] = "0.002"
+    again = run_stage(*changed)
+    assert again.returncode == 0 and "resumed from step" not in again.stdout + again.stderr

@@ -1,0 +1,100 @@
+"""The DAG through snakemake: a tiny end-to-end run, caching, bad params, and the paper profile's plan."""
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import FIXTURES, ROOT
+
+SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+TARGET = "results/chang2020/table3.csv"
+
+
+def copy_workflow(dest: Path) -> Path:
+    for name in ["Snakefile", "params.yaml", "workflow", "data/papers", "config"]:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
+    shutil.copytree(FIXTURES, dest / "fixtures")
+    return dest
+
+
+def snakemake(workdir, *args):
+    return subprocess.run([*SNAKEMAKE, *map(str, args)], cwd=workdir, capture_output=True, text=True)
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """The 'Job stats' table of a dry run."""
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    work = copy_workflow(tmp_path_factory.mktemp("e2e"))
+    done = snakemake(work, TARGET, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return work
+
+
+@pytest.mark.slow
+def test_tiny_dag_builds_the_table(tiny_run):
+    table = pd.read_csv(tiny_run / TARGET, dtype={"split": str})
+    assert list(table[["encoder", "pretraining"]].itertuples(index=False, name=None)) == [
+        ("BM-25", "No Pretraining"), ("Transformer", "No Pretraining"), ("Transformer", "MLM")]
+    assert set(table["split"]) == {"50-50"} and set(table["profile"]) == {"tiny"}
+    for metric in ["R@1", "R@5", "R@10", "R@50", "R@100"]:
+        assert table[metric].between(0, 100).all() and f"{metric} paper" in table
+    assert (table["test_queries"] == 6).all()
+    # BM25 answers these lexical questions well even on a toy corpus
+    assert table.loc[0, "R@10"] >= 50
+    assert (tiny_run / "results/chang2020/table3.json").exists()
+
+
+@pytest.mark.slow
+def test_second_run_has_nothing_to_do(tiny_run):
+    again = snakemake(tiny_run, TARGET, "--cores", 2, "--configfile", "fixtures/tiny.yaml", "-n")
+    assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+def test_finetune_change_reuses_pretraining(tiny_run):
+    changed = (tiny_run / "fixtures/tiny.yaml").read_text().replace(
+        "finetune: {steps: 4, batch_size: 4, lr: 1.0e-3", "finetune: {steps: 4, batch_size: 4, lr: 2.0e-3")
+    (tiny_run / "fixtures/changed.yaml").write_text(changed)
+    plan = snakemake(tiny_run, TARGET, "--cores", 2, "--configfile", "fixtures/changed.yaml", "-n")
+    counts = job_counts(plan.stdout)
+    assert counts == {"finetune_two_tower": 2, "encode_candidates": 2, "faiss_index": 2, "dense_search": 2,
+                      "evaluate": 2, "chang2020_table3": 1}
+
+
+def test_invalid_params_name_the_key(tmp_path):
+    work = copy_workflow(tmp_path)
+    text = (work / "params.yaml").read_text().replace("  k1: 0.9", "  k1: high")
+    (work / "params.yaml").write_text(text)
+    plan = snakemake(work, TARGET, "-n")
+    assert plan.returncode != 0
+    message = plan.stdout + plan.stderr
+    assert "On instance['bm25']['k1']" in message and "'high' is not of type 'number'" in message
+
+
+def test_unknown_params_key_is_rejected(tmp_path):
+    work = copy_workflow(tmp_path)
+    (work / "params.yaml").write_text((work / "params.yaml").read_text().replace("bm25:", "bm52:"))
+    plan = snakemake(work, TARGET, "-n")
+    assert plan.returncode != 0 and "bm52" in plan.stdout + plan.stderr
+
+
+def test_paper_profile_plans_table3(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, TARGET, "--configfile", "config/paper.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert job_counts(plan.stdout) == {
+        "download": 2, "reqa": 1, "split": 3, "bm25_index": 1, "bm25_search": 1, "tokenizer": 1,
+        "init_random": 1, "pretrain_mlm": 1, "finetune_two_tower": 6, "encode_candidates": 6, "faiss_index": 6,
+        "dense_search": 6, "evaluate": 9, "chang2020_table3": 1}
+    assert "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json" in plan.stdout or \
+        "data/raw/squad/train-v1.1.json" in plan.stdout
