@@ -1,5 +1,6 @@
 # The whole workflow: `snakemake results/chang2020/table3.csv` (or `all`) on the active profile.
 # params.yaml is the embedded default; add `--configfile config/paper.yaml` for paper scale.
+import os
 import sys
 
 from snakemake.utils import min_version, validate
@@ -10,6 +11,8 @@ configfile: "params.yaml"
 validate(config, "workflow/schemas/params.schema.yaml")
 
 PY = sys.executable          # the interpreter snakemake runs in (the project's venv)
+if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
 TOWERS = f"{PY} -m towers"
 ART = "artifacts"
 SPLITS = config["splits"]

@@ -87,3 +87,18 @@ def test_bad_faiss_factory(tmp_path):
                        tmp_path / "i.faiss")
     assert result.returncode == 1 and "bad factory string 'IVFX,PQ'" in result.stderr
     assert not (tmp_path / "i.faiss").exists()
+
+
+def test_download_checks_sha256_and_keeps_nothing_on_mismatch(tmp_path):
+    import hashlib
+
+    source = tmp_path / "source.json"
+    source.write_text('{"data": []}')
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    good = run_stage("download", "--url", source.as_uri(), "--sha256", digest, "--out", tmp_path / "raw" / "ok.json")
+    assert good.returncode == 0, good.stderr
+    assert (tmp_path / "raw" / "ok.json").read_text() == source.read_text()
+    bad = run_stage("download", "--url", source.as_uri(), "--sha256", "0" * 64, "--out", tmp_path / "raw" / "bad.json",
+                    "--retries", 1)
+    assert bad.returncode == 1 and "sha256 mismatch" in bad.stderr
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == ["ok.json", "ok.json.meta.json"]

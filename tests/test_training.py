@@ -1,5 +1,4 @@
 """Resumable training: a run stopped after a checkpoint and restarted ends where an uninterrupted one does."""
-import os
 import signal
 import subprocess
 import sys

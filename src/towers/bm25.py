@@ -60,7 +60,7 @@ def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, th
     from tqdm import tqdm
 
     queries = read_queries(queries_tsv)
-    if not Path(index_dir, "segments_1").exists() and not any(Path(index_dir).glob("segments_*")):
+    if not any(Path(index_dir).glob("segments_*")):
         raise StageError(index_dir, "not a Lucene index (no segments file)")
     searcher = LuceneSearcher(str(index_dir))
     searcher.set_bm25(k1=k1, b=b)

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sys
 import time
 from pathlib import Path
 
-from .io import (StageError, atomic_path, check_sha256, read_json, read_jsonl, read_qrels, read_queries,
+from .io import (StageError, atomic_path, check_sha256, read_jsonl, read_qrels, read_queries,
                  read_run, require_file, versions, write_json, write_jsonl, write_qrels, write_queries, write_run)
 
 GENSIM_EXCERPT = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -146,9 +145,8 @@ def split(a):
     parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed)
     if not parts["test"]:
         raise StageError(a.queries, f"train fraction {a.train_fraction} leaves no test questions")
-    for name, qids in parts.items():
-        write_queries(Path(a.out_dir) / f"{name}.tsv", {q: queries[q] for q in qids}) if qids else \
-            (Path(a.out_dir) / f"{name}.tsv").write_text("")
+    for name, qids in parts.items():   # an empty file when a part has no question (e.g. valid of a 1% split)
+        write_queries(Path(a.out_dir) / f"{name}.tsv", {q: queries[q] for q in qids})
     return Path(a.out_dir) / "test.tsv", {k: len(v) for k, v in parts.items()}
 
 
@@ -322,8 +320,7 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-@stage("build-index", arg("--embeddings", required=True), arg("--factory", required=True), arg("--out", required=True),
-       arg("--seed", type=int, default=0))
+@stage("build-index", arg("--embeddings", required=True), arg("--factory", required=True), arg("--out", required=True))
 def build_index(a):
     import faiss
     import numpy as np
@@ -334,7 +331,7 @@ def build_index(a):
         vectors = np.load(require_file(a.embeddings))
     except ValueError as err:
         raise StageError(a.embeddings, f"not a NumPy array file ({err})") from None
-    index = vector_index.build(vectors, a.factory, a.seed)
+    index = vector_index.build(vectors, a.factory)
     with atomic_path(a.out) as tmp:
         faiss.write_index(index, str(tmp))
     return a.out, {"vectors": int(index.ntotal), "factory": a.factory}

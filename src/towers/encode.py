@@ -28,8 +28,8 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
         lengths = [len(ids) for ids in tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first",
                                                  max_length=max_length)["input_ids"]]
     order = length_order(lengths) if sort_by_length else np.arange(len(items))
-    out = np.zeros((len(items), tower.projection.out_features if hasattr(tower.projection, "out_features")
-                    else tower.encoder.config.hidden_size), dtype=np.float32)
+    dim = getattr(tower.projection, "out_features", tower.encoder.config.hidden_size)   # no projection: hidden size
+    out = np.zeros((len(items), dim), dtype=np.float32)
     use_amp = dev.type == "cuda"
     for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5):
         idx = order[start:start + batch_size]

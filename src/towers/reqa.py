@@ -5,10 +5,9 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 from typing import Iterator
 
-from .io import StageError, read_json, read_jsonl, require_file
+from .io import StageError, read_json, require_file
 from .sentences import split_with_offsets
 
 QUESTION_COLUMNS = ["article", "question", "answer", "sentence_start"]

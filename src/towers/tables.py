@@ -40,6 +40,5 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
         records.append(record)
         twin["rows"]["/".join(key)] = twin_row
     frame = pd.DataFrame(records)
-    frame["note"] = note
-    twin["note"] = note
+    frame["note"] = note   # the twin stays numeric for `dvc metrics`; the CSV carries the note
     return frame, twin

@@ -1,33 +1,39 @@
-"""A WordPiece vocabulary trained on the corpus with HF tokenizers, saved as a BERT tokenizer."""
+"""A WordPiece vocabulary trained on the corpus with HF tokenizers, saved as a BERT tokenizer.
+
+HF tokenizers' trainer numbers the "##x" continuation tokens in hash-map order, and those numbers
+break ties between equally frequent merges, so two runs on the same text can learn different
+vocabularies (huggingface/tokenizers#1794). Declaring every "##x" up front, in sorted order, fixes
+their numbers and makes training repeatable; the final ids are then renumbered in sorted order."""
 from __future__ import annotations
 
 from typing import Iterable
 
 from tokenizers import BertWordPieceTokenizer
-from tokenizers.models import WordPiece
-from tokenizers.processors import TemplateProcessing
 from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
+def continuation_tokens(texts: list[str], lowercase: bool) -> list[str]:
+    """'##' + every character that can follow another inside a pre-tokenised word."""
+    probe = BertWordPieceTokenizer(lowercase=lowercase)._tokenizer
+    chars = set()
+    for text in texts:
+        for word, _ in probe.pre_tokenizer.pre_tokenize_str(probe.normalizer.normalize_str(text)):
+            chars.update(word[1:])
+    return sorted(f"##{c}" for c in chars)
+
+
 def train_wordpiece(texts: Iterable[str], out_dir, vocab_size: int, min_frequency: int, lowercase: bool) -> int:
-    wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
-    wordpiece.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=SPECIAL_TOKENS)
-    # Wrap the trained tokenizer object itself (normaliser, pre-tokeniser and [CLS]/[SEP] template
-    # included) so nothing is re-derived from a vocab file.
-    core = wordpiece._tokenizer
-    # The trainer numbers tokens in hash-map order, which changes from process to process; renumber
-    # them in a fixed order (special tokens first, then sorted) so the same vocabulary gets the same ids.
-    vocab = core.get_vocab()
-    specials = SPECIAL_TOKENS
-    ordered = specials + sorted(t for t in vocab if t not in specials)
-    core.model = WordPiece({token: i for i, token in enumerate(ordered)}, unk_token="[UNK]")
-    core.post_processor = TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[(t, core.token_to_id(t)) for t in ("[CLS]", "[SEP]")])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]", sep_token="[SEP]",
+    texts = list(texts)
+    trainer_input = BertWordPieceTokenizer(lowercase=lowercase)
+    trainer_input.train_from_iterator(texts, vocab_size=vocab_size, min_frequency=min_frequency,
+                                      special_tokens=SPECIAL_TOKENS + continuation_tokens(texts, lowercase))
+    learned = trainer_input.get_vocab()
+    ordered = SPECIAL_TOKENS + sorted(t for t in learned if t not in SPECIAL_TOKENS)
+    # A fresh BERT tokenizer over the renumbered vocabulary: only the five real special tokens are special.
+    bert = BertWordPieceTokenizer({token: i for i, token in enumerate(ordered)}, lowercase=lowercase)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bert._tokenizer, unk_token="[UNK]", sep_token="[SEP]",
                                         pad_token="[PAD]", cls_token="[CLS]", mask_token="[MASK]",
                                         model_input_names=["input_ids", "token_type_ids", "attention_mask"])
     tokenizer.save_pretrained(out_dir)

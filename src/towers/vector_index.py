@@ -6,7 +6,7 @@ import numpy as np
 from .io import StageError
 
 
-def build(embeddings: np.ndarray, factory: str, seed: int = 0):
+def build(embeddings: np.ndarray, factory: str):
     import faiss
 
     if embeddings.ndim != 2 or embeddings.dtype != np.float32:
@@ -15,9 +15,7 @@ def build(embeddings: np.ndarray, factory: str, seed: int = 0):
         index = faiss.index_factory(embeddings.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as err:
         raise StageError("faiss.index_factory", f"bad factory string {factory!r}: {str(err).splitlines()[0]}") from None
-    if not index.is_trained:
-        faiss.ParameterSpace().set_index_parameter(index, "verbose", 0)
-        np.random.default_rng(seed)
+    if not index.is_trained:   # IVF / PQ: k-means with Faiss's fixed default seed, so repeatable
         index.train(embeddings)
     index.add(embeddings)
     return index

@@ -7,7 +7,6 @@ from __future__ import annotations
 import bz2
 import re
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from typing import Iterator
 
 import mwparserfromhell

@@ -26,12 +26,11 @@ rule faiss_index:
         f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/index.faiss",
     params:
         factory=config["faiss"]["index_factory"],
-        seed=config["seed"],
     log:
         "logs/{dataset}/faiss_{init}_{split}.log",
     shell:
         "{TOWERS} build-index --embeddings {input} --factory '{params.factory}' --out {output}"
-        " --seed {params.seed} 2>&1 | tee {log}"
+        " 2>&1 | tee {log}"
 
 
 rule dense_search:
