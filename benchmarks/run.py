@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -72,7 +73,7 @@ def naive_encode(tower, tokenizer, items, max_length: int, batch_size: int):
     return np.vstack(out)
 
 
-def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int) -> dict:
+def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int, repeats: int = 3) -> dict:
     import torch
 
     from towers.encode import encode
@@ -82,7 +83,7 @@ def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int) -
     torch.set_num_threads(threads)
     model, tok = TwoTower.load(model_dir)
     items = [(c["sentence"], c["paragraph"]) for c in read_jsonl(candidates_path)][:limit]
-    out = {"candidates": len(items), "threads": threads}
+    out = {"candidates": len(items), "threads": threads, "repeats": repeats, "rate": "median"}
     # the profile's doc length, and the longest the model takes (closer to the paper's 288)
     for doc_length in (model.config["doc_length"], model.doc.encoder.config.max_position_embeddings):
         loops = {
@@ -91,12 +92,15 @@ def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int) -
                                                        sort_by_length=False),
             "length_sorted": lambda: encode(model.doc, tok, items, "doc", doc_length, 128, sort_by_length=True),
         }
-        rates, vectors = {}, {}
-        for name, run in loops.items():
-            encode(model.doc, tok, items[:256], "doc", doc_length, 128)   # warm-up
-            began = time.perf_counter()
-            vectors[name] = run()
-            rates[name] = len(items) / (time.perf_counter() - began)
+        vectors = {}
+        encode(model.doc, tok, items[:256], "doc", doc_length, 128)   # warm-up
+        timings = {name: [] for name in loops}
+        for _ in range(repeats):   # interleaved, so drifting machine load hits every loop alike
+            for name, run in loops.items():
+                began = time.perf_counter()
+                vectors[name] = run()
+                timings[name].append(time.perf_counter() - began)
+        rates = {name: len(items) / statistics.median(seconds) for name, seconds in timings.items()}
         reference = vectors["length_sorted"]
         out[f"doc_length_{doc_length}"] = {
             **{f"{name}_per_second": round(rate, 1) for name, rate in rates.items()},

@@ -43,9 +43,9 @@ def seed_everything(seed: int) -> None:
 def resolve_dump(dump: str) -> Path:
     """'gensim' names the Wikipedia excerpt inside gensim 4.4.0's wheel; anything else is a path."""
     if dump == "gensim":
-        import gensim
+        from importlib.util import find_spec
 
-        return Path(gensim.__file__).parent / GENSIM_EXCERPT
+        return Path(find_spec("gensim").origin).parent / GENSIM_EXCERPT   # located, not imported (slow)
     return Path(dump)
 
 
@@ -63,11 +63,15 @@ def load_candidates(path) -> list[dict]:
 def parse_wiki(a):
     from . import wiki
 
+    from tqdm import tqdm
+
     dump = require_file(resolve_dump(a.dump))
     check_sha256(dump, a.sha256)
-    articles, redirects = wiki.parse_dump(dump, a.max_articles or None)
-    stats = wiki.statistics(articles, redirects)
-    write_jsonl(a.articles, articles)
+    redirects: dict[str, str] = {}
+    stats = wiki.Statistics()
+    articles = wiki.iter_articles(dump, redirects, a.max_articles or None)
+    write_jsonl(a.articles, (stats.add(x) for x in tqdm(articles, desc="parse", unit="article", mininterval=5)))
+    stats = stats.result(redirects)
     write_json(a.redirects, redirects)
     write_json(a.stats, stats)
     return a.articles, stats

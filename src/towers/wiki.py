@@ -7,6 +7,7 @@ from __future__ import annotations
 import bz2
 import re
 import xml.etree.ElementTree as ET
+from collections import Counter
 from typing import Iterator
 
 import mwparserfromhell
@@ -140,9 +141,9 @@ def iter_pages(path) -> Iterator[dict]:
         raise StageError(path, f"not a readable MediaWiki XML dump ({err})") from None
 
 
-def parse_dump(path, max_articles: int | None = None) -> tuple[list[dict], dict[str, str]]:
-    """Return (articles, redirects) for main-namespace pages; articles with no prose are dropped."""
-    articles, redirects = [], {}
+def iter_articles(path, redirects: dict[str, str], max_articles: int | None = None) -> Iterator[dict]:
+    """Yield main-namespace articles with prose, one at a time; fill `redirects` as they pass."""
+    found = 0
     for page in iter_pages(path):
         if page.get("ns") != "0":
             continue
@@ -151,27 +152,51 @@ def parse_dump(path, max_articles: int | None = None) -> tuple[list[dict], dict[
             continue
         article = parse_article(page["title"], page["id"], page.get("text", ""))
         if article["sections"]:
-            articles.append(article)
-            if max_articles and len(articles) >= max_articles:
-                break
-    if not articles:
+            found += 1
+            yield article
+            if max_articles and found >= max_articles:
+                return
+    if not found:
         raise StageError(path, "no articles with prose found in the dump")
-    return articles, redirects
+
+
+def parse_dump(path, max_articles: int | None = None) -> tuple[list[dict], dict[str, str]]:
+    """(articles, redirects) in memory: for small dumps and tests; stages stream with `iter_articles`."""
+    redirects: dict[str, str] = {}
+    return list(iter_articles(path, redirects, max_articles)), redirects
+
+
+class Statistics:
+    """Corpus counts gathered while articles stream past (memory: titles and distinct link targets)."""
+
+    def __init__(self):
+        self.counts = Counter()
+        self.titles: set[str] = set()
+        self.targets: Counter = Counter()
+
+    def add(self, article: dict) -> dict:
+        self.titles.add(article["title"])
+        self.counts["articles"] += 1
+        for section in article["sections"]:
+            self.counts["sections"] += 1
+            self.counts["lead_sections"] += section["lead"]
+            for paragraph in section["paragraphs"]:
+                self.counts["paragraphs"] += 1
+                self.counts["sentences"] += len(paragraph["sentences"])
+                self.counts["words"] += len(paragraph["text"].split())
+                self.counts["links"] += len(paragraph["links"])
+                self.targets.update(link["target"] for link in paragraph["links"])
+        return article
+
+    def result(self, redirects: dict[str, str]) -> dict:
+        inside = sum(n for target, n in self.targets.items() if redirects.get(target, target) in self.titles)
+        keys = ["articles", "sections", "lead_sections", "paragraphs", "sentences", "links"]
+        return {**{k: self.counts[k] for k in keys}, "redirects_dropped": len(redirects),
+                "links_to_articles_in_corpus": inside, "words": self.counts["words"]}
 
 
 def statistics(articles: list[dict], redirects: dict[str, str]) -> dict:
-    paragraphs = [p for a in articles for s in a["sections"] for p in s["paragraphs"]]
-    titles = {a["title"] for a in articles}
-    links = [link for p in paragraphs for link in p["links"]]
-    resolved = [redirects.get(link["target"], link["target"]) for link in links]
-    return {
-        "articles": len(articles),
-        "redirects_dropped": len(redirects),
-        "sections": sum(len(a["sections"]) for a in articles),
-        "lead_sections": sum(1 for a in articles for s in a["sections"] if s["lead"]),
-        "paragraphs": len(paragraphs),
-        "sentences": sum(len(p["sentences"]) for p in paragraphs),
-        "links": len(links),
-        "links_to_articles_in_corpus": sum(1 for t in resolved if t in titles),
-        "words": sum(len(p["text"].split()) for p in paragraphs),
-    }
+    stats = Statistics()
+    for article in articles:
+        stats.add(article)
+    return stats.result(redirects)

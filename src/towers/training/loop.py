@@ -55,7 +55,8 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps
     model.train()
     use_amp = device().type == "cuda"
     seconds = 0.0
-    log = open(log_path, "a", encoding="utf-8") if log_path else None
+    # a resumed run appends to its step log, a fresh one starts it over
+    log = open(log_path, "a" if start else "w", encoding="utf-8") if log_path else None
     bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2)
     for step in bar:
         began = time.perf_counter()
