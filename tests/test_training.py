@@ -82,3 +82,13 @@ def test_checkpoint_of_other_settings_is_not_reused(setup):
     changed[changed.index("--lr") + 1] = "0.002"
     again = run_stage(*changed)
     assert again.returncode == 0 and "resumed from step" not in again.stdout + again.stderr
+
+
+def test_checkpoint_from_another_encoder_is_not_reused(setup, tmp_path):
+    out = setup / "other-encoder"
+    run_stage(*finetune_args(setup, out), "--stop-after-step", 4)
+    random_encoder(setup / "tok", tmp_path / "enc", ARCH, seed=2)
+    args = [str(a) for a in finetune_args(setup, out)]
+    args[args.index("--encoder") + 1] = str(tmp_path / "enc")
+    again = run_stage(*args)
+    assert again.returncode == 0 and "resumed from step" not in again.stdout + again.stderr

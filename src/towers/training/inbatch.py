@@ -48,7 +48,10 @@ def finetune(pairs: list[dict], valid_pairs: list[dict], encoder_dir, out_dir, s
                       if len(valid_pairs[i:i + train["batch_size"]]) > 1]
         return {"valid_loss": round(float(np.mean(losses)), 5)} if losses else {}
 
-    settings = {"model": model_cfg, "train": train, "seed": seed, "pairs": len(pairs)}
+    # The fingerprint covers the inputs too, so a checkpoint left by a run on another encoder or
+    # other training questions is never resumed.
+    settings = {"model": model_cfg, "train": train, "seed": seed, "pairs": loop.fingerprint(pairs),
+                "encoder": loop.folder_digest(encoder_dir)}
     report = loop.run(model, loss_fn, steps=train["steps"], lr=train["lr"], warmup_ratio=train["warmup_ratio"],
                       seed=seed, state_dir=state_dir, checkpoint_every=train["checkpoint_every"],
                       settings=settings, log_path=log_path, on_checkpoint=validate,

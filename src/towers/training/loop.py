@@ -24,6 +24,14 @@ def fingerprint(settings: dict) -> str:
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def folder_digest(folder) -> str:
+    """Digest of every file in a folder (a checkpoint or tokenizer directory)."""
+    from ..io import sha256_of
+
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
+    return fingerprint({str(p.relative_to(folder)): sha256_of(p) for p in files})
+
+
 def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31)
 

@@ -41,7 +41,8 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, tr
         logits = model.cls(hidden[masked])
         return torch.nn.functional.cross_entropy(logits, batch["labels"][masked])
 
-    settings = {"arch": arch, "train": train, "seed": seed, "blocks": len(blocks), "vocab": len(tokenizer)}
+    settings = {"arch": arch, "train": train, "seed": seed, "blocks": loop.fingerprint(blocks),
+                "tokenizer": loop.folder_digest(tokenizer_dir)}
     report = loop.run(model, loss_fn, steps=train["steps"], lr=train["lr"], warmup_ratio=train["warmup_ratio"],
                       seed=seed, state_dir=state_dir, checkpoint_every=train["checkpoint_every"],
                       settings=settings, log_path=log_path, stop_after_step=stop_after_step, desc="mlm")
