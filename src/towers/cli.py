@@ -61,17 +61,17 @@ def load_candidates(path) -> list[dict]:
 @stage("parse-wiki", arg("--dump", required=True), arg("--sha256", default=""), arg("--max-articles", type=int, default=0),
        arg("--articles", required=True), arg("--redirects", required=True), arg("--stats", required=True))
 def parse_wiki(a):
-    from . import wiki
-
     from tqdm import tqdm
+
+    from . import wiki
 
     dump = require_file(resolve_dump(a.dump))
     check_sha256(dump, a.sha256)
     redirects: dict[str, str] = {}
-    stats = wiki.Statistics()
+    counter = wiki.Statistics()
     articles = wiki.iter_articles(dump, redirects, a.max_articles or None)
-    write_jsonl(a.articles, (stats.add(x) for x in tqdm(articles, desc="parse", unit="article", mininterval=5)))
-    stats = stats.result(redirects)
+    write_jsonl(a.articles, (counter.add(x) for x in tqdm(articles, desc="parse", unit="article", mininterval=5)))
+    stats = counter.result(redirects)
     write_json(a.redirects, redirects)
     write_json(a.stats, stats)
     return a.articles, stats

@@ -15,19 +15,20 @@ import torch
 from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
+from ..io import sha256_of
+
 
 def device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def fingerprint(settings: dict) -> str:
+def fingerprint(settings) -> str:
+    """Short digest of any JSON-able value (settings, training pairs, token blocks)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def folder_digest(folder) -> str:
     """Digest of every file in a folder (a checkpoint or tokenizer directory)."""
-    from ..io import sha256_of
-
     files = sorted(p for p in Path(folder).rglob("*") if p.is_file())
     return fingerprint({str(p.relative_to(folder)): sha256_of(p) for p in files})
 
