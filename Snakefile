@@ -11,7 +11,8 @@ configfile: "params.yaml"
 validate(config, "workflow/schemas/params.schema.yaml")
 
 PY = sys.executable          # the interpreter snakemake runs in (the project's venv)
-if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]):
+if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]
+        or config["quadrupletbert"]["pretrain"]["init_hub_model"]):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
 TOWERS = f"{PY} -m towers"
 ART = "artifacts"
@@ -21,6 +22,16 @@ wildcard_constraints:
     dataset="[a-z0-9-]+",
     split="|".join(SPLITS),
     init="none|mlm",
+    kind="emb|bert",
+    margin=r"[0-9]+(\.[0-9]+)?",
+    seed="[0-9]+",
+    index="[a-z0-9]+",
+    model="[a-z0-9.-]+",
+
+
+def flags(settings: dict) -> str:
+    """{'batch_size': 32, 'shared': True} -> '--batch-size 32 --shared 1' for a stage command."""
+    return " ".join(f"--{k.replace('_', '-')} {int(v) if isinstance(v, bool) else v}" for k, v in settings.items())
 
 
 include: "workflow/rules/data.smk"
@@ -35,3 +46,5 @@ include: "workflow/rules/tables.smk"
 rule all:
     input:
         "results/chang2020/table3.csv",
+        "results/table1.csv",
+        "results/table2.csv",

@@ -1,4 +1,5 @@
 """The DAG through snakemake: a tiny end-to-end run, caching, bad params, and the paper profile's plan."""
+import json
 import re
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ from conftest import FIXTURES, ROOT
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/chang2020/table3.csv"
+QUADRUPLET_TABLES = ["results/table1.csv", "results/table2.csv"]
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -35,7 +37,7 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, TARGET, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    done = snakemake(work, TARGET, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
 
@@ -55,8 +57,26 @@ def test_tiny_dag_builds_the_table(tiny_run):
 
 
 @pytest.mark.slow
+def test_tiny_dag_builds_the_quadrupletbert_tables(tiny_run):
+    table1 = pd.read_csv(tiny_run / "results/table1.csv", dtype={"split": str})
+    assert list(table1[["model", "index"]].itertuples(index=False, name=None)) == [
+        ("Three-T Emb", "flat"), ("Three-T BERT", "flat"), ("QuadrupletBERT", "flat"), ("QuadrupletBERT", "ivf")]
+    assert (table1["seeds"] == 1).all() and (table1["test_queries"] == 6).all()
+    assert table1["R@1 paper"].isna().all()   # the paper has no 50%/50% split
+    assert table1["R@10"].between(0, 100).all()
+    assert table1.loc[2, "R@1 p vs Three-T BERT"] <= 1 and "R@1 lost to quantization" in table1
+    table2 = pd.read_csv(tiny_run / "results/table2.csv", dtype={"split": str})
+    assert list(table2["margin"]) == [0.1, 1.0] and set(table2["model"]) == {"QuadrupletBERT"}
+    # phase 2 trained from phase 1 with hard negatives mined by that model
+    mined = (tiny_run / "artifacts/enwiki-mini/dense/threet-bert-m0.1-s1/50-50/mined.jsonl").read_text().splitlines()
+    assert mined and all(json.loads(line)["candidates"] for line in mined)
+    meta = json.loads((tiny_run / "artifacts/enwiki-mini/dense/quadbert-m0.1-s1/50-50/model.meta.json").read_text())
+    assert meta["counts"]["hard_negatives"] is True
+
+
+@pytest.mark.slow
 def test_second_run_has_nothing_to_do(tiny_run):
-    again = snakemake(tiny_run, TARGET, "--cores", 2, "--configfile", "fixtures/tiny.yaml", "-n")
+    again = snakemake(tiny_run, TARGET, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
@@ -69,6 +89,17 @@ def test_finetune_change_reuses_pretraining(tiny_run):
     counts = job_counts(plan.stdout)
     assert counts == {"finetune_two_tower": 2, "encode_candidates": 2, "faiss_index": 2, "dense_search": 2,
                       "evaluate": 2, "chang2020_table3": 1}
+
+
+@pytest.mark.slow
+def test_margin_list_change_reruns_only_the_new_margin(tiny_run):
+    changed = (tiny_run / "fixtures/tiny.yaml").read_text().replace("margins: [0.1, 1]", "margins: [0.1, 2]")
+    (tiny_run / "fixtures/margins.yaml").write_text(changed)
+    plan = snakemake(tiny_run, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/margins.yaml", "-n")
+    # phase 1 and 2 for m = 2 (the first also mines), each encoded and indexed; only the new model searched
+    assert job_counts(plan.stdout) == {"train_three_tower": 1, "encode_candidates": 2, "faiss_index": 2,
+                                       "mine_hard_negatives": 1, "train_quadruplet": 1, "dense_search": 1,
+                                       "evaluate": 1, "quadrupletbert_table2": 1}
 
 
 def test_invalid_params_name_the_key(tmp_path):
@@ -98,3 +129,20 @@ def test_paper_profile_plans_table3(tmp_path):
         "dense_search": 6, "evaluate": 9, "chang2020_table3": 1}
     assert "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json" in plan.stdout or \
         "data/raw/squad/train-v1.1.json" in plan.stdout
+
+
+def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *QUADRUPLET_TABLES, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    # 2 datasets (SQuAD, NQ) x 2 splits x 3 seeds; Table 2 sweeps 6 margins, Table 1's margin is one of them
+    runs, margins = 2 * 2 * 3, 6
+    assert job_counts(plan.stdout) == {
+        "download": 2 + 50, "reqa": 2, "split": 4, "tokenizer": 2, "pretrain_mlm_nsp": 2, "init_hashed_bow": 2,
+        "train_three_tower": runs + runs * margins, "mine_hard_negatives": runs * margins,
+        "train_quadruplet": runs * margins, "encode_candidates": runs + 2 * runs * margins,
+        "faiss_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows
+        "dense_search": runs + runs + runs * margins + runs, "evaluate": runs + runs + runs * margins + runs,
+        "quadrupletbert_table1": 1, "quadrupletbert_table2": 1}
+    assert "pretrain-mlm --nsp 1 --init-hub-model 'bert-base-uncased'" in plan.stdout   # continues BERT-base
+    assert "nq-train-49.jsonl.gz" in plan.stdout

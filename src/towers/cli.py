@@ -118,6 +118,22 @@ def reqa_squad(a):
     return Path(a.out_dir) / "candidates.jsonl", write_reqa(a.out_dir, candidates, queries, qrels, {})
 
 
+@stage("reqa-nq", arg("--jsonl", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
+       arg("--out-dir", required=True))
+def reqa_nq(a):
+    """ReQA-NQ from Natural Questions JSONL files (simplified or original format, plain or gzipped)."""
+    from . import reqa
+
+    candidates, queries, qrels = [], {}, {}
+    for n, path in enumerate(a.jsonl):
+        check_sha256(require_file(path), a.sha256[n] if n < len(a.sha256) else "")
+        c, q, r = reqa.build_nq(path, id_prefix=f"{n}_" if len(a.jsonl) > 1 else "")
+        candidates += c
+        queries.update(q)
+        qrels.update(r)
+    return Path(a.out_dir) / "candidates.jsonl", write_reqa(a.out_dir, candidates, queries, qrels, {})
+
+
 @stage("download", arg("--url", required=True), arg("--sha256", required=True), arg("--out", required=True),
        arg("--retries", type=int, default=3))
 def download(a):
@@ -191,6 +207,14 @@ def unique_paragraphs(candidates_path) -> list[str]:
     return list(dict.fromkeys(c["paragraph"] for c in read_jsonl(candidates_path)))
 
 
+def paragraph_sentences(candidates_path) -> list[list[str]]:
+    """Each paragraph's sentences in order (candidates are written paragraph by paragraph)."""
+    grouped: dict[str, list[str]] = {}
+    for c in read_jsonl(candidates_path):
+        grouped.setdefault(c["paragraph"], []).append(c["sentence"])
+    return list(grouped.values())
+
+
 @stage("tokenizer", arg("--candidates", required=True), arg("--out", required=True), arg("--vocab-size", type=int, required=True),
        arg("--min-frequency", type=int, default=2), arg("--lowercase", type=int, default=1),
        arg("--hub-model", default=""))
@@ -231,6 +255,8 @@ def init_random(a):
        arg("--warmup-ratio", type=float, required=True), arg("--max-length", type=int, required=True),
        arg("--mask-probability", type=float, default=0.15), arg("--checkpoint-every", type=int, default=100),
        arg("--hub-model", default=""), arg("--log", default=None), arg("--stop-after-step", type=int, default=None),
+       arg("--nsp", type=int, default=0, help="1: add Next Sentence Prediction on sentence pairs of each paragraph"),
+       arg("--init-hub-model", default="", help="continue pre-training from this hub checkpoint"),
        *arch_args())
 def pretrain_mlm(a):
     if a.hub_model:   # paper profile: an MLM-pre-trained checkpoint from the hub
@@ -247,7 +273,8 @@ def pretrain_mlm(a):
              "max_length": a.max_length, "mask_probability": a.mask_probability, "checkpoint_every": a.checkpoint_every}
     with atomic_path(a.out) as tmp:
         report = mlm.pretrain(unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), train,
-                              a.seed, a.log, a.stop_after_step)
+                              a.seed, a.log, a.stop_after_step,
+                              paragraph_sentences(a.candidates) if a.nsp else None, a.init_hub_model)
     loop.finish(a.state_dir)
     return a.out, report
 
@@ -264,17 +291,37 @@ def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
     return pairs
 
 
+def tower_args():
+    return (arg("--query-length", type=int, required=True), arg("--doc-length", type=int, required=True),
+            arg("--embedding-dim", type=int, required=True, help="projection size; 0 = none (the encoder's width)"),
+            arg("--pooling", default="cls"), arg("--shared", type=int, default=0), arg("--normalize", type=int, default=0),
+            arg("--doc-text", default="sentence+paragraph", choices=["sentence", "sentence+paragraph"]))
+
+
+def towers_of(a) -> dict:
+    return {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": bool(a.shared),
+            "normalize": bool(a.normalize), "query_length": a.query_length, "doc_length": a.doc_length,
+            "doc_text": a.doc_text}
+
+
+def schedule_args():
+    return (arg("--state-dir", required=True), arg("--seed", type=int, required=True),
+            arg("--steps", type=int, required=True), arg("--batch-size", type=int, required=True),
+            arg("--lr", type=float, required=True), arg("--warmup-ratio", type=float, required=True),
+            arg("--checkpoint-every", type=int, default=50), arg("--log", default=None),
+            arg("--stop-after-step", type=int, default=None))
+
+
+def schedule_of(a) -> dict:
+    return {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
+            "checkpoint_every": a.checkpoint_every}
+
+
 @stage("finetune", arg("--encoder", required=True), arg("--candidates", required=True), arg("--qrels", required=True),
        arg("--train", required=True), arg("--valid", required=True), arg("--out", required=True),
-       arg("--state-dir", required=True), arg("--seed", type=int, required=True), arg("--steps", type=int, required=True),
-       arg("--batch-size", type=int, required=True), arg("--lr", type=float, required=True),
-       arg("--warmup-ratio", type=float, required=True), arg("--temperature", type=float, default=1.0),
-       arg("--checkpoint-every", type=int, default=50), arg("--query-length", type=int, required=True),
-       arg("--doc-length", type=int, required=True), arg("--embedding-dim", type=int, required=True),
-       arg("--pooling", default="cls"), arg("--shared", type=int, default=0), arg("--normalize", type=int, default=0),
-       arg("--log", default=None),
-       arg("--stop-after-step", type=int, default=None))
+       arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
 def finetune(a):
+    """Two towers, sampled softmax over in-batch documents (Chang et al.)."""
     from .training import inbatch, loop
 
     seed_everything(a.seed)
@@ -283,14 +330,65 @@ def finetune(a):
     pairs = split_pairs(a.train, qrels, candidates)
     if not pairs:
         raise StageError(a.train, "no training questions with a relevant candidate")
-    model_cfg = {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": bool(a.shared),
-                 "normalize": bool(a.normalize),
-                 "query_length": a.query_length, "doc_length": a.doc_length}
-    train = {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
-             "temperature": a.temperature, "checkpoint_every": a.checkpoint_every}
     with atomic_path(a.out) as tmp:
         report = inbatch.finetune(pairs, split_pairs(a.valid, qrels, candidates), a.encoder, tmp, a.state_dir,
-                                  model_cfg, train, a.seed, a.log, a.stop_after_step)
+                                  towers_of(a), {**schedule_of(a), "temperature": a.temperature}, a.seed, a.log,
+                                  a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("init-bow", arg("--out", required=True), arg("--buckets", type=int, required=True), arg("--dim", type=int, required=True),
+       arg("--max-features", type=int, default=256), arg("--seed", type=int, required=True))
+def init_bow(a):
+    """Random hashed bag-of-words embeddings (word uni/bigrams, char trigrams): Huang et al. 2020's text towers."""
+    from .models import random_bag_of_words
+
+    with atomic_path(a.out) as tmp:
+        random_bag_of_words(tmp, a.buckets, a.dim, a.max_features, a.seed)
+    return a.out, {"buckets": a.buckets, "dim": a.dim}
+
+
+def split_examples(split_tsv, qrels, index_of: dict[str, int]) -> list[dict]:
+    """A split's questions with the candidate indices of their gold sentences."""
+    path = Path(split_tsv)
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    examples = []
+    for qid, text in read_queries(path).items():
+        positives = sorted(index_of[d] for d, rel in qrels.get(qid, {}).items() if rel > 0 and d in index_of)
+        if positives:
+            examples.append({"qid": qid, "query": text, "positives": positives})
+    return examples
+
+
+@stage("train-margin", arg("--start", required=True, help="encoder folder, or a saved model to continue (phase 2)"),
+       arg("--candidates", required=True), arg("--qrels", required=True), arg("--train", required=True),
+       arg("--valid", required=True), arg("--out", required=True),
+       arg("--mined", default="", help="mined candidate lists (JSONL): adds hard negatives, the four-tower loss"),
+       arg("--margin", type=float, required=True), arg("--reduction", default="mean", choices=["mean", "sum"]),
+       arg("--patience", type=int, default=0, help="stop when the validation loss has not improved for this many checks"),
+       *schedule_args(), *tower_args())
+def train_margin(a):
+    """Triplet (three towers) or quadruplet (four towers, with --mined) training, cosine distance."""
+    from .training import loop, margin
+
+    seed_everything(a.seed)
+    candidates = load_candidates(a.candidates)
+    index_of = {c["id"]: i for i, c in enumerate(candidates)}
+    qrels = read_qrels(a.qrels)
+    examples = split_examples(a.train, qrels, index_of)
+    if not examples:
+        raise StageError(a.train, "no training questions with a relevant candidate")
+    mined = None
+    if a.mined:
+        mined = {row["qid"]: [index_of[d] for d in row["candidates"] if d in index_of] for row in read_jsonl(a.mined)}
+        if not mined:
+            raise StageError(a.mined, "no mined candidate lists")
+    train = {**schedule_of(a), "margin": a.margin, "reduction": a.reduction, "patience": a.patience}
+    with atomic_path(a.out) as tmp:
+        report = margin.train(examples, split_examples(a.valid, qrels, index_of), candidates, a.start, tmp,
+                              a.state_dir, towers_of(a), train, a.seed, mined, a.log, a.stop_after_step)
     loop.finish(a.state_dir)
     return a.out, report
 
@@ -302,12 +400,13 @@ def encode_candidates(a):
     import numpy as np
 
     from .encode import encode
-    from .models import TwoTower
+    from .models import TwoTower, doc_input
 
     set_threads(a.threads)
     model, tok = TwoTower.load(a.model)
     candidates = load_candidates(a.candidates)
-    vectors = encode(model.doc, tok, [(c["sentence"], c["paragraph"]) for c in candidates], "doc",
+    doc_text = model.config.get("doc_text", "sentence+paragraph")
+    vectors = encode(model.doc, tok, [doc_input(c, doc_text) for c in candidates], "doc",
                      model.config["doc_length"], a.batch_size, desc="encode candidates")
     with atomic_path(a.ids) as tmp:
         tmp.write_text("\n".join(c["id"] for c in candidates) + "\n")
@@ -341,30 +440,56 @@ def build_index(a):
     return a.out, {"vectors": int(index.ntotal), "factory": a.factory}
 
 
-@stage("dense-search", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
-       arg("--queries", required=True), arg("--run", required=True), arg("--depth", type=int, required=True),
-       arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0))
-def dense_search(a):
+def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: int, nprobe: int,
+              batch_size: int) -> dict[str, list[tuple[str, float]]]:
+    """Encode `queries` with the query tower and search the doc tower's Faiss index."""
     import faiss
 
     from . import vector_index
     from .encode import encode
     from .models import TwoTower
 
-    set_threads(a.threads)
-    model, tok = TwoTower.load(a.model)
-    queries = read_queries(a.queries)
-    ids = require_file(a.ids).read_text().split()
-    index = faiss.read_index(str(require_file(a.index)))
+    model, tok = TwoTower.load(model_path)
+    ids = require_file(ids_path).read_text().split()
+    index = faiss.read_index(str(require_file(index_path)))
     if index.ntotal != len(ids):
-        raise StageError(a.ids, f"{len(ids)} ids for an index of {index.ntotal} vectors")
+        raise StageError(ids_path, f"{len(ids)} ids for an index of {index.ntotal} vectors")
     vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
-                     a.batch_size, desc="encode queries")
-    scores, rows = vector_index.search(index, vectors, a.depth, a.nprobe)
-    run = {qid: [(ids[r], float(s)) for r, s in zip(rows[i], scores[i]) if r >= 0]
-           for i, qid in enumerate(queries)}
-    write_run(a.run, run, f"dense_{Path(a.model).parent.name}")
+                     batch_size, desc="encode queries")
+    scores, rows = vector_index.search(index, vectors, depth, nprobe)
+    return {qid: [(ids[r], float(s)) for r, s in zip(rows[i], scores[i]) if r >= 0] for i, qid in enumerate(queries)}
+
+
+@stage("dense-search", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
+       arg("--queries", required=True), arg("--run", required=True), arg("--depth", type=int, required=True),
+       arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0),
+       arg("--tag", default="dense"))
+def dense_search(a):
+    set_threads(a.threads)
+    run = dense_run(a.model, a.index, a.ids, read_queries(a.queries), a.depth, a.nprobe, a.batch_size)
+    write_run(a.run, run, a.tag)
     return a.run, {"queries": len(run)}
+
+
+@stage("mine-hard-negatives", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
+       arg("--queries", required=True, nargs="+", help="the split's train.tsv and valid.tsv"),
+       arg("--qrels", required=True), arg("--out", required=True), arg("--depth", type=int, required=True),
+       arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0))
+def mine_hard_negatives(a):
+    """Each question's top-`depth` candidates under a trained model, gold removed (JSONL: qid, candidates)."""
+    from .mining import exclude_positives
+
+    set_threads(a.threads)
+    queries = {}
+    for path in a.queries:
+        if Path(path).exists() and Path(path).stat().st_size:   # a small split may have no valid questions
+            queries.update(read_queries(path))
+    if not queries:
+        raise StageError(a.queries[0], "no questions to mine for")
+    mined = exclude_positives(dense_run(a.model, a.index, a.ids, queries, a.depth, a.nprobe, a.batch_size),
+                              read_qrels(a.qrels))
+    write_jsonl(a.out, ({"qid": q, "candidates": docs} for q, docs in mined.items()))
+    return a.out, {"questions": len(mined), "mean_candidates": round(sum(map(len, mined.values())) / len(mined), 2)}
 
 
 # --- evaluation and tables ----------------------------------------------------------------------
@@ -391,6 +516,33 @@ def table(a):
         split_name, encoder, pretraining, path = spec.split("|")
         rows.append({"split": split_name, "encoder": encoder, "pretraining": pretraining, "eval": path})
     frame, twin = build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note)
+    with atomic_path(a.csv) as tmp:
+        frame.to_csv(tmp, index=False)
+    write_json(a.json, twin)
+    return a.csv, {"rows": len(frame)}
+
+
+@stage("seeded-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
+       arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
+       arg("--row", required=True, action="append",
+           help="dataset|paper_dataset|split|model|margin|index|eval.json,eval.json,... (one per seed)"),
+       arg("--compare", default="", help="'A|B': paired test of model A against model B"),
+       arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]), arg("--alpha", type=float, default=0.05),
+       arg("--exact-index", default="flat"), arg("--csv", required=True), arg("--json", required=True))
+def seeded_table(a):
+    """A table whose cells are means over seeds, with standard deviations and paired significance tests."""
+    from .tables import SEEDED_KEY, seeded_table as build
+
+    rows = []
+    for spec in a.row:
+        fields = spec.split("|")
+        if len(fields) != len(SEEDED_KEY) + 1:
+            raise StageError("--row", f"{spec!r} needs {len(SEEDED_KEY) + 1} '|'-separated fields")
+        row = dict(zip(SEEDED_KEY, fields[:-1]), evals=fields[-1].split(","))
+        row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
+        rows.append(row)
+    compare = tuple(a.compare.split("|")) if a.compare else None
+    frame, twin = build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha, a.exact_index)
     with atomic_path(a.csv) as tmp:
         frame.to_csv(tmp, index=False)
     write_json(a.json, twin)

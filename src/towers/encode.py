@@ -19,10 +19,10 @@ def length_order(lengths: list[int]) -> np.ndarray:
 @torch.no_grad()
 def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size: int,
            sort_by_length: bool = True, desc: str = "encode") -> np.ndarray:
-    """items: query strings (kind='query') or (sentence, paragraph) tuples (kind='doc')."""
+    """items: query strings (kind='query'), doc strings or (sentence, paragraph) tuples (kind='doc')."""
     dev = loop.device()
     tower = tower.to(dev).eval()
-    if kind == "query":
+    if kind == "query" or isinstance(items[0], str):
         lengths = [len(ids) for ids in tokenizer(items, truncation=True, max_length=max_length)["input_ids"]]
     else:
         lengths = [len(ids) for ids in tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first",

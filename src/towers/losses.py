@@ -18,3 +18,28 @@ def in_batch_softmax(query: torch.Tensor, doc: torch.Tensor, doc_keys: list | No
         same.fill_diagonal_(False)
         scores = scores.masked_fill(same, float("-inf"))
     return F.cross_entropy(scores, torch.arange(len(query), device=scores.device))
+
+
+def cosine_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Row-wise 1 - cos(x, y) (QuadrupletBERT eq. 4)."""
+    return 1 - F.cosine_similarity(x, y, dim=-1)
+
+
+def quadruplet(query: torch.Tensor, positive: torch.Tensor, negative: torch.Tensor,
+               hard_negative: torch.Tensor | None, margin: float, reduction: str = "mean") -> torch.Tensor:
+    """QuadrupletBERT eq. 3 as written: max(loss^h, loss^n) per example, with
+    loss^n = [d(q,p) - d(q,n) + m]_+ and loss^h = [d(q,p) - d(hn,n) + m]_+ (d^h between hn and n).
+
+    Without hard negatives loss^h = 0, which leaves the three-tower triplet loss with cosine
+    distance (Three-T BERT, and QuadrupletBERT's first phase). Eq. 3 sums over examples; "mean"
+    divides by the batch size, which AdamW ignores but gradient clipping does not."""
+    d_p = cosine_distance(query, positive)
+    per_example = (d_p - cosine_distance(query, negative) + margin).clamp(min=0)
+    if hard_negative is not None:
+        loss_h = (d_p - cosine_distance(hard_negative, negative) + margin).clamp(min=0)
+        per_example = torch.maximum(loss_h, per_example)
+    if reduction == "sum":
+        return per_example.sum()
+    if reduction == "mean":
+        return per_example.mean()
+    raise ValueError(f"unknown reduction {reduction!r}")

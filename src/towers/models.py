@@ -1,11 +1,17 @@
 """Towers: HF transformer encoders with a pooling choice and a projection, shared or separate.
 
 A saved two-tower model is a folder: query/ and doc/ (HF save_pretrained, or only query/ when
-shared), tokenizer/, heads.safetensors (projections) and towers.json (the configuration)."""
+shared), tokenizer/, heads.safetensors (projections) and towers.json (the configuration).
+
+An encoder folder is either an HF checkpoint or a hashed bag-of-words encoder (Huang et al. 2020's
+word-embedding towers); `load_encoder` and `load_tokenizer` tell them apart by hashed_bow.json."""
 from __future__ import annotations
 
 import json
+import re
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 from torch import nn
@@ -19,6 +25,104 @@ def small_bert_config(vocab_size: int, hidden: int, layers: int, heads: int, int
     return BertConfig(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers,
                       num_attention_heads=heads, intermediate_size=intermediate,
                       max_position_embeddings=max_positions)
+
+
+HASHED_BOW = "hashed_bow.json"
+
+
+class FeatureHasher:
+    """Text -> hashed feature ids: word unigrams and bigrams plus character trigrams of '#word#'
+    (the text features of Huang et al. 2020). Id 0 is padding. A drop-in for an HF tokenizer in
+    this project's calls (texts, optional text pairs, padding, return_tensors='pt')."""
+
+    def __init__(self, buckets: int, max_features: int = 256, char_ngram: int = 3):
+        self.buckets, self.max_features, self.char_ngram = buckets, max_features, char_ngram
+
+    def features(self, text: str) -> list[int]:
+        words = re.findall(r"\w+", text.lower())
+        grams = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+        n = self.char_ngram
+        grams += [f"#{w}#"[i:i + n] for w in words for i in range(len(w) + 3 - n)]
+        # crc32, not hash(): Python salts str hashes per process
+        return [1 + zlib.crc32(g.encode()) % (self.buckets - 1) for g in grams][:self.max_features] or [1]
+
+    def __call__(self, texts, text_pair=None, return_tensors=None, **_):
+        if text_pair is not None:
+            texts = [f"{a} {b}" for a, b in zip(texts, text_pair)]
+        ids = [self.features(t) for t in texts]
+        if return_tensors != "pt":
+            return {"input_ids": ids}
+        width = max(len(x) for x in ids)
+        input_ids = torch.tensor([x + [0] * (width - len(x)) for x in ids])
+        return {"input_ids": input_ids, "attention_mask": (input_ids > 0).long()}
+
+    def __len__(self) -> int:
+        return self.buckets
+
+    def save_pretrained(self, folder) -> None:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "hasher.json").write_text(json.dumps(vars(self)) + "\n")
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "FeatureHasher":
+        return cls(**json.loads((Path(folder) / "hasher.json").read_text()))
+
+
+class HashedBagOfWords(nn.Module):
+    """One embedding per hashed feature; the tower's mean pooling averages them (no context)."""
+
+    def __init__(self, buckets: int, dim: int):
+        super().__init__()
+        self.embedding = nn.Embedding(buckets, dim, padding_idx=0)
+        self.config = SimpleNamespace(hidden_size=dim, buckets=buckets)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None):
+        return SimpleNamespace(last_hidden_state=self.embedding(input_ids))
+
+    def save_pretrained(self, folder) -> None:
+        from safetensors.torch import save_file
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        save_file(self.state_dict(), str(Path(folder) / "model.safetensors"))
+        shape = {"buckets": self.config.buckets, "dim": self.config.hidden_size}
+        (Path(folder) / HASHED_BOW).write_text(json.dumps(shape) + "\n")
+
+    @classmethod
+    def from_pretrained(cls, folder) -> "HashedBagOfWords":
+        from safetensors.torch import load_file
+
+        model = cls(**json.loads((Path(folder) / HASHED_BOW).read_text()))
+        model.load_state_dict(load_file(str(Path(folder) / "model.safetensors")))
+        return model
+
+
+def load_encoder(folder) -> nn.Module:
+    if (Path(folder) / HASHED_BOW).is_file():
+        return HashedBagOfWords.from_pretrained(folder)
+    return AutoModel.from_pretrained(folder)
+
+
+def load_tokenizer(folder):
+    if (Path(folder) / "hasher.json").is_file():
+        return FeatureHasher.from_pretrained(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def random_bag_of_words(out_dir, buckets: int, dim: int, max_features: int, seed: int) -> None:
+    """The word-embedding towers' starting point: random feature embeddings and the hasher."""
+    torch.manual_seed(seed)
+    HashedBagOfWords(buckets, dim).save_pretrained(out_dir)
+    FeatureHasher(buckets, max_features).save_pretrained(out_dir)
+
+
+def doc_input(candidate: dict, doc_text: str):
+    """What a doc tower reads of a ReQA candidate: its sentence alone (QuadrupletBERT) or the
+    (sentence, paragraph) pair (Chang et al.)."""
+    if doc_text == "sentence":
+        return candidate["sentence"]
+    if doc_text == "sentence+paragraph":
+        return candidate["sentence"], candidate["paragraph"]
+    raise ValueError(f"unknown doc_text {doc_text!r}")
 
 
 def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
@@ -55,7 +159,7 @@ class TwoTower(nn.Module):
 
     @staticmethod
     def tower(encoder_dir, config: dict) -> Tower:
-        return Tower(AutoModel.from_pretrained(encoder_dir), config["pooling"], config.get("embedding_dim"),
+        return Tower(load_encoder(encoder_dir), config["pooling"], config.get("embedding_dim") or None,
                      config.get("normalize", False))
 
     @property
@@ -104,7 +208,7 @@ class TwoTower(nn.Module):
         doc = None if config.get("shared") else tower("doc")
         model = cls(query, doc, config)
         model.eval()
-        return model, AutoTokenizer.from_pretrained(folder / "tokenizer")
+        return model, load_tokenizer(folder / "tokenizer")
 
 
 def random_encoder(tokenizer_dir, out_dir, arch: dict, seed: int) -> None:

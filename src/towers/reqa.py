@@ -1,10 +1,16 @@
 """ReQA builders: candidates are (sentence, paragraph) pairs, qrels point at the answer sentence.
 
 - enwiki-mini: the parsed articles plus the project's own question set (data/enwiki-mini/questions.tsv)
-- squad: the official SQuAD v1.1 JSON (Ahmad et al. 2019's construction, as used by Chang et al.)"""
+- squad: the official SQuAD v1.1 JSON (Ahmad et al. 2019's construction, as used by Chang et al.)
+- nq: Natural Questions JSONL, simplified or original format (Ahmad et al.'s nq_to_squad.py rules)"""
 from __future__ import annotations
 
 import csv
+import gzip
+import html
+import json
+import re
+import urllib.parse
 from typing import Iterator
 
 from .io import StageError, read_json, require_file
@@ -101,4 +107,100 @@ def build_squad(path, id_prefix: str = ""):
                 qrels[qa["id"]] = relevant
     if not queries:
         raise StageError(path, "the question set is empty")
+    return candidates, queries, qrels
+
+
+NQ_KEYS = ("example_id", "question_text", "annotations")
+HTML_TAG = re.compile(r"<[^<>]*>")
+
+
+def _nq_examples(path) -> Iterator[tuple[int, dict]]:
+    """(line number, example) for each line of a plain or gzipped NQ JSONL file, streamed."""
+    from tqdm import tqdm
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as handle:
+            for number, line in enumerate(tqdm(handle, desc=path.name, unit="example", mininterval=5), 1):
+                if not line.strip():
+                    continue
+                try:
+                    example = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise StageError(path, f"line {number}: not valid JSON ({err.msg})") from None
+                missing = [k for k in NQ_KEYS if k not in example] if isinstance(example, dict) else list(NQ_KEYS)
+                if not missing and "document_text" not in example and "document_tokens" not in example:
+                    missing = ["document_text"]
+                if missing:
+                    raise StageError(path, f"line {number}: not a Natural Questions example (no {missing[0]!r})")
+                yield number, example
+    except (OSError, EOFError, UnicodeDecodeError) as err:
+        raise StageError(path, f"cannot read the file ({err})") from None
+
+
+def _nq_title(example: dict) -> str:
+    if example.get("document_title"):
+        return example["document_title"]
+    # simplified files only have the URL: https://en.wikipedia.org//w/index.php?title=Some_page&amp;oldid=...
+    url = urllib.parse.urlsplit(html.unescape(example.get("document_url", "")))
+    title = urllib.parse.parse_qs(url.query).get("title") or [urllib.parse.unquote(url.path.rsplit("/", 1)[-1])]
+    return title[0].replace("_", " ")
+
+
+def _nq_answer(example: dict):
+    """(paragraph, character offset of the short answer in it), or None if ReQA does not keep the example.
+
+    Kept (as nq_to_squad.py): the first annotation's long answer is a <P> paragraph and it has exactly
+    one short answer (dev files have five annotations; only the first counts). The paragraph is the long
+    answer's non-HTML tokens joined by single spaces ("river ."): nq_to_squad.py restores the page's
+    spacing from byte offsets, which the simplified format does not have."""
+    annotation = example["annotations"][0] if example["annotations"] else None
+    if not annotation or annotation["long_answer"]["start_token"] < 0 or len(annotation["short_answers"]) != 1:
+        return None
+    first, last = annotation["long_answer"]["start_token"], annotation["long_answer"]["end_token"]
+    if "document_text" in example:   # simplified: space-separated tokens, HTML tags as tokens
+        span = [(t, bool(HTML_TAG.fullmatch(t))) for t in example["document_text"].split(" ")[first:last]]
+    else:                            # original: document_tokens with an html_token flag
+        span = [(t["token"], t["html_token"]) for t in example["document_tokens"][first:last]]
+    if not span or span[0][0] != "<P>":
+        return None
+    answer_token, words, offset, answer_at = annotation["short_answers"][0]["start_token"], [], 0, None
+    for index, (token, is_html) in enumerate(span, first):
+        if not is_html:
+            if answer_at is None and index >= answer_token:
+                answer_at = offset
+            words.append(token)
+            offset += len(token) + 1
+    return None if answer_at is None else (" ".join(words), answer_at)
+
+
+def build_nq(path, id_prefix: str = ""):
+    """ReQA-NQ from Natural Questions JSONL: returns (candidates, queries, qrels).
+
+    Follows Ahmad et al.'s nq_to_squad.py (github.com/google/retrieval-qa-eval), then the SQuAD
+    construction: every sentence of a kept paragraph is a candidate (a paragraph repeated within a
+    document counts once) and the relevant one holds the start of the short answer."""
+    path = require_file(path)
+    candidates, queries, qrels, paragraphs = [], {}, {}, {}
+    for number, example in _nq_examples(path):
+        try:
+            kept = _nq_answer(example)
+        except (KeyError, TypeError, IndexError, AttributeError) as err:
+            raise StageError(path, f"line {number}: malformed example ({type(err).__name__}: {err})") from None
+        if kept is None:
+            continue
+        paragraph, answer_at = kept
+        title = _nq_title(example)
+        key = (title, paragraph)
+        if key not in paragraphs:
+            spans = split_with_offsets(paragraph)
+            paragraphs[key] = [(f"{id_prefix}{len(paragraphs)}_{s}", span) for s, span in enumerate(spans)]
+            candidates += [candidate(cid, sentence, paragraph, title) for cid, (_, _, sentence) in paragraphs[key]]
+        relevant = {cid: 1 for cid, (start, end, _) in paragraphs[key] if start <= answer_at < end}
+        if not relevant:
+            raise StageError(path, f"line {number}: no sentence holds the short answer offset")
+        queries[str(example["example_id"])] = " ".join(example["question_text"].split())
+        qrels[str(example["example_id"])] = relevant
+    if not queries:
+        raise StageError(path, "no question has a <P> long answer with exactly one short answer")
     return candidates, queries, qrels

@@ -1,6 +1,7 @@
 """Paper tables: reproduced values beside the paper's, one row per (split, method), with the profile."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from .io import StageError, read_json
@@ -41,4 +42,74 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
         twin["rows"]["/".join(key)] = twin_row
     frame = pd.DataFrame(records)
     frame["note"] = note   # the twin stays numeric for `dvc metrics`; the CSV carries the note
+    return frame, twin
+
+
+def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
+    """Mean and sample standard deviation over seeds (in %), and each query's value averaged over seeds."""
+    results = [read_json(p) for p in paths]
+    values = {m: [100 * r["metrics"][m] for r in results] for m in metrics}
+    mean = {m: float(np.mean(v)) for m, v in values.items()}
+    std = {m: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for m, v in values.items()}
+    qids = sorted(results[0]["per_query"])
+    for path, r in zip(paths, results):
+        if sorted(r["per_query"]) != qids:
+            raise StageError(path, "evaluated on other queries than the other seeds")
+    per_query = {m: np.array([np.mean([r["per_query"][q][m] for r in results]) for q in qids]) for m in metrics}
+    return mean, std, per_query, len(qids)
+
+
+def paired_p_value(a: np.ndarray, b: np.ndarray, test: str) -> float:
+    """Two-sided paired test over per-query values; 1.0 when the two never differ."""
+    from scipy import stats
+
+    if np.allclose(a, b):
+        return 1.0
+    if test == "wilcoxon":
+        return float(stats.wilcoxon(a, b, zero_method="wilcox").pvalue)
+    if test == "ttest":
+        return float(stats.ttest_rel(a, b).pvalue)
+    raise ValueError(f"unknown test {test!r}")
+
+
+SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]
+
+
+def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, note: str,
+                 compare: tuple[str, str] | None, test: str, alpha: float, exact_index: str) -> tuple[pd.DataFrame, dict]:
+    """rows: SEEDED_KEY fields plus 'evals' (one evaluation JSON per seed).
+
+    Each metric gets the mean over seeds, its standard deviation and the paper's value; rows of
+    model compare[0] get the p-value of a paired test against compare[1] on the same dataset,
+    split and index; rows on another index than `exact_index` get the recall lost against it."""
+    paper = paper_values(paper_csv, table)
+    paper["margin"] = paper["margin"].map(lambda m: "" if pd.isna(m) else f"{float(m):g}")
+    paper = paper.set_index(["dataset", "split", "model", "margin"])
+    summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
+    by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
+    records, twin = [], {"table": table, "profile": profile, "rows": {}}
+    for r in rows:
+        key = tuple(r[k] for k in SEEDED_KEY)
+        mean, std, per_query, queries = summaries[key]
+        record = {k: r[k] for k in SEEDED_KEY}
+        record.update(seeds=len(r["evals"]), test_queries=queries, profile=profile)
+        paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if table != "table1" else "")
+        other = by_model.get((r["dataset"], r["split"], compare[1], r["margin"], r["index"])) if compare else None
+        exact = by_model.get((r["dataset"], r["split"], r["model"], r["margin"], exact_index))
+        for m in metrics:
+            record[m] = round(mean[m], 2)
+            record[f"{m} std"] = round(std[m], 2)
+            record[f"{m} paper"] = float(paper.loc[paper_key, m]) if paper_key in paper.index else None
+            if compare and r["model"] == compare[0] and other is not None:
+                record[f"{m} p vs {compare[1]}"] = round(paired_p_value(per_query[m], other[2][m], test), 4)
+            if r["index"] != exact_index and exact is not None:
+                record[f"{m} lost to quantization"] = round(exact[0][m] - mean[m], 2)
+        if compare and r["model"] == compare[0] and other is not None:
+            marks = [f"{m} {'higher' if mean[m] > other[0][m] else 'lower'}" for m in metrics
+                     if record[f"{m} p vs {compare[1]}"] < alpha]
+            record[f"significant vs {compare[1]}"] = ", ".join(marks) or "none"
+        records.append(record)
+        twin["rows"]["/".join(str(x) for x in key if x != "")] = {m: record[m] for m in metrics}
+    frame = pd.DataFrame(records)
+    frame["note"] = f"{note}; test: {test}, two-sided, alpha {alpha}"
     return frame, twin

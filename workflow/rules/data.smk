@@ -11,12 +11,12 @@ def reqa_inputs(wildcards):
     cfg = dataset_cfg(wildcards.dataset)
     if cfg["kind"] == "wikipedia-qa":
         return {"articles": f"{ART}/{wildcards.dataset}/corpus/articles.jsonl", "questions": cfg["questions"]}
-    if cfg["kind"] == "squad":
-        return {"files": [squad_file(wildcards.dataset, f) for f in cfg["files"]]}
+    if cfg["kind"] in ("squad", "nq"):
+        return {"files": [dataset_file(wildcards.dataset, f) for f in cfg["files"]]}
     raise ValueError(f"unknown dataset kind {cfg['kind']}")
 
 
-def squad_file(dataset, spec):
+def dataset_file(dataset, spec):
     local = dataset_cfg(dataset).get("local_dir", "")
     return f"{local}/{spec['name']}" if local else f"data/raw/{dataset}/{spec['name']}"
 
@@ -68,6 +68,9 @@ rule reqa:
     run:
         if params.kind == "wikipedia-qa":
             shell("{TOWERS} reqa-wiki --articles {input.articles} --questions {input.questions:q}"
+                  " --out-dir {params.out_dir} 2>&1 | tee {log}")
+        elif params.kind == "nq":
+            shell("{TOWERS} reqa-nq --jsonl {input.files:q} --sha256 {params.sha256}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
         else:
             shell("{TOWERS} reqa-squad --json {input.files:q} --sha256 {params.sha256}"

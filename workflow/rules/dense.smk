@@ -1,18 +1,22 @@
-# Encode every candidate with the doc tower (cached), build a Faiss index, search the test questions.
+# Any trained model folder dense/{model}/{split}/model: encode every candidate with its doc tower
+# (cached), build each Faiss index named in params (faiss.indexes), search a split's test questions,
+# and mine hard negatives for its training questions.
+
+DENSE = f"{ART}/{{dataset}}/dense/{{model}}/{{split}}"
 
 
 rule encode_candidates:
     input:
-        model=f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/model",
+        model=f"{DENSE}/model",
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
     output:
-        embeddings=f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/candidates.npy",
-        ids=f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/candidates.ids",
+        embeddings=f"{DENSE}/candidates.npy",
+        ids=f"{DENSE}/candidates.ids",
     params:
         batch=config["encode"]["batch_size"],
     threads: config["torch_threads"]
     log:
-        "logs/{dataset}/encode_{init}_{split}.log",
+        "logs/{dataset}/encode_{model}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
         " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
@@ -21,33 +25,58 @@ rule encode_candidates:
 
 rule faiss_index:
     input:
-        f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/candidates.npy",
+        f"{DENSE}/candidates.npy",
     output:
-        f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/index.faiss",
+        f"{DENSE}/index-{{index}}.faiss",
     params:
-        factory=config["faiss"]["index_factory"],
+        factory=lambda w: config["faiss"]["indexes"][w.index],
     log:
-        "logs/{dataset}/faiss_{init}_{split}.log",
+        "logs/{dataset}/faiss_{model}_{split}_{index}.log",
     shell:
         "{TOWERS} build-index --embeddings {input} --factory '{params.factory}' --out {output}"
         " 2>&1 | tee {log}"
 
 
+def dense_files(dataset, model, split, index):
+    folder = f"{ART}/{dataset}/dense/{model}/{split}"
+    return {"model": f"{folder}/model", "index": f"{folder}/index-{index}.faiss", "ids": f"{folder}/candidates.ids"}
+
+
 rule dense_search:
     input:
-        model=f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/model",
-        index=f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/index.faiss",
-        ids=f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/candidates.ids",
+        unpack(lambda w: dense_files(w.dataset, w.model, w.split, w.index)),
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
-        f"{ART}/{{dataset}}/twotower/{{init}}/{{split}}/run.trec",
+        f"{DENSE}/run-{{index}}.trec",
     params:
         depth=config["faiss"]["depth"],
         nprobe=config["faiss"]["nprobe"],
     threads: config["torch_threads"]
     log:
-        "logs/{dataset}/dense_search_{init}_{split}.log",
+        "logs/{dataset}/dense_search_{model}_{split}_{index}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} dense-search --model {input.model} --index {input.index} --ids {input.ids}"
         " --queries {input.queries} --run {output} --depth {params.depth} --nprobe {params.nprobe}"
-        " --threads {threads} 2>&1 | tee {log}"
+        " --threads {threads} --tag {wildcards.model}_{wildcards.index} 2>&1 | tee {log}"
+
+
+rule mine_hard_negatives:
+    # QuadrupletBERT's candidate set C_i: the training (and validation) questions' top results
+    # under a trained model, through its own index, gold sentences removed.
+    input:
+        unpack(lambda w: dense_files(w.dataset, w.model, w.split, config["mining"]["index"])),
+        train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
+        valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
+        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+    output:
+        f"{DENSE}/mined.jsonl",
+    params:
+        depth=config["mining"]["depth"],
+        nprobe=config["faiss"]["nprobe"],
+    threads: config["torch_threads"]
+    log:
+        "logs/{dataset}/mine_{model}_{split}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} mine-hard-negatives --model {input.model} --index {input.index}"
+        " --ids {input.ids} --queries {input.train} {input.valid} --qrels {input.qrels} --out {output}"
+        " --depth {params.depth} --nprobe {params.nprobe} --threads {threads} 2>&1 | tee {log}"

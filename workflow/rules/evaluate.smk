@@ -1,11 +1,11 @@
-# Metrics from ir-measures on a split's test questions, one JSON per (run, split).
+# Metrics from ir-measures on a split's test questions, one JSON per (model, split, index);
+# BM25 is model "bm25" with index "lucene".
 
 
-def run_path(wildcards):
-    if wildcards.method == "bm25":
-        return f"{ART}/{wildcards.dataset}/bm25/run.trec"
-    init = wildcards.method.removeprefix("twotower-")
-    return f"{ART}/{wildcards.dataset}/twotower/{init}/{wildcards.split}/run.trec"
+def run_path(w):
+    if w.model == "bm25":
+        return f"{ART}/{w.dataset}/bm25/run.trec"
+    return f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/run-{w.index}.trec"
 
 
 rule evaluate:
@@ -14,13 +14,11 @@ rule evaluate:
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
-        f"{ART}/{{dataset}}/eval/{{method}}/{{split}}.json",
-    wildcard_constraints:
-        method="bm25|twotower-none|twotower-mlm",
+        f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:
         metrics=" ".join(config["metrics"]),
     log:
-        "logs/{dataset}/eval_{method}_{split}.log",
+        "logs/{dataset}/eval_{model}_{split}_{index}.log",
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
         " --metrics {params.metrics} --out {output} 2>&1 | tee {log}"

@@ -51,7 +51,7 @@ rule pretrain_mlm:
         arch=arch_flags(),
         seed=config["seed"],
         hub=config["encoder"]["hub_model"],
-        train=lambda w: " ".join(f"--{k.replace('_', '-')} {v}" for k, v in config["pretrain_mlm"].items()),
+        train=flags(config["pretrain_mlm"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm",
     threads: config["torch_threads"]
     log:
@@ -60,3 +60,40 @@ rule pretrain_mlm:
         "OMP_NUM_THREADS={threads} {TOWERS} pretrain-mlm --candidates {input.candidates} --tokenizer {input.tokenizer}"
         " --out {output} --state-dir {params.state} --seed {params.seed} {params.train} {params.arch}"
         " --hub-model '{params.hub}' --log logs/{wildcards.dataset}/pretrain_mlm.steps.jsonl 2>&1 | tee {log}"
+
+
+rule pretrain_mlm_nsp:
+    # QuadrupletBERT: every BERT tower is pre-trained on the downstream dataset's own text with
+    # Masked LM and Next Sentence Prediction (from scratch here; the paper profile continues a hub BERT).
+    input:
+        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        tokenizer=f"{ART}/{{dataset}}/tokenizer",
+    output:
+        directory(f"{ART}/{{dataset}}/encoders/mlm-nsp"),
+    params:
+        arch=arch_flags(),
+        seed=config["seed"],
+        train=flags({k: v for k, v in config["quadrupletbert"]["pretrain"].items() if k != "init_hub_model"}),
+        init=config["quadrupletbert"]["pretrain"]["init_hub_model"],
+        state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
+    threads: config["torch_threads"]
+    log:
+        "logs/{dataset}/pretrain_mlm_nsp.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} pretrain-mlm --nsp 1 --init-hub-model '{params.init}'"
+        " --candidates {input.candidates} --tokenizer {input.tokenizer} --out {output} --state-dir {params.state}"
+        " --seed {params.seed} {params.train} {params.arch}"
+        " --log logs/{wildcards.dataset}/pretrain_mlm_nsp.steps.jsonl 2>&1 | tee {log}"
+
+
+rule init_hashed_bow:
+    # Three-T Emb's starting point: random embeddings of hashed word and character n-grams.
+    output:
+        directory(f"{ART}/{{dataset}}/encoders/hashed-bow"),
+    params:
+        seed=config["seed"],
+        encoder=flags(config["quadrupletbert"]["three_t_emb"]["encoder"]),
+    log:
+        "logs/{dataset}/init_hashed_bow.log",
+    shell:
+        "{TOWERS} init-bow --out {output} --seed {params.seed} {params.encoder} 2>&1 | tee {log}"

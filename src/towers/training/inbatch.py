@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer
-
 from ..losses import in_batch_softmax
-from ..models import TwoTower
+from ..models import TwoTower, doc_input, load_tokenizer
 from . import loop
 
 
@@ -15,8 +13,10 @@ def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
     return {k: v.to(dev or loop.device()) for k, v in batch.items()}
 
 
-def tokenize_docs(tokenizer, docs: list[tuple[str, str]], max_length: int, dev=None):
-    """A candidate is its sentence and its paragraph as a text pair; the paragraph is truncated first."""
+def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
+    """A candidate is a text, or its sentence and paragraph as a text pair (the paragraph is truncated first)."""
+    if isinstance(docs[0], str):
+        return tokenize_queries(tokenizer, docs, max_length, dev)
     batch = tokenizer([s for s, _ in docs], [p for _, p in docs], max_length=max_length,
                       truncation="longest_first", padding=True, return_tensors="pt")
     return {k: v.to(dev or loop.device()) for k, v in batch.items()}
@@ -25,13 +25,13 @@ def tokenize_docs(tokenizer, docs: list[tuple[str, str]], max_length: int, dev=N
 def finetune(pairs: list[dict], valid_pairs: list[dict], encoder_dir, out_dir, state_dir, model_cfg: dict,
              train: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
     """pairs: {'query', 'doc_id', 'sentence', 'paragraph'} for each (training question, gold candidate)."""
-    tokenizer = AutoTokenizer.from_pretrained(encoder_dir)
+    tokenizer = load_tokenizer(encoder_dir)
     model = TwoTower.from_encoder(encoder_dir, model_cfg, seed).to(loop.device())
 
     def batch_loss(rows: list[dict]) -> torch.Tensor:
         q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
-        d = model.doc(**tokenize_docs(tokenizer, [(r["sentence"], r["paragraph"]) for r in rows],
-                                      model_cfg["doc_length"]))
+        d = model.doc(**tokenize_docs(tokenizer, [doc_input(r, model_cfg.get("doc_text", "sentence+paragraph"))
+                                                  for r in rows], model_cfg["doc_length"]))
         return in_batch_softmax(q, d, [r["doc_id"] for r in rows], train.get("temperature", 1.0))
 
     def loss_fn(step: int) -> torch.Tensor:

@@ -40,14 +40,17 @@ def step_seed(seed: int, step: int) -> int:
 def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps: int, lr: float,
         warmup_ratio: float, seed: int, state_dir, checkpoint_every: int, settings: dict,
         weight_decay: float = 0.01, log_path=None, on_checkpoint: Callable[[int], dict] | None = None,
-        stop_after_step: int | None = None, desc: str = "train") -> dict:
+        stop_after_step: int | None = None, patience: int = 0, desc: str = "train") -> dict:
     """Train `model` for `steps` steps; `loss_fn(step)` builds and scores the step's batch.
 
     `state_dir` holds checkpoint.pt; a checkpoint whose settings fingerprint differs is ignored.
-    `stop_after_step` exits right after that step's checkpoint (used to test resuming)."""
+    `stop_after_step` exits right after that step's checkpoint (used to test resuming).
+    `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
+    many checkpoints, and returns the weights of the best one (kept in best.pt)."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = state_dir / "checkpoint.pt"
+    best_path = state_dir / "best.pt"
     key = fingerprint(settings)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
@@ -68,7 +71,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps
     log = open(log_path, "a" if start else "w", encoding="utf-8") if log_path else None
     bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2)
     for step in bar:
-        began = time.perf_counter()
+        began, stop = time.perf_counter(), False
         torch.manual_seed(step_seed(seed, step))
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
             loss = loss_fn(step)
@@ -78,7 +81,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps
         optimizer.step()
         scheduler.step()
         seconds += time.perf_counter() - began
-        record = {"step": step + 1, "loss": round(float(loss), 5), "lr": scheduler.get_last_lr()[0]}
+        record = {"step": step + 1, "loss": round(float(loss.detach()), 5), "lr": scheduler.get_last_lr()[0]}
         bar.set_postfix(loss=f"{record['loss']:.3f}")
         done = step + 1
         if done % checkpoint_every == 0 or done == steps:
@@ -87,24 +90,43 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps
                 record.update(on_checkpoint(done))
                 model.train()
             history.append(record)
-            tmp = checkpoint_path.with_suffix(".tmp")
-            torch.save({"fingerprint": key, "step": done, "model": model.state_dict(),
-                        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                        "history": history}, tmp)
-            os.replace(tmp, checkpoint_path)
+            if patience:
+                scored = [h for h in history if "valid_loss" in h]
+                best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
+                if best is record:
+                    save_atomic({"fingerprint": key, "step": done, "model": model.state_dict()}, best_path)
+                stop = best is not None and sum(h["step"] > best["step"] for h in scored) >= patience
+            save_atomic({"fingerprint": key, "step": done, "model": model.state_dict(),
+                         "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                         "history": history}, checkpoint_path)
             if stop_after_step is not None and done >= stop_after_step and done < steps:
                 raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
         if log:
             log.write(json.dumps(record) + "\n")
+        if stop:
+            print(f"early stop at step {done}: valid_loss has not improved for {patience} checkpoints", flush=True)
+            break
     if log:
         log.close()
+    report = {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2), "history": history}
+    if patience and best_path.exists():
+        saved = torch.load(best_path, map_location="cpu", weights_only=False)
+        if saved["fingerprint"] == key:
+            model.load_state_dict(saved["model"])
+            report.update(best_step=saved["step"], stopped_at_step=history[-1]["step"] if history else start)
     model.eval()
-    return {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2),
-            "history": history}
+    return report
+
+
+def save_atomic(obj, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
 
 
 def finish(state_dir) -> None:
     """Drop the checkpoint once the final model is safely written."""
-    path = Path(state_dir) / "checkpoint.pt"
-    if path.exists():
-        path.unlink()
+    for name in ("checkpoint.pt", "best.pt"):
+        path = Path(state_dir) / name
+        if path.exists():
+            path.unlink()

@@ -1,9 +1,11 @@
-"""Masked-LM pre-training of a small BERT from scratch (Chang et al.'s "MLM" baseline)."""
+"""Masked-LM pre-training of a small BERT (Chang et al.'s "MLM" baseline), optionally with Next
+Sentence Prediction (BERT's second task; QuadrupletBERT pre-trains every tower on the downstream
+text with both)."""
 from __future__ import annotations
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer, BertForMaskedLM, DataCollatorForLanguageModeling
+from transformers import AutoTokenizer, BertForMaskedLM, BertForPreTraining, DataCollatorForLanguageModeling
 
 from ..models import small_bert_config
 from . import loop
@@ -19,29 +21,74 @@ def chunk_corpus(texts: list[str], tokenizer, max_length: int) -> list[list[int]
     return [[tokenizer.cls_token_id] + block + [tokenizer.sep_token_id] for block in blocks]
 
 
+def next_sentence_batch(paragraphs: list[list[str]], positions: list[tuple[int, int]], picks, rng):
+    """BERT's NSP examples: sentence i and, half of the time, sentence i+1 of the same paragraph
+    (label 0), otherwise a sentence of another paragraph (label 1)."""
+    firsts, seconds, labels = [], [], []
+    for k in picks:
+        p, i = positions[k]
+        if rng.random() < 0.5:
+            second, label = paragraphs[p][i + 1], 0
+        else:
+            other = (p + 1 + int(rng.integers(len(paragraphs) - 1))) % len(paragraphs)
+            second, label = paragraphs[other][int(rng.integers(len(paragraphs[other])))], 1
+        firsts.append(paragraphs[p][i])
+        seconds.append(second)
+        labels.append(label)
+    return firsts, seconds, torch.tensor(labels)
+
+
 def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, train: dict, seed: int,
-             log_path=None, stop_after_step=None) -> dict:
+             log_path=None, stop_after_step=None, paragraphs: list[list[str]] | None = None,
+             init_hub_model: str = "") -> dict:
+    """MLM on `texts` cut into blocks; with `paragraphs` (each a list of sentences), MLM + NSP on
+    sentence pairs instead. `init_hub_model` continues from a hub checkpoint (paper profile)."""
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     torch.manual_seed(seed)
     config = small_bert_config(len(tokenizer), arch["hidden"], arch["layers"], arch["heads"],
                                arch["intermediate"], arch["max_positions"])
-    model = BertForMaskedLM(config).to(loop.device())
-    blocks = chunk_corpus(texts, tokenizer, train["max_length"])
+    if paragraphs is None:
+        model = BertForMaskedLM(config)
+    else:
+        model = BertForPreTraining.from_pretrained(init_hub_model) if init_hub_model else BertForPreTraining(config)
+    model = model.to(loop.device())
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=train["mask_probability"],
                                                return_tensors="pt")
+    if paragraphs is None:
+        blocks = chunk_corpus(texts, tokenizer, train["max_length"])
+        data_key, count = loop.fingerprint(blocks), len(blocks)
+    else:
+        paragraphs = [p for p in paragraphs if p]
+        positions = [(p, i) for p, sentences in enumerate(paragraphs) for i in range(len(sentences) - 1)]
+        if not positions or len(paragraphs) < 2:
+            raise ValueError("next sentence prediction needs two paragraphs and one with two sentences")
+        data_key, count = loop.fingerprint(paragraphs), len(positions)
+
+    def masked_lm_loss(batch, hidden) -> torch.Tensor:
+        # Score only the masked positions: the vocabulary-wide output layer over every token dominated the step.
+        masked = batch["labels"] != -100
+        return torch.nn.functional.cross_entropy(model.cls.predictions(hidden[masked]), batch["labels"][masked])
 
     def loss_fn(step: int) -> torch.Tensor:
         rng = np.random.default_rng([seed, step])
-        picks = rng.choice(len(blocks), size=min(train["batch_size"], len(blocks)), replace=False)
-        batch = collator([{"input_ids": blocks[i]} for i in picks])
+        picks = rng.choice(count, size=min(train["batch_size"], count), replace=False)
+        if paragraphs is None:
+            batch = collator([{"input_ids": blocks[i]} for i in picks])
+            batch = {k: v.to(loop.device()) for k, v in batch.items()}
+            hidden = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+            return masked_lm_loss(batch, hidden)
+        firsts, seconds, is_random = next_sentence_batch(paragraphs, positions, picks, rng)
+        encoded = tokenizer(firsts, seconds, truncation="longest_first", max_length=train["max_length"])
+        batch = collator([{"input_ids": i, "token_type_ids": t}
+                          for i, t in zip(encoded["input_ids"], encoded["token_type_ids"])])
         batch = {k: v.to(loop.device()) for k, v in batch.items()}
-        # Score only the masked positions: the 8000-way output layer over every token dominated the step.
-        hidden = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
-        masked = batch["labels"] != -100
-        logits = model.cls(hidden[masked])
-        return torch.nn.functional.cross_entropy(logits, batch["labels"][masked])
+        out = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         token_type_ids=batch["token_type_ids"])
+        nsp = torch.nn.functional.cross_entropy(model.cls.seq_relationship(out.pooler_output),
+                                                is_random.to(loop.device()))
+        return masked_lm_loss(batch, out.last_hidden_state) + nsp
 
-    settings = {"arch": arch, "train": train, "seed": seed, "blocks": loop.fingerprint(blocks),
+    settings = {"arch": arch, "train": train, "seed": seed, "data": data_key, "init": init_hub_model,
                 "tokenizer": loop.folder_digest(tokenizer_dir)}
     report = loop.run(model, loss_fn, steps=train["steps"], lr=train["lr"], warmup_ratio=train["warmup_ratio"],
                       seed=seed, state_dir=state_dir, checkpoint_every=train["checkpoint_every"],
@@ -49,5 +96,6 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, tr
     # The towers start from the encoder without its MLM head.
     model.bert.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
-    report.update(blocks=len(blocks), parameters=sum(p.numel() for p in model.bert.parameters()))
+    report.update(examples=count, objective="mlm" if paragraphs is None else "mlm+nsp",
+                  parameters=sum(p.numel() for p in model.bert.parameters()))
     return report

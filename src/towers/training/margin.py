@@ -1,0 +1,93 @@
+"""Margin training with cosine distance over (q, p, n) or (q, p, n, hn): Three-T Emb and Three-T BERT
+(triplets) and QuadrupletBERT (quadruplets, eq. 3).
+
+Each step draws its questions, a gold sentence p, a random non-gold candidate n and, with mined
+candidate lists, a hard negative hn from the question's list, all from (seed, step)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..losses import quadruplet
+from ..models import TwoTower, doc_input, load_tokenizer
+from . import loop
+from .inbatch import tokenize_docs, tokenize_queries
+
+VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
+
+
+def random_negative(rng, count: int, positives: set[int]) -> int:
+    while True:
+        pick = int(rng.integers(count))
+        if pick not in positives:
+            return pick
+
+
+def draw(example: dict, rng, count: int, mined: dict | None) -> tuple[int, int, int | None]:
+    """(positive, negative, hard negative) candidate indices for one question."""
+    positives = example["positives"]
+    p = positives[int(rng.integers(len(positives)))]
+    n = random_negative(rng, count, set(positives))
+    if mined is None:
+        return p, n, None
+    pool = mined.get(example["qid"]) or []
+    # a question whose list is empty (all gold) gets a second random negative
+    hn = pool[int(rng.integers(len(pool)))] if pool else random_negative(rng, count, set(positives) | {n})
+    return p, n, hn
+
+
+def train(examples: list[dict], valid: list[dict], candidates: list[dict], start_dir, out_dir, state_dir,
+          model_cfg: dict, train_cfg: dict, seed: int, mined: dict[str, list[int]] | None = None,
+          log_path=None, stop_after_step=None) -> dict:
+    """examples: {'qid', 'query', 'positives': [candidate indices]}; mined: qid -> candidate indices
+    (gold excluded). start_dir is an encoder folder (towers start from it) or a saved model (phase 2)."""
+    start_dir = Path(start_dir)
+    if (start_dir / "towers.json").is_file():
+        model, tokenizer = TwoTower.load(start_dir)
+        model_cfg = model.config
+    else:
+        tokenizer = load_tokenizer(start_dir)
+        model = TwoTower.from_encoder(start_dir, model_cfg, seed)
+    model = model.to(loop.device())
+    docs = [doc_input(c, model_cfg["doc_text"]) for c in candidates]
+
+    def batch_loss(rows: list[dict], picks: list[tuple]) -> torch.Tensor:
+        q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
+        hard = mined is not None
+        texts = [docs[p] for p, _, _ in picks] + [docs[n] for _, n, _ in picks]
+        texts += [docs[h] for _, _, h in picks] if hard else []
+        d = model.doc(**tokenize_docs(tokenizer, texts, model_cfg["doc_length"]))
+        k = len(rows)
+        return quadruplet(q, d[:k], d[k:2 * k], d[2 * k:] if hard else None, train_cfg["margin"],
+                          train_cfg.get("reduction", "mean"))
+
+    def loss_fn(step: int) -> torch.Tensor:
+        rng = np.random.default_rng([seed, step])
+        chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
+        rows = [examples[i] for i in chosen]
+        return batch_loss(rows, [draw(r, rng, len(docs), mined) for r in rows])
+
+    valid_rng = np.random.default_rng([seed, VALID_STREAM])
+    valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]
+
+    def validate(step: int) -> dict:
+        if not valid:
+            return {}
+        size = train_cfg["batch_size"]
+        with torch.no_grad():
+            losses = [float(batch_loss(valid[i:i + size], valid_picks[i:i + size])) * len(valid[i:i + size])
+                      for i in range(0, len(valid), size)]
+        return {"valid_loss": round(sum(losses) / len(valid), 5)}
+
+    settings = {"model": model_cfg, "train": train_cfg, "seed": seed, "examples": loop.fingerprint(examples),
+                "mined": loop.fingerprint(mined), "start": loop.folder_digest(start_dir)}
+    report = loop.run(model, loss_fn, steps=train_cfg["steps"], lr=train_cfg["lr"],
+                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
+                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
+                      on_checkpoint=validate, stop_after_step=stop_after_step,
+                      patience=train_cfg.get("patience", 0), desc="hard" if mined is not None else "triplet")
+    model.cpu().save(out_dir, tokenizer)
+    report.update(train_questions=len(examples), valid_questions=len(valid), hard_negatives=mined is not None)
+    return report

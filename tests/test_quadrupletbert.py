@@ -1,0 +1,134 @@
+"""QuadrupletBERT's parts: mining, negative draws, hashed bag-of-words towers, NSP pairs, early
+stopping and the seeded table with its significance test."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from towers.mining import exclude_positives
+from towers.models import FeatureHasher, HashedBagOfWords, load_encoder, load_tokenizer
+from towers.training.margin import draw
+from towers.training.mlm import next_sentence_batch
+
+
+def test_mining_removes_gold_and_keeps_rank_order():
+    run = {"q1": [("d3", 9.0), ("d1", 8.0), ("d7", 7.0), ("d2", 6.0)], "q2": [("d1", 1.0)]}
+    qrels = {"q1": {"d1": 1, "d2": 1, "d3": 0}, "q2": {"d1": 2}}
+    # d3 is judged non-relevant (0), so it stays a candidate
+    assert exclude_positives(run, qrels) == {"q1": ["d3", "d7"], "q2": []}
+
+
+def test_draws_never_return_a_gold_candidate():
+    rng = np.random.default_rng(0)
+    example = {"qid": "q", "positives": [0, 1, 2]}
+    mined = {"q": [5, 6]}
+    for _ in range(500):
+        p, n, hn = draw(example, rng, 8, mined)
+        assert p in (0, 1, 2) and n not in (0, 1, 2) and hn in (5, 6)
+    # an empty mined list falls back to a second random negative, distinct from n and from gold
+    for _ in range(200):
+        _, n, hn = draw({"qid": "q", "positives": [0]}, rng, 4, {"q": []})
+        assert hn not in (0, n)
+
+
+def test_feature_hasher_is_the_same_in_another_process(tmp_path):
+    hasher = FeatureHasher(buckets=1000)
+    text = "Where was the lighthouse built?"
+    code = f"from towers.models import FeatureHasher; print(FeatureHasher(1000).features({text!r}))"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(other) == hasher.features(text)
+    words = 5
+    assert len(hasher.features(text)) == words + (words - 1) + sum(len(w) for w in ["where", "was", "the", "lighthouse", "built"])
+    batch = hasher(["a b", "a b c d"], return_tensors="pt")
+    assert batch["input_ids"].shape == batch["attention_mask"].shape and batch["attention_mask"][0].sum() < batch["attention_mask"][1].sum()
+
+
+def test_bag_of_words_encoder_round_trips(tmp_path):
+    torch.manual_seed(0)
+    model = HashedBagOfWords(64, 8)
+    model.save_pretrained(tmp_path)
+    FeatureHasher(64).save_pretrained(tmp_path)
+    again, hasher = load_encoder(tmp_path), load_tokenizer(tmp_path)
+    ids = hasher(["hello world"], return_tensors="pt")["input_ids"]
+    assert torch.equal(again(ids).last_hidden_state, model(ids).last_hidden_state)
+
+
+def test_next_sentence_pairs_follow_the_paragraph_or_come_from_another():
+    paragraphs = [["a1", "a2", "a3"], ["b1", "b2"], ["c1"]]
+    positions = [(0, 0), (0, 1), (1, 0)]
+    rng = np.random.default_rng(1)
+    firsts, seconds, labels = next_sentence_batch(paragraphs, positions, list(range(3)) * 20, rng)
+    assert set(labels.tolist()) == {0, 1}
+    for first, second, label in zip(firsts, seconds, labels.tolist()):
+        same_paragraph = first[0] == second[0]
+        if label == 0:
+            assert same_paragraph and int(second[1]) == int(first[1]) + 1
+        else:
+            assert not same_paragraph
+
+
+def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
+    from towers.training import loop
+
+    model = torch.nn.Linear(2, 1)
+    valid = iter([0.5, 0.3, 0.4, 0.45, 0.6, 0.1])    # best at the 2nd check; patience 2 stops at the 4th
+    seen = {}
+
+    def on_checkpoint(step):
+        seen[step] = {k: v.clone() for k, v in model.state_dict().items()}
+        return {"valid_loss": next(valid)}
+
+    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), steps=12, lr=0.1, warmup_ratio=0.0,
+                      seed=0, state_dir=tmp_path, checkpoint_every=2, settings={}, on_checkpoint=on_checkpoint,
+                      patience=2)
+    assert report["stopped_at_step"] == 8 and report["best_step"] == 4
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in seen[4].items())
+
+
+def write_eval(path, values: dict):
+    per_query = {q: {"R@1": v} for q, v in values.items()}
+    path.write_text(json.dumps({"queries": len(values), "metrics": {"R@1": float(np.mean(list(values.values())))},
+                                "per_query": per_query}))
+    return str(path)
+
+
+def test_seeded_table_means_stds_paper_values_and_paired_test(tmp_path):
+    from scipy import stats
+
+    from towers.tables import seeded_table
+
+    paper = tmp_path / "paper.csv"
+    paper.write_text("table,dataset,split,model,margin,R@1\ntable1,squad,5-95,QuadrupletBERT,,6.28\n"
+                     "table1,squad,5-95,Three-T BERT,,1.13\n")
+    qids = [f"q{i}" for i in range(12)]
+    quad = [{q: float(i % 2 == 0 or i < 9) for i, q in enumerate(qids)}, {q: float(i < 10) for i, q in enumerate(qids)}]
+    base = [{q: float(i < 2) for i, q in enumerate(qids)}, {q: float(i < 3) for i, q in enumerate(qids)}]
+    rows = []
+    for label, runs in (("QuadrupletBERT", quad), ("Three-T BERT", base)):
+        evals = [write_eval(tmp_path / f"{label}{s}.json", r) for s, r in enumerate(runs)]
+        rows.append({"dataset": "mini", "paper_dataset": "squad", "split": "5-95", "model": label, "margin": "0.1",
+                     "index": "flat", "evals": evals})
+    frame, twin = seeded_table(rows, paper, "table1", ["R@1"], "mini", "note", ("QuadrupletBERT", "Three-T BERT"),
+                               "wilcoxon", 0.05, "flat")
+    top = frame.iloc[0]
+    means = [100 * np.mean(list(r.values())) for r in quad]
+    assert top["R@1"] == round(np.mean(means), 2) and top["R@1 std"] == round(np.std(means, ddof=1), 2)
+    assert top["R@1 paper"] == 6.28 and frame.iloc[1]["R@1 paper"] == 1.13
+    a = np.array([np.mean([r[q] for r in quad]) for q in qids])
+    b = np.array([np.mean([r[q] for r in base]) for q in qids])
+    assert top["R@1 p vs Three-T BERT"] == round(stats.wilcoxon(a, b).pvalue, 4)
+    assert stats.wilcoxon(a, b).pvalue < 0.05 and top["significant vs Three-T BERT"] == "R@1 higher"
+    assert twin["rows"]["mini/squad/5-95/QuadrupletBERT/0.1/flat"]["R@1"] == top["R@1"]
+
+
+def test_seeded_table_rejects_seeds_on_different_queries(tmp_path):
+    from towers.io import StageError
+    from towers.tables import seed_summary
+
+    a = write_eval(tmp_path / "a.json", {"q1": 1.0, "q2": 0.0})
+    b = write_eval(tmp_path / "b.json", {"q1": 1.0})
+    with pytest.raises(StageError, match="other queries"):
+        seed_summary([a, b], ["R@1"])
