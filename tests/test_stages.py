@@ -102,3 +102,39 @@ def test_download_checks_sha256_and_keeps_nothing_on_mismatch(tmp_path):
                     "--retries", 1)
     assert bad.returncode == 1 and "sha256 mismatch" in bad.stderr
     assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == ["ok.json", "ok.json.meta.json"]
+
+
+def test_train_margin_with_corrupt_mined_lists(tmp_path):
+    from towers.models import random_bag_of_words
+
+    random_bag_of_words(tmp_path / "bow", buckets=64, dim=4, max_features=16, seed=0)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": "x", "sentence": f"s {i}",
+                                                          "paragraph": "p", "title": "t"}) + "\n" for i in range(4)))
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    (tmp_path / "train.tsv").write_text("q1\twhat is s 1\n")
+    mined = tmp_path / "mined.jsonl"
+    mined.write_text('{"qid": "q1", "candidates": ["d2"]}\n{"qid": "q2", \n')
+    out = tmp_path / "model"
+    result = run_stage("train-margin", "--start", tmp_path / "bow", "--candidates", tmp_path / "c.jsonl",
+                       "--qrels", tmp_path / "qrels.txt", "--train", tmp_path / "train.tsv",
+                       "--valid", tmp_path / "valid.tsv", "--mined", mined, "--out", out, "--margin", 0.1,
+                       "--state-dir", tmp_path / "state", "--seed", 1, "--steps", 2, "--batch-size", 2, "--lr", 0.01,
+                       "--warmup-ratio", 0, "--query-length", 8, "--doc-length", 8, "--embedding-dim", 4,
+                       "--doc-text", "sentence")
+    assert_one_line_error(result, f"{mined}: line 2 is not valid JSON (Expecting property name enclosed in double quotes)")
+    assert not out.exists() and not list(tmp_path.glob(".model*"))
+
+
+def test_seeded_table_with_a_malformed_row(tmp_path):
+    result = run_stage("seeded-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv", "--profile", "x",
+                       "--note", "n", "--metrics", "R@1", "--row", "mini|squad|5-95|QuadrupletBERT|0.1|a.json",
+                       "--csv", tmp_path / "t.csv", "--json", tmp_path / "t.json")
+    assert_one_line_error(result, "--row: 'mini|squad|5-95|QuadrupletBERT|0.1|a.json' needs 7 '|'-separated fields")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pretraining_pairs_with_an_unknown_task(tmp_path):
+    result = run_stage("pretraining-pairs", "--articles", _articles(tmp_path), "--task", "ict+xyz", "--seed", 1,
+                       "--tokenizer", tmp_path / "tok", "--out", tmp_path / "pairs.jsonl", "--stats", tmp_path / "s.json")
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith("error: --task: tasks must be")
+    assert not (tmp_path / "pairs.jsonl").exists()

@@ -14,6 +14,7 @@ from conftest import FIXTURES, ROOT
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/chang2020/table3.csv"
 QUADRUPLET_TABLES = ["results/table1.csv", "results/table2.csv"]
+PAIRS_TABLE = "results/chang2020/table1.csv"
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -37,7 +38,7 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, TARGET, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    done = snakemake(work, TARGET, PAIRS_TABLE, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
 
@@ -75,8 +76,18 @@ def test_tiny_dag_builds_the_quadrupletbert_tables(tiny_run):
 
 
 @pytest.mark.slow
+def test_tiny_dag_builds_the_pair_statistics(tiny_run):
+    table = pd.read_csv(tiny_run / PAIRS_TABLE)
+    assert list(table["task"]) == ["ICT", "BFS", "WLP"] and (table["pairs"] > 0).all()
+    assert list(table["pairs paper"]) == [50_200_000, 17_500_000, 24_900_000]
+    ict = [json.loads(line) for line in (tiny_run / "artifacts/enwiki-mini/pairs/ict.jsonl").read_text().splitlines()]
+    assert len(ict) == table.loc[0, "pairs"] and all(p["query"] not in p["doc"] for p in ict)
+
+
+@pytest.mark.slow
 def test_second_run_has_nothing_to_do(tiny_run):
-    again = snakemake(tiny_run, TARGET, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml", "-n")
+    again = snakemake(tiny_run, TARGET, PAIRS_TABLE, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml",
+                      "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 

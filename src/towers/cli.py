@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from .io import (StageError, atomic_path, check_sha256, read_jsonl, read_qrels, read_queries,
+from .io import (StageError, atomic_path, check_sha256, read_json, read_jsonl, read_qrels, read_queries,
                  read_run, require_file, versions, write_json, write_jsonl, write_qrels, write_queries, write_run)
 
 GENSIM_EXCERPT = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
@@ -102,36 +102,34 @@ def reqa_wiki(a):
     return Path(a.out_dir) / "candidates.jsonl", stats
 
 
+def pooled_reqa(paths: list, sha256s: list, build, out_dir):
+    """Build ReQA from several official files (ids prefixed by file number when there are several)."""
+    candidates, queries, qrels = [], {}, {}
+    for n, path in enumerate(paths):
+        check_sha256(require_file(path), sha256s[n] if n < len(sha256s) else "")
+        c, q, r = build(path, id_prefix=f"{n}_" if len(paths) > 1 else "")
+        candidates += c
+        queries.update(q)
+        qrels.update(r)
+    return Path(out_dir) / "candidates.jsonl", write_reqa(out_dir, candidates, queries, qrels, {})
+
+
 @stage("reqa-squad", arg("--json", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
        arg("--out-dir", required=True))
 def reqa_squad(a):
     """ReQA-SQuAD from one or more official SQuAD JSON files (the paper pools train and dev)."""
     from . import reqa
 
-    candidates, queries, qrels = [], {}, {}
-    for n, path in enumerate(a.json):
-        check_sha256(require_file(path), a.sha256[n] if n < len(a.sha256) else "")
-        c, q, r = reqa.build_squad(path, id_prefix=f"{n}_" if len(a.json) > 1 else "")
-        candidates += c
-        queries.update(q)
-        qrels.update(r)
-    return Path(a.out_dir) / "candidates.jsonl", write_reqa(a.out_dir, candidates, queries, qrels, {})
+    return pooled_reqa(a.json, a.sha256, reqa.build_squad, a.out_dir)
 
 
 @stage("reqa-nq", arg("--jsonl", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
        arg("--out-dir", required=True))
 def reqa_nq(a):
-    """ReQA-NQ from Natural Questions JSONL files (simplified or original format, plain or gzipped)."""
+    """ReQA-NQ from Natural Questions JSONL files (original or simplified format, plain or gzipped)."""
     from . import reqa
 
-    candidates, queries, qrels = [], {}, {}
-    for n, path in enumerate(a.jsonl):
-        check_sha256(require_file(path), a.sha256[n] if n < len(a.sha256) else "")
-        c, q, r = reqa.build_nq(path, id_prefix=f"{n}_" if len(a.jsonl) > 1 else "")
-        candidates += c
-        queries.update(q)
-        qrels.update(r)
-    return Path(a.out_dir) / "candidates.jsonl", write_reqa(a.out_dir, candidates, queries, qrels, {})
+    return pooled_reqa(a.jsonl, a.sha256, reqa.build_nq, a.out_dir)
 
 
 @stage("download", arg("--url", required=True), arg("--sha256", required=True), arg("--out", required=True),
@@ -168,6 +166,31 @@ def split(a):
     for name, qids in parts.items():   # an empty file when a part has no question (e.g. valid of a 1% split)
         write_queries(Path(a.out_dir) / f"{name}.tsv", {q: queries[q] for q in qids})
     return Path(a.out_dir) / "test.tsv", {k: len(v) for k, v in parts.items()}
+
+
+@stage("pretraining-pairs", arg("--articles", required=True), arg("--redirects", default=""),
+       arg("--task", required=True, help="ict, bfs, wlp or a '+'-joined uniform mixture such as ict+bfs+wlp"),
+       arg("--seed", type=int, required=True), arg("--limit", type=int, default=0, help="0 = all"),
+       arg("--tokenizer", required=True, help="WordPiece tokenizer for the statistics"),
+       arg("--out", required=True), arg("--stats", required=True))
+def pretraining_pairs(a):
+    """Chang et al.'s pre-training (query, doc) pairs from parsed articles, with Table 1's statistics."""
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+
+    from .pretraining_pairs import generate_pairs, pair_statistics
+
+    redirects = read_json(a.redirects) if a.redirects else None
+    try:
+        pairs = generate_pairs(a.articles, a.task, a.seed, redirects, a.limit or None)
+    except ValueError as err:
+        raise StageError("--task", str(err)) from None
+    count = write_jsonl(a.out, tqdm(pairs, desc=a.task, unit="pair", mininterval=5))
+    if not count:
+        raise StageError(a.articles, f"no {a.task} pair could be made")
+    stats = {"task": a.task, **pair_statistics(read_jsonl(a.out), AutoTokenizer.from_pretrained(a.tokenizer))}
+    write_json(a.stats, stats)
+    return a.out, stats
 
 
 # --- BM25 ---------------------------------------------------------------------------------------
@@ -516,6 +539,20 @@ def table(a):
         split_name, encoder, pretraining, path = spec.split("|")
         rows.append({"split": split_name, "encoder": encoder, "pretraining": pretraining, "eval": path})
     frame, twin = build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note)
+    with atomic_path(a.csv) as tmp:
+        frame.to_csv(tmp, index=False)
+    write_json(a.json, twin)
+    return a.csv, {"rows": len(frame)}
+
+
+@stage("pairs-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
+       arg("--stats", required=True, nargs="+", help="pretraining-pairs statistics JSON, one per task"),
+       arg("--csv", required=True), arg("--json", required=True))
+def pairs_table(a):
+    """Chang et al. Table 1: pre-training pair statistics beside the paper's."""
+    from .tables import pairs_table as build
+
+    frame, twin = build([read_json(path) for path in a.stats], a.paper, a.profile, a.note)
     with atomic_path(a.csv) as tmp:
         frame.to_csv(tmp, index=False)
     write_json(a.json, twin)

@@ -113,3 +113,28 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     frame = pd.DataFrame(records)
     frame["note"] = f"{note}; test: {test}, two-sided, alpha {alpha}"
     return frame, twin
+
+
+PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg query tokens",
+                "avg_doc_tokens": "avg doc tokens"}
+
+
+def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """Chang et al. Table 1: one row per pre-training task, each statistic beside the paper's."""
+    try:
+        paper = pd.read_csv(paper_csv).set_index("task")
+    except (OSError, pd.errors.ParserError, KeyError) as err:
+        raise StageError(paper_csv, f"cannot read the paper's values ({err})") from None
+    records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
+    for s in stats:
+        task = s["task"].upper()
+        record = {"task": task, "profile": profile}
+        for key, label in PAIR_COLUMNS.items():
+            record[label] = round(s[key], 2)
+            value = paper.loc[task, key] if task in paper.index else None
+            record[f"{label} paper"] = None if value is None else int(value) if key in ("pairs", "tokens") else float(value)
+        records.append(record)
+        twin["rows"][task] = {label: record[label] for label in PAIR_COLUMNS.values()}
+    frame = pd.DataFrame(records)
+    frame["note"] = note
+    return frame, twin

@@ -1,0 +1,254 @@
+"""Pre-training (query, doc) pairs of Chang et al. (ICLR 2020), section 3, from parsed articles.
+
+- ICT (Inverse Cloze Task): query = a random sentence of a passage; doc = the passage without it;
+  title = the passage's own article.
+- BFS (Body First Selection): query = a random sentence of an article's lead section; doc = a random
+  other passage of the same article; title = that article.
+- WLP (Wiki Link Prediction): query = a random lead sentence of article A; doc = a passage of another
+  article B that links to A; title = B's (the linking article's) title.
+
+A passage is one paragraph of the parsed articles (any section, lead included). Pairs are dicts
+{"query", "doc", "title", "task", "query_article", "doc_article"}; title and doc stay separate
+because the doc tower joins them with the tokenizer's separator. Articles stream from the JSONL
+file; every random choice comes from numpy generators seeded by (seed, task, article id), so the
+output does not depend on the run, the file's other articles or Python's hash salt."""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from array import array
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from .io import StageError, require_file
+from .wiki import normalise_title
+
+TASKS = ("ict", "bfs", "wlp")
+_TASK_CODES = {"ict": 1, "bfs": 2, "wlp": 3, "mix": 4}
+_INDEX_BITS = 16   # section and paragraph indices packed beside the article ordinal in WLP's link table
+
+PathLike = str | os.PathLike
+
+
+def read_articles(path: PathLike) -> Iterator[dict]:
+    """Parsed articles, one at a time, checked for the fields the generators use."""
+    path = require_file(path)
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                article = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise StageError(path, f"line {number} is not valid JSON ({err.msg})") from None
+            if not (isinstance(article, dict) and {"id", "title", "sections"} <= article.keys()
+                    and isinstance(article["sections"], list)):
+                raise StageError(path, f"line {number} is not a parsed article (needs id, title and sections)")
+            yield article
+
+
+def _article_key(article_id) -> int:
+    # A digest rather than hash(): str hashes change with PYTHONHASHSEED.
+    return int.from_bytes(hashlib.blake2b(str(article_id).encode("utf-8"), digest_size=8).digest(), "little")
+
+
+def _rng(seed: int, task: str, article_id, *extra: int) -> np.random.Generator:
+    return np.random.default_rng([seed, _TASK_CODES[task], _article_key(article_id), *extra])
+
+
+def _sentences(paragraph: dict) -> list[str]:
+    return [s.strip() for s in paragraph.get("sentences", []) if s.strip()]
+
+
+def _passages(article: dict) -> list[tuple[int, int, dict]]:
+    """(section index, paragraph index, paragraph) of every non-empty passage."""
+    return [(s, p, paragraph) for s, section in enumerate(article["sections"])
+            for p, paragraph in enumerate(section["paragraphs"]) if paragraph.get("text", "").strip()]
+
+
+def _lead_sentences(article: dict) -> list[tuple[int, int, int, str]]:
+    """(section, paragraph, sentence index, sentence) for every sentence of the lead section."""
+    return [(s, p, k, sentence) for s, section in enumerate(article["sections"]) if section.get("lead")
+            for p, paragraph in enumerate(section["paragraphs"]) for k, sentence in enumerate(_sentences(paragraph))]
+
+
+def _pair(query: str, doc: str, title: str, task: str, query_article, doc_article) -> dict:
+    return {"query": query, "doc": doc, "title": title, "task": task,
+            "query_article": query_article, "doc_article": doc_article}
+
+
+def ict_pairs(path: PathLike, seed: int = 0) -> Iterator[dict]:
+    """One ICT pair per passage with at least two sentences."""
+    for article in read_articles(path):
+        rng = _rng(seed, "ict", article["id"])
+        for _, _, paragraph in _passages(article):
+            sentences = _sentences(paragraph)
+            if len(sentences) < 2:
+                continue
+            i = int(rng.integers(len(sentences)))
+            rest = sentences[:i] + sentences[i + 1:]
+            if sentences[i] in rest:   # a repeated sentence would leave the query inside the doc
+                continue
+            yield _pair(sentences[i], " ".join(rest), article["title"], "ict", article["id"], article["id"])
+
+
+def bfs_pairs(path: PathLike, seed: int = 0, per_article: int = 1) -> Iterator[dict]:
+    """Up to `per_article` BFS pairs per article with a lead section, each with a different doc passage.
+
+    The doc is a passage other than the query's; an article whose only passage holds the query gets
+    that passage without the query sentence (none if nothing is left)."""
+    for article in read_articles(path):
+        lead = _lead_sentences(article)
+        if not lead:
+            continue
+        passages = _passages(article)
+        rng = _rng(seed, "bfs", article["id"])
+        used: set[int] = set()
+        for n in range(per_article):
+            s, p, k, query = lead[int(rng.integers(len(lead)))]
+            others = [j for j, (ds, dp, _) in enumerate(passages) if (ds, dp) != (s, p) and j not in used]
+            if others:
+                j = others[int(rng.integers(len(others)))]
+                used.add(j)
+                doc = passages[j][2]["text"]
+            elif n == 0:
+                rest = _sentences(article["sections"][s]["paragraphs"][p])
+                del rest[k]
+                if not rest or query in rest:
+                    break
+                doc = " ".join(rest)
+            else:
+                break
+            if doc != query:
+                yield _pair(query, doc, article["title"], "bfs", article["id"], article["id"])
+
+
+def _pack(ordinal: int, section: int, paragraph: int) -> int:
+    if section >> _INDEX_BITS or paragraph >> _INDEX_BITS:
+        raise ValueError(f"article {ordinal} has more than {1 << _INDEX_BITS} sections or paragraphs")
+    return (ordinal << 2 * _INDEX_BITS) | (section << _INDEX_BITS) | paragraph
+
+
+def _unpack(code: int) -> tuple[int, int, int]:
+    mask = (1 << _INDEX_BITS) - 1
+    return code >> 2 * _INDEX_BITS, (code >> _INDEX_BITS) & mask, code & mask
+
+
+def wlp_pairs(path: PathLike, seed: int = 0, redirects: dict[str, str] | None = None,
+              per_article: int = 1) -> Iterator[dict]:
+    """Up to `per_article` WLP pairs per linked-to article A, each from a different linking passage.
+
+    Two streaming passes: the first keeps only link locations per target title and the lead
+    sentences drawn for queries; the second reads the chosen passages. `redirects` maps a redirect
+    title to its target title (parse-wiki's redirects.json); links through it count as links to the
+    target. Pairs come out in the order of the linking articles in the file."""
+    redirects = {normalise_title(k): normalise_title(v) for k, v in (redirects or {}).items()}
+    titles: dict[str, int] = {}                  # normalised title -> ordinal of the article
+    queries: dict[int, tuple[str, list[str]]] = {}   # ordinal -> (id, query sentences drawn for it)
+    inbound: dict[str, array] = {}               # link target -> packed (ordinal, section, paragraph)
+    for ordinal, article in enumerate(read_articles(path)):
+        titles.setdefault(normalise_title(article["title"]), ordinal)
+        lead = _lead_sentences(article)
+        if lead:
+            draws = _rng(seed, "wlp", article["id"]).integers(len(lead), size=per_article)
+            queries[ordinal] = (article["id"], [lead[int(i)][3] for i in draws])
+        for s, p, paragraph in _passages(article):
+            try:
+                code = _pack(ordinal, s, p)
+            except ValueError as err:
+                raise StageError(path, str(err)) from None
+            for target in {normalise_title(link.get("target", "")) for link in paragraph.get("links", [])}:
+                if target:
+                    inbound.setdefault(target, array("q")).append(code)
+
+    # Link tables per article A (direct and redirected targets), shared rather than copied.
+    linking: dict[int, list[array]] = {}
+    for target, codes in inbound.items():
+        a = titles.get(target, titles.get(redirects.get(target, "")))
+        if a in queries:
+            linking.setdefault(a, []).append(codes)
+    del inbound, titles
+    wanted: dict[int, list[tuple[int, int, int, int]]] = {}   # B ordinal -> [(section, paragraph, A, query)]
+    for a in sorted(linking):
+        candidates = sorted({c for codes in linking[a] for c in codes if c >> 2 * _INDEX_BITS != a})  # no self-links
+        if not candidates:
+            continue
+        rng = _rng(seed, "wlp", queries[a][0], 1)
+        chosen = rng.choice(len(candidates), size=min(per_article, len(candidates)), replace=False)
+        for j, index in enumerate(sorted(int(i) for i in chosen)):
+            b, s, p = _unpack(candidates[index])
+            wanted.setdefault(b, []).append((s, p, a, j))
+    del linking
+    queries = {a: queries[a] for rows in wanted.values() for _, _, a, _ in rows}
+
+    for ordinal, article in enumerate(read_articles(path)):
+        for s, p, a, j in sorted(wanted.pop(ordinal, [])):
+            try:
+                doc = article["sections"][s]["paragraphs"][p]["text"]
+            except (IndexError, KeyError):
+                raise StageError(path, "the file changed between WLP's two passes") from None
+            a_id, drawn = queries[a]
+            if doc.strip() != drawn[j]:
+                yield _pair(drawn[j], doc, article["title"], "wlp", a_id, article["id"])
+    if wanted:
+        raise StageError(path, "the file changed between WLP's two passes")
+
+
+def mix_pairs(streams: Iterable[Iterable[dict]], seed: int = 0, limit: int | None = None) -> Iterator[dict]:
+    """Each pair drawn from a uniformly chosen stream; stops when the chosen stream is exhausted or at `limit`."""
+    iterators = [iter(stream) for stream in streams]
+    rng = np.random.default_rng([seed, _TASK_CODES["mix"]])
+    count = 0
+    try:
+        while limit is None or count < limit:
+            try:
+                pair = next(iterators[int(rng.integers(len(iterators)))])
+            except StopIteration:
+                return
+            yield pair
+            count += 1
+    finally:
+        for iterator in iterators:   # close the other streams' files now, not at garbage collection
+            getattr(iterator, "close", lambda: None)()
+
+
+def generate_pairs(path: PathLike, tasks: str = "ict+bfs+wlp", seed: int = 0,
+                   redirects: dict[str, str] | None = None, limit: int | None = None) -> Iterator[dict]:
+    """Pairs of one task ('ict', 'bfs', 'wlp') or of a '+'-joined uniform mixture such as 'ict+bfs+wlp'."""
+    names = tasks.split("+")
+    unknown = [name for name in names if name not in TASKS]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"tasks must be '+'-joined distinct names from {', '.join(TASKS)}; got {tasks!r}")
+    makers = {"ict": lambda: ict_pairs(path, seed), "bfs": lambda: bfs_pairs(path, seed),
+              "wlp": lambda: wlp_pairs(path, seed, redirects)}
+    if len(names) == 1:
+        return itertools.islice(makers[names[0]](), limit)
+    return mix_pairs([makers[name]() for name in names], seed, limit)
+
+
+def pair_statistics(pairs: Iterable[dict], tokenizer, batch_size: int = 1024) -> dict:
+    """Table 1 of the paper: #pairs, #tokens (query + doc WordPiece tokens), average query and doc tokens.
+
+    Doc tokens count the passage only, not the title (the paper's "tokens per passage")."""
+    count = query_tokens = doc_tokens = 0
+    batch: list[dict] = []
+
+    def flush() -> None:
+        nonlocal count, query_tokens, doc_tokens
+        if batch:
+            count += len(batch)
+            query_tokens += sum(map(len, tokenizer([p["query"] for p in batch], add_special_tokens=False)["input_ids"]))
+            doc_tokens += sum(map(len, tokenizer([p["doc"] for p in batch], add_special_tokens=False)["input_ids"]))
+            batch.clear()
+
+    for pair in pairs:
+        batch.append(pair)
+        if len(batch) >= batch_size:
+            flush()
+    flush()
+    return {"pairs": count, "tokens": query_tokens + doc_tokens,
+            "avg_query_tokens": query_tokens / count if count else 0.0,
+            "avg_doc_tokens": doc_tokens / count if count else 0.0}
