@@ -88,6 +88,10 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
     by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
     records, twin = [], {"table": table, "profile": profile, "rows": {}}
+    # the metrics twin names a row without its margin unless the margin is what tells rows apart
+    # (Table 2), so `dvc metrics diff` pairs a row with itself when Table 1's margin is edited
+    unmargined = {tuple(r[k] for k in SEEDED_KEY if k != "margin") for r in rows}
+    twin_fields = [k for k in SEEDED_KEY if k != "margin" or len(unmargined) < len(rows)]
     for r in rows:
         key = tuple(r[k] for k in SEEDED_KEY)
         mean, std, per_query, queries = summaries[key]
@@ -109,7 +113,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
                      if record[f"{m} p vs {compare[1]}"] < alpha]
             record[f"significant vs {compare[1]}"] = ", ".join(marks) or "none"
         records.append(record)
-        twin["rows"]["/".join(str(x) for x in key if x != "")] = {m: record[m] for m in metrics}
+        twin["rows"]["/".join(str(r[k]) for k in twin_fields if r[k] != "")] = {m: record[m] for m in metrics}
     frame = pd.DataFrame(records)
     frame["note"] = f"{note}; test: {test}, two-sided, alpha {alpha}"
     return frame, twin
