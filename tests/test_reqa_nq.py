@@ -60,7 +60,7 @@ def test_original_format_is_accepted(tmp_path):
 
 
 @pytest.mark.parametrize("line, message", [
-    ("{not json", r"line 3: not valid JSON"),
+    ("{not json", r"line 3 is not valid JSON"),
     ('{"question_text": "q", "annotations": []}', r"line 3: not a Natural Questions example \(no 'example_id'\)"),
     ('{"example_id": 1, "question_text": "q", "annotations": []}', r"line 3: .*no 'document_text'"),
     ('{"example_id": 1, "question_text": "q", "document_text": "x", "annotations": [{"long_answer": 5}]}',

@@ -79,16 +79,22 @@ def atomic_open(path, mode: str = "w") -> Iterator:
             yield handle
 
 
+def parse_jsonl(lines: Iterable[str], path) -> Iterator[tuple[int, object]]:
+    """(line number, value) for each non-blank line; a line that is not JSON stops with its number."""
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise StageError(path, f"line {number} is not valid JSON ({err.msg})") from None
+
+
 def read_jsonl(path) -> Iterator[dict]:
     path = require_file(path)
     with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as err:
-                raise StageError(path, f"line {number} is not valid JSON ({err.msg})") from None
+        for _, row in parse_jsonl(handle, path):
+            yield row
 
 
 def write_jsonl(path, rows: Iterable[dict]) -> int:

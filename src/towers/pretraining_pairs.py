@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 from array import array
 from typing import Iterable, Iterator
 
 import numpy as np
 
-from .io import StageError, require_file
+from .io import StageError, parse_jsonl, require_file
 from .wiki import normalise_title
 
 TASKS = ("ict", "bfs", "wlp")
@@ -37,13 +36,7 @@ def read_articles(path: PathLike) -> Iterator[dict]:
     """Parsed articles, one at a time, checked for the fields the generators use."""
     path = require_file(path)
     with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                article = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise StageError(path, f"line {number} is not valid JSON ({err.msg})") from None
+        for number, article in parse_jsonl(handle, path):
             if not (isinstance(article, dict) and {"id", "title", "sections"} <= article.keys()
                     and isinstance(article["sections"], list)):
                 raise StageError(path, f"line {number} is not a parsed article (needs id, title and sections)")

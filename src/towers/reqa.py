@@ -8,12 +8,11 @@ from __future__ import annotations
 import csv
 import gzip
 import html
-import json
 import re
 import urllib.parse
 from typing import Iterator
 
-from .io import StageError, read_json, require_file
+from .io import StageError, parse_jsonl, read_json, require_file
 from .sentences import split_with_offsets
 
 QUESTION_COLUMNS = ["article", "question", "answer", "sentence_start"]
@@ -121,13 +120,7 @@ def _nq_examples(path) -> Iterator[tuple[int, dict]]:
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8") as handle:
-            for number, line in enumerate(tqdm(handle, desc=path.name, unit="example", mininterval=5), 1):
-                if not line.strip():
-                    continue
-                try:
-                    example = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise StageError(path, f"line {number}: not valid JSON ({err.msg})") from None
+            for number, example in parse_jsonl(tqdm(handle, desc=path.name, unit="example", mininterval=5), path):
                 missing = [k for k in NQ_KEYS if k not in example] if isinstance(example, dict) else list(NQ_KEYS)
                 if not missing and "document_text" not in example and "document_tokens" not in example:
                     missing = ["document_text"]
