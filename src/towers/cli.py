@@ -302,12 +302,15 @@ def pretrain_mlm(a):
     return a.out, report
 
 
-def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
+def read_split(split_tsv) -> dict[str, str]:
+    """A split's questions; none when its file is empty (a small split may have no valid questions)."""
     path = Path(split_tsv)
-    if not path.exists() or path.stat().st_size == 0:
-        return []
+    return read_queries(path) if path.exists() and path.stat().st_size else {}
+
+
+def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
     pairs = []
-    for qid, text in read_queries(path).items():
+    for qid, text in read_split(split_tsv).items():
         for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0):
             c = candidates_by_id[doc_id]
             pairs.append({"query": text, "doc_id": doc_id, "sentence": c["sentence"], "paragraph": c["paragraph"]})
@@ -374,11 +377,8 @@ def init_bow(a):
 
 def split_examples(split_tsv, qrels, index_of: dict[str, int]) -> list[dict]:
     """A split's questions with the candidate indices of their gold sentences."""
-    path = Path(split_tsv)
-    if not path.exists() or path.stat().st_size == 0:
-        return []
     examples = []
-    for qid, text in read_queries(path).items():
+    for qid, text in read_split(split_tsv).items():
         positives = sorted(index_of[d] for d, rel in qrels.get(qid, {}).items() if rel > 0 and d in index_of)
         if positives:
             examples.append({"qid": qid, "query": text, "positives": positives})
@@ -503,10 +503,7 @@ def mine_hard_negatives(a):
     from .mining import exclude_positives
 
     set_threads(a.threads)
-    queries = {}
-    for path in a.queries:
-        if Path(path).exists() and Path(path).stat().st_size:   # a small split may have no valid questions
-            queries.update(read_queries(path))
+    queries = {qid: text for path in a.queries for qid, text in read_split(path).items()}
     if not queries:
         raise StageError(a.queries[0], "no questions to mine for")
     mined = exclude_positives(dense_run(a.model, a.index, a.ids, queries, a.depth, a.nprobe, a.batch_size),
@@ -527,6 +524,14 @@ def evaluate(a):
     return a.out, {"queries": result["queries"], **result["metrics"]}
 
 
+def write_table(frame, twin: dict, csv_path, json_path):
+    """A paper table as CSV, and its numeric JSON twin for `dvc metrics`."""
+    with atomic_path(csv_path) as tmp:
+        frame.to_csv(tmp, index=False)
+    write_json(json_path, twin)
+    return csv_path, {"rows": len(frame)}
+
+
 @stage("table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
        arg("--dataset", required=True), arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append", help="split|encoder|pretraining|eval.json"),
@@ -539,10 +544,7 @@ def table(a):
         split_name, encoder, pretraining, path = spec.split("|")
         rows.append({"split": split_name, "encoder": encoder, "pretraining": pretraining, "eval": path})
     frame, twin = build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note)
-    with atomic_path(a.csv) as tmp:
-        frame.to_csv(tmp, index=False)
-    write_json(a.json, twin)
-    return a.csv, {"rows": len(frame)}
+    return write_table(frame, twin, a.csv, a.json)
 
 
 @stage("pairs-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
@@ -553,10 +555,7 @@ def pairs_table(a):
     from .tables import pairs_table as build
 
     frame, twin = build([read_json(path) for path in a.stats], a.paper, a.profile, a.note)
-    with atomic_path(a.csv) as tmp:
-        frame.to_csv(tmp, index=False)
-    write_json(a.json, twin)
-    return a.csv, {"rows": len(frame)}
+    return write_table(frame, twin, a.csv, a.json)
 
 
 @stage("seeded-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
@@ -580,10 +579,7 @@ def seeded_table(a):
         rows.append(row)
     compare = tuple(a.compare.split("|")) if a.compare else None
     frame, twin = build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha, a.exact_index)
-    with atomic_path(a.csv) as tmp:
-        frame.to_csv(tmp, index=False)
-    write_json(a.json, twin)
-    return a.csv, {"rows": len(frame)}
+    return write_table(frame, twin, a.csv, a.json)
 
 
 # --- entry point --------------------------------------------------------------------------------

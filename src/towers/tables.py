@@ -9,11 +9,16 @@ from .io import StageError, read_json
 KEY = ["split", "encoder", "pretraining"]
 
 
-def paper_values(path, table: str) -> pd.DataFrame:
+def read_paper(path) -> pd.DataFrame:
+    """A paper's numbers, typed in from its text (data/papers/)."""
     try:
-        frame = pd.read_csv(path, dtype={"split": str})
+        return pd.read_csv(path, dtype={"split": str})
     except (OSError, pd.errors.ParserError) as err:
         raise StageError(path, f"cannot read the paper's values ({err})") from None
+
+
+def paper_values(path, table: str) -> pd.DataFrame:
+    frame = read_paper(path)
     frame = frame[frame["table"] == table]
     if frame.empty:
         raise StageError(path, f"no values for {table}")
@@ -84,6 +89,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     split and index; rows on another index than `exact_index` get the recall lost against it."""
     paper = paper_values(paper_csv, table)
     paper["margin"] = paper["margin"].map(lambda m: "" if pd.isna(m) else f"{float(m):g}")
+    by_margin = paper["margin"].ne("").any()   # Table 2's rows are margins; Table 1's are not
     paper = paper.set_index(["dataset", "split", "model", "margin"])
     summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
     by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
@@ -97,7 +103,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
         mean, std, per_query, queries = summaries[key]
         record = {k: r[k] for k in SEEDED_KEY}
         record.update(seeds=len(r["evals"]), test_queries=queries, profile=profile)
-        paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if table != "table1" else "")
+        paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if by_margin else "")
         other = by_model.get((r["dataset"], r["split"], compare[1], r["margin"], r["index"])) if compare else None
         exact = by_model.get((r["dataset"], r["split"], r["model"], r["margin"], exact_index))
         for m in metrics:
@@ -125,10 +131,10 @@ PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg q
 
 def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
     """Chang et al. Table 1: one row per pre-training task, each statistic beside the paper's."""
-    try:
-        paper = pd.read_csv(paper_csv).set_index("task")
-    except (OSError, pd.errors.ParserError, KeyError) as err:
-        raise StageError(paper_csv, f"cannot read the paper's values ({err})") from None
+    paper = read_paper(paper_csv)
+    if "task" not in paper:
+        raise StageError(paper_csv, "no 'task' column")
+    paper = paper.set_index("task")
     records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
     for s in stats:
         task = s["task"].upper()

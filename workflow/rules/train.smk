@@ -38,27 +38,24 @@ rule finetune_two_tower:
         " --log {params.steps_log} 2>&1 | tee {log}"
 
 
-THREE_T = {   # the three-tower baselines: starting encoder, tower shape, schedule
-    "emb": (f"{ART}/{{dataset}}/encoders/hashed-bow", "three_t_emb"),
-    "bert": (f"{ART}/{{dataset}}/encoders/mlm-nsp", "quadrupletbert"),
-}
-
-
 def three_t_settings(kind):
-    cfg = config["quadrupletbert"] if kind == "bert" else config["quadrupletbert"]["three_t_emb"]
-    schedule = cfg["phase1"] if kind == "bert" else cfg["train"]
-    return flags(cfg["towers"]), flags(schedule)
+    """The three-tower baselines: (starting encoder, tower flags, schedule flags)."""
+    qb = config["quadrupletbert"]
+    if kind == "bert":
+        return f"{ART}/{{dataset}}/encoders/mlm-nsp", flags(qb["towers"]), flags(qb["phase1"])
+    emb = qb["three_t_emb"]
+    return f"{ART}/{{dataset}}/encoders/hashed-bow", flags(emb["towers"]), flags(emb["train"])
 
 
 rule train_three_tower:
     input:
         unpack(split_files),
-        start=lambda w: THREE_T[w.kind][0].format(dataset=w.dataset),
+        start=lambda w: three_t_settings(w.kind)[0].format(dataset=w.dataset),
     output:
         directory(f"{ART}/{{dataset}}/dense/threet-{{kind}}-m{{margin}}-s{{seed}}/{{split}}/model"),
     params:
-        towers=lambda w: three_t_settings(w.kind)[0],
-        train=lambda w: three_t_settings(w.kind)[1],
+        towers=lambda w: three_t_settings(w.kind)[1],
+        train=lambda w: three_t_settings(w.kind)[2],
         state=lambda w: f"{ART}/{w.dataset}/train-state/threet-{w.kind}-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
