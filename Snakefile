@@ -21,12 +21,11 @@ SPLITS = config["splits"]
 wildcard_constraints:
     dataset="[a-z0-9-]+",
     split="|".join(SPLITS),
-    init="none|mlm",
     kind="emb|bert",
     margin=r"[0-9]+(\.[0-9]+)?",
     seed="[0-9]+",
     index="[a-z0-9]+",
-    model="[a-z0-9.-]+",
+    model="[a-z0-9.+-]+",
 
 
 def flags(settings: dict) -> str:
@@ -46,7 +45,6 @@ include: "workflow/rules/tables.smk"
 
 rule all:
     input:
-        "results/chang2020/table1.csv",
-        "results/chang2020/table3.csv",
+        expand("results/chang2020/table{n}.csv", n=range(1, 7)),
         "results/table1.csv",
         "results/table2.csv",

@@ -1,16 +1,22 @@
 """Benchmarks. Run with `make bench` (all parts) or `benchmarks/run.py --part NAME`; each part
 updates its own key of benchmarks/results.json.
 
-pipeline: wall time of a clean `snakemake results/chang2020/table3.csv` on the embedded default, in a
-   fresh copy of the workflow (goal: <= 15 min on 2 cores), and of the no-op dry run that follows
-   (goal: <= 10 s);
+pipeline: wall time of a clean `snakemake` of Chang et al.'s six tables (results/chang2020/table1-6.csv)
+   on the embedded default, in a fresh copy of the workflow (goal: <= 60 min on 2 cores), of the no-op
+   dry run that follows (goal: <= 10 s), and the jobs planned after a fine-tuning change (goal: no
+   pre-training reruns);
 encoding: candidate-encoding throughput of the pipeline's length-sorted batching against two loops in
    input order on the same model, texts and run: a naive one that pads every batch to the maximum
    length, and one that pads each batch to its own longest text (goal: >= 1.5x);
 quadrupletbert: in a fresh copy, wall time of a clean `snakemake results/table1.csv` (goal: <= 20 min),
    then of `results/table2.csv` reusing table1's pre-training and models (goal: <= 40 min), and the
    jobs a dry run plans after only the margin list changes (goal: only the new margin's training,
-   encoding, indexing, search and evaluation, plus the table).
+   encoding, indexing, search and evaluation, plus the table);
+pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.generate_pairs) on enwiki-mini's
+   parsed articles, per task (ict, bfs, wlp, ict+bfs+wlp): pairs generated per second, and peak memory (max
+   RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
+   targets and redirects renamed per copy, so WLP still finds its links; written to a temp dir). Goal: the
+   peak stays flat as the corpus grows (peak ratio near 1 for a corpus size ratio of k).
 """
 from __future__ import annotations
 
@@ -27,7 +33,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGET = "results/chang2020/table3.csv"
+CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
 
 
 def copy_workflow(dest: Path) -> None:
@@ -35,6 +41,15 @@ def copy_workflow(dest: Path) -> None:
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name, **(
             {"ignore": shutil.ignore_patterns("raw")} if source.is_dir() else {}))
+
+
+def edit_params(workdir: Path, old: str, new: str) -> None:
+    """Change one line of a copy's params.yaml, as a user would."""
+    params = workdir / "params.yaml"
+    text = params.read_text()
+    if old not in text:
+        sys.exit(f"params.yaml no longer holds {old!r}; update the benchmark")
+    params.write_text(text.replace(old, new))
 
 
 def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
@@ -48,19 +63,28 @@ def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
 def pipeline(cores: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
         copy_workflow(Path(tmp))
-        snake = [sys.executable, "-m", "snakemake", TARGET, "--cores", str(cores)]
+        snake = [sys.executable, "-m", "snakemake", *CHANG_TABLES, "--cores", str(cores)]
+        _, plan = timed([*snake, "-n"], tmp)
+        jobs = job_counts(plan.stdout)
         clean, _ = timed(snake, tmp)
-        noop, plan = timed([*snake, "-n"], tmp)
-        table = (Path(tmp) / TARGET).read_text()
-        model = Path(tmp) / "artifacts/enwiki-mini/dense/twotower-mlm/80-20/model"
+        noop, again = timed([*snake, "-n"], tmp)
+        for table in CHANG_TABLES:   # kept: the committed tables can be compared with them
+            for suffix in (".csv", ".json"):
+                kept = ROOT / "benchmarks/out/chang2020" / Path(table).with_suffix(suffix).name
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(Path(tmp) / Path(table).with_suffix(suffix), kept)
+        edit_params(Path(tmp), "  lr: 1.0e-3                      # paper: 5e-5", "  lr: 2.0e-3")
+        _, replan = timed([*snake, "-n"], tmp)
+        model = Path(tmp) / "artifacts/enwiki-mini/dense/transformer-mlm-l2-d128/80-20/model"
         kept = ROOT / "benchmarks/out/model"
         shutil.rmtree(kept, ignore_errors=True)
         shutil.copytree(model, kept)
         candidates = ROOT / "benchmarks/out/candidates.jsonl"
         shutil.copy(Path(tmp) / "artifacts/enwiki-mini/reqa/candidates.jsonl", candidates)
-    return {"clean_run_seconds": round(clean, 1), "clean_run_goal_seconds": 900,
-            "noop_dry_run_seconds": round(noop, 2), "noop_dry_run_goal_seconds": 10,
-            "noop_says_nothing_to_do": "Nothing to be done" in plan.stdout + plan.stderr, "table": table}
+    return {"targets": CHANG_TABLES, "jobs": jobs, "clean_run_seconds": round(clean, 1),
+            "clean_run_goal_seconds": 3600, "noop_dry_run_seconds": round(noop, 2), "noop_dry_run_goal_seconds": 10,
+            "noop_says_nothing_to_do": "Nothing to be done" in again.stdout + again.stderr,
+            "after_finetune_lr_change": {"change": "finetune.lr 1e-3 -> 2e-3", "jobs": job_counts(replan.stdout)}}
 
 
 def job_counts(output: str) -> dict[str, int]:
@@ -82,12 +106,7 @@ def quadrupletbert(cores: int) -> dict:
             out[table] = {"seconds": round(seconds, 1), "jobs": job_counts(plan.stdout)}
             for suffix in (".csv", ".json"):   # kept: the committed tables can be compared with them
                 shutil.copy(Path(tmp) / f"results/{table}{suffix}", ROOT / f"benchmarks/out/{table}{suffix}")
-        params = Path(tmp) / "params.yaml"
-        text = params.read_text()
-        old = "margins: [0, 0.1, 0.2, 1, 1.5, 2]"
-        if old not in text:
-            sys.exit(f"params.yaml no longer holds {old!r}; update the benchmark")
-        params.write_text(text.replace(old, "margins: [0, 0.1, 0.2, 1, 1.5, 2, 3]"))
+        edit_params(Path(tmp), "margins: [0, 0.1, 0.2, 1, 1.5, 2]", "margins: [0, 0.1, 0.2, 1, 1.5, 2, 3]")
         _, plan = timed([sys.executable, "-m", "snakemake", "results/table1.csv", "results/table2.csv",
                          "--cores", str(cores), "-n"], tmp)
         out["margin_list_change"] = {"change": "margins + [3]", "jobs": job_counts(plan.stdout)}
@@ -147,13 +166,126 @@ def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int, r
     return out
 
 
+PAIR_TASKS = ["ict", "bfs", "wlp", "ict+bfs+wlp"]
+ENWIKI_MINI_CORPUS = ROOT / "artifacts/enwiki-mini/corpus"
+
+
+def pairs_worker(task: str, articles: str, redirects: str) -> None:
+    """One measurement in this (fresh) process: generate every pair of `task`, print count, seconds, peak RSS.
+
+    task 'none' only imports and reads the redirects: the baseline the generators add to."""
+    import resource
+
+    from towers.io import read_json
+    from towers.pretraining_pairs import generate_pairs
+
+    links = read_json(redirects)
+    count, seconds = 0, 0.0
+    if task != "none":
+        began = time.perf_counter()
+        for _ in generate_pairs(articles, task, seed=13, redirects=links):   # iterated, not kept or written
+            count += 1
+        seconds = time.perf_counter() - began
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
+    print(json.dumps({"pairs": count, "seconds": seconds, "peak_rss_mb": peak_kb / 1024}))
+
+
+def replicate_corpus(articles: Path, redirects: Path, copies: int, dest: Path) -> tuple[Path, Path]:
+    """`copies` renamed copies of the corpus: ids, titles, link targets and redirects get ' (copy c)', so
+    links stay inside their copy and WLP finds as many links per copy as in the original."""
+    from towers.io import read_json
+    from towers.wiki import normalise_title
+
+    def rename(title: str, c: int) -> str:
+        title = normalise_title(title)
+        return f"{title} (copy {c})" if title else title
+
+    out_articles, out_redirects = dest / "articles.jsonl", dest / "redirects.json"
+    with open(out_articles, "w", encoding="utf-8") as out:
+        for c in range(copies):
+            with open(articles, encoding="utf-8") as handle:   # one article in memory at a time
+                for line in handle:
+                    if not line.strip():
+                        continue
+                    article = json.loads(line)
+                    article["id"], article["title"] = f"{article['id']}-c{c}", rename(article["title"], c)
+                    for section in article["sections"]:
+                        for paragraph in section["paragraphs"]:
+                            for link in paragraph.get("links", []):
+                                link["target"] = rename(link.get("target", ""), c)
+                    out.write(json.dumps(article, ensure_ascii=False) + "\n")
+    source = read_json(redirects)
+    out_redirects.write_text(json.dumps({rename(k, c): rename(v, c) for c in range(copies) for k, v in source.items()}))
+    return out_articles, out_redirects
+
+
+def count_lines(path: Path) -> int:
+    with open(path, encoding="utf-8") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def measure_pairs(task: str, articles: Path, redirects: Path) -> dict:
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--pairs-worker", task, str(articles),
+                           str(redirects)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                              p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)})
+    if done.returncode != 0:
+        sys.exit(f"pairs benchmark worker failed ({task}, {articles}):\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def pairs(copies: int, repeats: int) -> dict:
+    articles, redirects = ENWIKI_MINI_CORPUS / "articles.jsonl", ENWIKI_MINI_CORPUS / "redirects.json"
+    if not (articles.exists() and redirects.exists()):
+        sys.exit(f"{articles} is missing: build it with `snakemake {articles.relative_to(ROOT)} --cores 2`")
+    big = f"{copies}x"
+    load = os.getloadavg()[0]   # rates are sensitive to other work on the machine; peaks are not
+    with tempfile.TemporaryDirectory(prefix="towers-bench-pairs-") as tmp:
+        corpora = {"1x": (articles, redirects), big: replicate_corpus(articles, redirects, copies, Path(tmp))}
+        sizes = {name: {"articles": count_lines(path), "mb": round(path.stat().st_size / 2**20, 2)}
+                 for name, (path, _) in corpora.items()}
+        baseline = {name: round(max(measure_pairs("none", *corpus)["peak_rss_mb"] for _ in range(repeats)), 1)
+                    for name, corpus in corpora.items()}
+        tasks = {}
+        for task in PAIR_TASKS:
+            row = {}
+            for name, corpus in corpora.items():
+                runs = [measure_pairs(task, *corpus) for _ in range(repeats)]
+                if len({r["pairs"] for r in runs}) != 1:
+                    sys.exit(f"{task} on {name}: the pair count changed between repeats")
+                peak = max(r["peak_rss_mb"] for r in runs)
+                row[name] = {"pairs": runs[0]["pairs"],
+                             "pairs_per_second": round(statistics.median(r["pairs"] / r["seconds"] for r in runs)),
+                             "seconds": round(statistics.median(r["seconds"] for r in runs), 2),
+                             "peak_rss_mb": round(peak, 1),
+                             "peak_above_baseline_mb": round(peak - baseline[name], 1)}
+            row["pairs_ratio"] = round(row[big]["pairs"] / row["1x"]["pairs"], 2)
+            row["peak_rss_ratio"] = round(row[big]["peak_rss_mb"] / row["1x"]["peak_rss_mb"], 3)
+            row["peak_growth_mb"] = round(row[big]["peak_rss_mb"] - row["1x"]["peak_rss_mb"], 1)
+            row["peak_above_baseline_ratio"] = round(row[big]["peak_above_baseline_mb"]
+                                                     / max(row["1x"]["peak_above_baseline_mb"], 0.1), 2)
+            tasks[task] = row
+    return {"corpus": {**sizes, "copies": copies, "size_ratio": round(sizes[big]["mb"] / sizes["1x"]["mb"], 2)},
+            "method": ("one fresh process per measurement (peak = its max RSS); pairs iterated, not kept or "
+                       f"written; rate and seconds: median of {repeats}, peak: max of {repeats}; baseline: "
+                       "a process that only imports towers.pretraining_pairs and reads the redirects"),
+            "load_average_at_start": round(load, 2), "import_baseline_peak_rss_mb": baseline, "tasks": tasks,
+            "goal": f"peak_rss_ratio near 1 while the corpus grows {copies}x"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
-    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert"], default="all",
+    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "pairs"], default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
+    parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
+    parser.add_argument("--pairs-repeats", type=int, default=5, help="pairs: measurements per task and corpus size")
+    parser.add_argument("--pairs-worker", nargs=3, metavar=("TASK", "ARTICLES", "REDIRECTS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.pairs_worker:
+        pairs_worker(*args.pairs_worker)
+        return
     (ROOT / "benchmarks/out").mkdir(parents=True, exist_ok=True)
     out = ROOT / "benchmarks/results.json"
     results = json.loads(out.read_text()) if out.exists() else {}
@@ -162,7 +294,8 @@ def main() -> None:
     parts = {"pipeline": lambda: pipeline(args.cores),
              "encoding": lambda: encoding(ROOT / "benchmarks/out/model", ROOT / "benchmarks/out/candidates.jsonl",
                                           args.encode_limit, threads=1),
-             "quadrupletbert": lambda: quadrupletbert(args.cores)}
+             "quadrupletbert": lambda: quadrupletbert(args.cores),
+             "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats)}
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()

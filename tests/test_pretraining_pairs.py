@@ -249,3 +249,63 @@ def test_enwiki_mini_pairs_follow_links():
     for pair in wlp:
         assert pair["query_article"] != pair["doc_article"]
         assert pair["doc"] in links_to(pair["doc_article"], pair["query_article"], redirects, articles)
+
+
+def test_wlp_resolves_targets_to_corpus_articles_with_a_lead(tmp_path):
+    articles = json.loads(json.dumps(ARTICLES))
+    articles[2]["sections"][0]["paragraphs"][0]["links"] += [{"target": "Quiet cove"}, {"target": "Cove"}]
+    path = write_articles(tmp_path / "articles.jsonl", articles)
+    # "Cove" redirects to the lead-less Quiet cove; a redirect titled like an article ("Port Elwen") is ignored
+    redirects = {**REDIRECTS, "Cove": "Quiet cove", "Port Elwen": "Mara Quill"}
+    every = list(pp.wlp_pairs(path, seed=0, redirects=redirects, per_article=10))
+    assert sorted((p["query_article"], p["doc_article"]) for p in every) == [
+        ("1", "2"), ("1", "3"), ("2", "1"), ("3", "1"), ("3", "2")]
+
+
+def test_wlp_memory_does_not_follow_links_outside_the_corpus(tmp_path):
+    import tracemalloc
+
+    def corpus(name, outside):
+        articles = [{"id": str(i), "title": f"Article {i}", "sections": [
+            lead(paragraph(f"Article {i} is the {i}th article.", "It has a lead.",
+                           links=[f"Article {(i + 1) % 200}"] + [outside(i, k) for k in range(100)]))]}
+                    for i in range(200)]
+        return write_articles(tmp_path / name, articles)
+
+    def peak(path):
+        tracemalloc.start()
+        try:
+            pairs = list(pp.wlp_pairs(path, seed=0))
+            return len(pairs), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    # 20,000 distinct outside targets against one repeated 20,000 times: same pairs, about the same peak
+    many, one = peak(corpus("many.jsonl", lambda i, k: f"Elsewhere {i} {k}")), peak(corpus("one.jsonl", lambda i, k: "Elsewhere"))
+    assert many[0] == one[0] == 200
+    assert many[1] < one[1] + 2**20
+
+
+def test_wlp_notices_a_file_changed_between_passes(corpus, monkeypatch):
+    read = pp.read_articles
+
+    def changing(after, articles):
+        calls = []
+
+        def read_then_change(path):
+            yield from read(path)
+            calls.append(path)
+            if len(calls) == after:
+                write_articles(corpus, articles)
+        return read_then_change
+
+    monkeypatch.setattr(pp, "read_articles", changing(1, ARTICLES[:3]))   # an article dropped after the titles pass
+    with pytest.raises(StageError, match="changed between WLP's passes"):
+        list(pp.wlp_pairs(corpus, redirects=REDIRECTS))
+    write_articles(corpus, ARTICLES)
+    shortened = json.loads(json.dumps(ARTICLES))
+    for article in shortened:
+        article["sections"] = article["sections"][:1]
+    monkeypatch.setattr(pp, "read_articles", changing(2, shortened))   # passages dropped after the links pass
+    with pytest.raises(StageError, match="changed between WLP's passes"):
+        list(pp.wlp_pairs(corpus, seed=0, redirects=REDIRECTS, per_article=10))

@@ -129,7 +129,7 @@ def test_seeded_table_with_a_malformed_row(tmp_path):
     result = run_stage("seeded-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv", "--profile", "x",
                        "--note", "n", "--metrics", "R@1", "--row", "mini|squad|5-95|QuadrupletBERT|0.1|a.json",
                        "--csv", tmp_path / "t.csv", "--json", tmp_path / "t.json")
-    assert_one_line_error(result, "--row: 'mini|squad|5-95|QuadrupletBERT|0.1|a.json' needs 7 '|'-separated fields")
+    assert_one_line_error(result, "--row: 'mini|squad|5-95|QuadrupletBERT|0.1|a.json' needs 7 non-empty '|'-separated fields: dataset|paper_dataset|split|model|margin|index|evals")
     assert list(tmp_path.iterdir()) == []
 
 

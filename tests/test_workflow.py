@@ -15,6 +15,7 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/chang2020/table3.csv"
 QUADRUPLET_TABLES = ["results/table1.csv", "results/table2.csv"]
 PAIRS_TABLE = "results/chang2020/table1.csv"
+CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -38,7 +39,7 @@ def job_counts(output: str) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, TARGET, PAIRS_TABLE, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
 
@@ -47,7 +48,8 @@ def tiny_run(tmp_path_factory):
 def test_tiny_dag_builds_the_table(tiny_run):
     table = pd.read_csv(tiny_run / TARGET, dtype={"split": str})
     assert list(table[["encoder", "pretraining"]].itertuples(index=False, name=None)) == [
-        ("BM-25", "No Pretraining"), ("Transformer", "No Pretraining"), ("Transformer", "MLM")]
+        ("BM-25", "No Pretraining"), ("BoW-MLP", "No Pretraining"), ("BoW-MLP", "ICT+BFS+WLP"),
+        ("Transformer", "No Pretraining"), ("Transformer", "MLM"), ("Transformer", "ICT+BFS+WLP")]
     assert set(table["split"]) == {"50-50"} and set(table["profile"]) == {"tiny"}
     for metric in ["R@1", "R@5", "R@10", "R@50", "R@100"]:
         assert table[metric].between(0, 100).all() and f"{metric} paper" in table
@@ -55,6 +57,25 @@ def test_tiny_dag_builds_the_table(tiny_run):
     # BM25 answers these lexical questions well even on a toy corpus
     assert table.loc[0, "R@10"] >= 50
     assert (tiny_run / "results/chang2020/table3.json").exists()
+    # Table 4 is the same models on NQ's paper values (one dataset stands in for both here)
+    table4 = pd.read_csv(tiny_run / "results/chang2020/table4.csv", dtype={"split": str})
+    assert table4["R@10"].tolist() == table["R@10"].tolist()
+
+
+@pytest.mark.slow
+def test_tiny_dag_builds_the_ablation_and_open_domain_tables(tiny_run):
+    table5 = pd.read_csv(tiny_run / "results/chang2020/table5.csv")
+    assert table5["index"].tolist() == [1, 4, 5, 9] and table5["R@10 50-50"].between(0, 100).all()
+    assert table5["layers paper"].tolist() == [4, 12, 12, 12]
+    # index 9 is Table 3's Transformer ICT+BFS+WLP: the same model, the same number
+    table3 = pd.read_csv(tiny_run / TARGET)
+    assert table5.loc[3, "R@10 50-50"] == table3.loc[5, "R@10"]
+    table6 = pd.read_csv(tiny_run / "results/chang2020/table6.csv")
+    assert table6["pretraining"].tolist() == ["No Pretraining", "ICT", "ICT+BFS+WLP"]
+    assert table6["R@1 paper"].notna().sum() == 0      # the paper has no 50%/50% split
+    pretrained = sorted(p.parent.name for p in (tiny_run / "artifacts/enwiki-mini/pretrained").glob("*/model"))
+    assert pretrained == ["bowmlp-ict+bfs+wlp-d8", "transformer-ict+bfs+wlp-l1-d16", "transformer-ict-l1-d16",
+                          "transformer-ict-l1-d8"]
 
 
 @pytest.mark.slow
@@ -86,7 +107,7 @@ def test_tiny_dag_builds_the_pair_statistics(tiny_run):
 
 @pytest.mark.slow
 def test_second_run_has_nothing_to_do(tiny_run):
-    again = snakemake(tiny_run, TARGET, PAIRS_TABLE, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml",
+    again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml",
                       "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
@@ -98,8 +119,9 @@ def test_finetune_change_reuses_pretraining(tiny_run):
     (tiny_run / "fixtures/changed.yaml").write_text(changed)
     plan = snakemake(tiny_run, TARGET, "--cores", 2, "--configfile", "fixtures/changed.yaml", "-n")
     counts = job_counts(plan.stdout)
-    assert counts == {"finetune_two_tower": 2, "encode_candidates": 2, "faiss_index": 2, "dense_search": 2,
-                      "evaluate": 2, "chang2020_table3": 1}
+    # five two-tower rows re-fine-tuned; neither MLM nor the ICT/BFS/WLP pre-training reruns
+    assert counts == {"finetune_two_tower": 5, "encode_candidates": 5, "faiss_index": 5, "dense_search": 5,
+                      "evaluate": 5, "chang2020_table3": 1}
 
 
 @pytest.mark.slow
@@ -130,14 +152,28 @@ def test_unknown_params_key_is_rejected(tmp_path):
     assert plan.returncode != 0 and "bm52" in plan.stdout + plan.stderr
 
 
-def test_paper_profile_plans_table3(tmp_path):
+def test_paper_profile_plans_every_chang_table(tmp_path):
     work = copy_workflow(tmp_path)
-    plan = snakemake(work, TARGET, "--configfile", "config/paper.yaml", "-n")
+    plan = snakemake(work, *CHANG_TABLES, "--configfile", "config/paper.yaml", "-n", "-p")
     assert plan.returncode == 0, plan.stderr[-2000:]
+    # SQuAD (Table 3), NQ (Tables 4-5), NQ + 1M Wikipedia pairs (Table 6); pairs from the full dump.
+    # Fine-tuned: 5 two-tower rows x 3 splits x 2 datasets + 9 ablation rows x 4 splits - 3 (index 9 is
+    # Table 4's ICT+BFS+WLP) + 3 (Table 6's ICT, 512-d); encoded and searched: those on their own
+    # candidates, but Table 6's ICT only on NQ-open, plus ICT+BFS+WLP on NQ-open.
+    tuned = 5 * 3 * 2 + 9 * 4 - 3 + 3
+    dense = tuned - 3 + 2 * 3
     assert job_counts(plan.stdout) == {
-        "download": 2, "reqa": 1, "split": 3, "bm25_index": 1, "bm25_search": 1, "tokenizer": 1,
-        "init_random": 1, "pretrain_mlm": 1, "finetune_two_tower": 6, "encode_candidates": 6, "faiss_index": 6,
-        "dense_search": 6, "evaluate": 9, "chang2020_table3": 1}
+        "download": 2 + 50 + 1, "parse_wiki": 1, "reqa": 2, "reqa_open": 1, "reqa_statistics": 2,
+        "split": 3 + 4, "tokenizer": 3, "bm25_index": 3, "bm25_search": 3,
+        "pretraining_pairs": 3, "init_random": 4, "pretrain_mlm": 2, "init_bag_of_words": 3,
+        "pretrain_two_tower": 9, "finetune_two_tower": tuned,
+        "encode_candidates": dense, "faiss_index": dense, "dense_search": dense,
+        "evaluate": dense + 3 * 3, "chang2020_table1": 1, "chang2020_table2": 1, "chang2020_table3": 1,
+        "chang2020_table4": 1, "chang2020_table5": 1, "chang2020_table6": 1}
+    # pre-trained once on Wikipedia, fine-tuned on both datasets: BERT-base shape, 4 or 12 layers
+    assert plan.stdout.count("pretrain-two-tower") == 9
+    assert "--steps 100000 --batch-size 8192" in plan.stdout and "--layers 4 " in plan.stdout
+    assert "enwiki-20161220-pages-articles.xml.bz2" in plan.stdout
     assert "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json" in plan.stdout or \
         "data/raw/squad/train-v1.1.json" in plan.stdout
 
@@ -149,7 +185,7 @@ def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
     # 2 datasets (SQuAD, NQ) x 2 splits x 3 seeds; Table 2 sweeps 6 margins, Table 1's margin is one of them
     runs, margins = 2 * 2 * 3, 6
     assert job_counts(plan.stdout) == {
-        "download": 2 + 50, "reqa": 2, "split": 4, "tokenizer": 2, "pretrain_mlm_nsp": 2, "init_hashed_bow": 2,
+        "download": 2 + 50, "reqa": 2, "split": 4, "tokenizer": 2, "pretrain_mlm_nsp": 2, "init_bag_of_words": 2,
         "train_three_tower": runs + runs * margins, "mine_hard_negatives": runs * margins,
         "train_quadruplet": runs * margins, "encode_candidates": runs + 2 * runs * margins,
         "faiss_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows

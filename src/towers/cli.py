@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from .io import (StageError, atomic_path, check_sha256, read_json, read_jsonl, read_qrels, read_queries,
-                 read_run, require_file, versions, write_json, write_jsonl, write_qrels, write_queries, write_run)
+from .io import (StageError, atomic_path, check_sha256, checksum_from_list, read_json, read_jsonl, read_qrels,
+                 read_queries, read_run, require_file, versions, write_json, write_jsonl, write_qrels, write_queries,
+                 write_run)
 
 GENSIM_EXCERPT = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 STAGES = {}
@@ -41,11 +42,16 @@ def seed_everything(seed: int) -> None:
 
 
 def resolve_dump(dump: str) -> Path:
-    """'gensim' names the Wikipedia excerpt inside gensim 4.4.0's wheel; anything else is a path."""
-    if dump == "gensim":
+    """'gensim' names the Wikipedia excerpt inside gensim 4.4.0's wheel, 'gensim:<relative path>' any
+    file of the gensim package (e.g. gensim:test/test_data/enwiki-table-markup.xml.bz2); anything
+    else is a path."""
+    if dump == "gensim" or dump.startswith("gensim:"):
         from importlib.util import find_spec
 
-        return Path(find_spec("gensim").origin).parent / GENSIM_EXCERPT   # located, not imported (slow)
+        relative = dump.partition(":")[2] or GENSIM_EXCERPT
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise StageError(dump, "a gensim file is named by a path inside the package")
+        return Path(find_spec("gensim").origin).parent / relative   # located, not imported (slow)
     return Path(dump)
 
 
@@ -132,21 +138,81 @@ def reqa_nq(a):
     return pooled_reqa(a.jsonl, a.sha256, reqa.build_nq, a.out_dir)
 
 
-@stage("download", arg("--url", required=True), arg("--sha256", required=True), arg("--out", required=True),
-       arg("--retries", type=int, default=3))
-def download(a):
-    """Fetch an official file, retrying on network errors; keep it only if its sha256 matches."""
+@stage("reqa-open", arg("--candidates", required=True), arg("--queries", required=True), arg("--qrels", required=True),
+       arg("--articles", required=True, help="parsed articles (parse-wiki) that supply the extra candidates"),
+       arg("--max-extra", type=int, default=0, help="sub-sample the extra candidates to this many; 0 = all"),
+       arg("--seed", type=int, required=True), arg("--id-prefix", default="extra:"), arg("--out-dir", required=True))
+def reqa_open(a):
+    """Open-domain ReQA (Chang et al. sec. 4.4): a dataset's candidates plus sentences of other articles."""
+    import shutil
+
+    from . import reqa
+
+    if a.max_extra < 0:
+        raise StageError("--max-extra", f"must be 0 (all) or positive, not {a.max_extra}")
+    queries, qrels = read_queries(a.queries), read_qrels(a.qrels)
+    base = reqa.base_candidate_index(a.candidates)
+    reqa.check_qrels_point_at(qrels, base["ids"], a.qrels)
+    plan = reqa.plan_extra_candidates(a.articles, base, a.id_prefix, a.max_extra, a.seed)
+    counts: dict = {}
+    out = Path(a.out_dir)
+    extras = reqa.extra_candidates(a.articles, base, a.id_prefix, plan, counts)
+    rows = (row for part in (read_jsonl(a.candidates), extras) for row in part)   # base candidates first
+    total = write_jsonl(out / "candidates.jsonl", rows)
+    for source, name in ((a.queries, "queries.tsv"), (a.qrels, "qrels.txt")):   # unchanged, byte for byte
+        with atomic_path(out / name) as tmp:
+            shutil.copyfile(source, tmp)
+    stats = {"queries": len(queries), "candidates": total, "tuples": sum(len(v) for v in qrels.values()),
+             "base_candidates": len(base["ids"]), "extra_candidates": counts["extra_candidates"],
+             "extra_available": plan["extra_available"], "extra_articles": plan["extra_articles"],
+             "extra_articles_used": counts["extra_articles_used"], "skipped_articles": plan["skipped_articles"],
+             "max_extra": a.max_extra, "seed": a.seed}
+    write_json(out / "stats.json", stats)
+    return out / "candidates.jsonl", stats
+
+
+def fetch(url: str, out, digest=None, timeout: int = 60) -> None:
+    """Copy a URL (http(s) or file) into `out` in 1 MiB blocks, feeding `digest` as it goes."""
     import urllib.request
 
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(out, "wb") as handle:
+        while block := response.read(1 << 20):
+            handle.write(block)
+            if digest is not None:
+                digest.update(block)
+
+
+@stage("download", arg("--url", required=True), arg("--sha256", default=""),
+       arg("--sha1-from", default="", help="URL of a published checksum list (Wikimedia's <wiki>-<date>-sha1sums.txt)"
+                                            " whose line for the URL's file name gives its sha1"),
+       arg("--out", required=True), arg("--retries", type=int, default=3))
+def download(a):
+    """Fetch an official file, retrying on network errors; keep it only if its sha256 (or published sha1) matches."""
+    import hashlib
+    import tempfile
+    import urllib.parse
+
+    if bool(a.sha256) == bool(a.sha1_from):
+        raise StageError(a.out, "give exactly one of --sha256 and --sha1-from to check the download against")
+    name = urllib.parse.unquote(urllib.parse.urlsplit(a.url).path.rsplit("/", 1)[-1])
     last = None
     for attempt in range(1, a.retries + 1):
         try:
+            if a.sha1_from:
+                with tempfile.TemporaryDirectory() as folder:
+                    fetch(a.sha1_from, Path(folder) / "sums")
+                    sums = (Path(folder) / "sums").read_text(encoding="utf-8", errors="replace")
+                algorithm, expected, source = "sha1", checksum_from_list(sums, name, a.sha1_from), a.sha1_from
+            else:
+                algorithm, expected, source = "sha256", a.sha256, None
+            digest = hashlib.new(algorithm)
             with atomic_path(a.out) as tmp:
-                with urllib.request.urlopen(a.url, timeout=60) as response, open(tmp, "wb") as handle:
-                    while block := response.read(1 << 20):
-                        handle.write(block)
-                check_sha256(tmp, a.sha256)
-            return a.out, {"url": a.url, "attempts": attempt}
+                fetch(a.url, tmp, digest)
+                if digest.hexdigest() != expected:
+                    origin = f" from {source}" if source else ""
+                    raise StageError(a.out, f"{algorithm} mismatch (expected {expected}{origin}); "
+                                            "the file is corrupt or a different version")
+            return a.out, {"url": a.url, "attempts": attempt, algorithm: expected}
         except OSError as err:
             last = err
             time.sleep(min(30, 2 ** attempt))
@@ -171,6 +237,7 @@ def split(a):
 @stage("pretraining-pairs", arg("--articles", required=True), arg("--redirects", default=""),
        arg("--task", required=True, help="ict, bfs, wlp or a '+'-joined uniform mixture such as ict+bfs+wlp"),
        arg("--seed", type=int, required=True), arg("--limit", type=int, default=0, help="0 = all"),
+       arg("--per-article", type=int, default=1, help="BFS: pairs per article; WLP: per linked-to article"),
        arg("--tokenizer", required=True, help="WordPiece tokenizer for the statistics"),
        arg("--out", required=True), arg("--stats", required=True))
 def pretraining_pairs(a):
@@ -182,7 +249,7 @@ def pretraining_pairs(a):
 
     redirects = read_json(a.redirects) if a.redirects else None
     try:
-        pairs = generate_pairs(a.articles, a.task, a.seed, redirects, a.limit or None)
+        pairs = generate_pairs(a.articles, a.task, a.seed, redirects, a.limit or None, a.per_article)
     except ValueError as err:
         raise StageError("--task", str(err)) from None
     count = write_jsonl(a.out, tqdm(pairs, desc=a.task, unit="pair", mininterval=5))
@@ -226,8 +293,12 @@ def arch_of(a) -> dict:
             "max_positions": a.max_positions}
 
 
-def unique_paragraphs(candidates_path) -> list[str]:
-    return list(dict.fromkeys(c["paragraph"] for c in read_jsonl(candidates_path)))
+def unique_paragraphs(path) -> list[str]:
+    """The paragraphs of ReQA candidates, or of parsed articles (a pre-training corpus)."""
+    texts = (c["paragraph"] if "paragraph" in c else
+             [p["text"] for section in c.get("sections", []) for p in section["paragraphs"]]
+             for c in read_jsonl(path))
+    return list(dict.fromkeys(t for text in texts for t in ([text] if isinstance(text, str) else text)))
 
 
 def paragraph_sentences(candidates_path) -> list[list[str]]:
@@ -265,7 +336,8 @@ def init_random(a):
         from transformers import AutoConfig
 
         cfg = AutoConfig.from_pretrained(a.hub_model)
-        arch = {"hidden": cfg.hidden_size, "layers": cfg.num_hidden_layers, "heads": cfg.num_attention_heads,
+        # --layers still applies: Chang et al.'s ablation has 4-layer towers of BERT-base's shape
+        arch = {"hidden": cfg.hidden_size, "layers": a.layers, "heads": cfg.num_attention_heads,
                 "intermediate": cfg.intermediate_size, "max_positions": cfg.max_position_embeddings}
     with atomic_path(a.out) as tmp:
         random_encoder(a.tokenizer, tmp, arch, a.seed)
@@ -321,13 +393,14 @@ def tower_args():
     return (arg("--query-length", type=int, required=True), arg("--doc-length", type=int, required=True),
             arg("--embedding-dim", type=int, required=True, help="projection size; 0 = none (the encoder's width)"),
             arg("--pooling", default="cls"), arg("--shared", type=int, default=0), arg("--normalize", type=int, default=0),
-            arg("--doc-text", default="sentence+paragraph", choices=["sentence", "sentence+paragraph"]))
+            arg("--doc-text", default="sentence+paragraph", choices=["sentence", "sentence+paragraph"]),
+            arg("--head", default="linear", choices=["linear", "mlp"], help="after pooling: linear, or BoW-MLP's tanh MLP"))
 
 
 def towers_of(a) -> dict:
     return {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": bool(a.shared),
             "normalize": bool(a.normalize), "query_length": a.query_length, "doc_length": a.doc_length,
-            "doc_text": a.doc_text}
+            "doc_text": a.doc_text, "head": a.head}
 
 
 def schedule_args():
@@ -343,7 +416,7 @@ def schedule_of(a) -> dict:
             "checkpoint_every": a.checkpoint_every}
 
 
-@stage("finetune", arg("--encoder", required=True), arg("--candidates", required=True), arg("--qrels", required=True),
+@stage("finetune", arg("--encoder", required=True, help="encoder folder, or a pre-trained two-tower model"), arg("--candidates", required=True), arg("--qrels", required=True),
        arg("--train", required=True), arg("--valid", required=True), arg("--out", required=True),
        arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
 def finetune(a):
@@ -364,14 +437,41 @@ def finetune(a):
     return a.out, report
 
 
+@stage("pretrain-two-tower", arg("--start", required=True, help="encoder folder the towers start from"),
+       arg("--pairs", required=True, nargs="+", help="one pairs JSONL per task; several = their uniform mixture"),
+       arg("--title-tasks", nargs="*", default=["ict"], help="tasks whose doc is (title, passage)"),
+       arg("--out", required=True), arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
+def pretrain_two_tower(a):
+    """Two towers pre-trained on ICT/BFS/WLP pairs with sampled softmax over in-batch documents (Chang et al.)."""
+    from .pretraining_pairs import PairFile
+    from .training import inbatch, loop
+
+    seed_everything(a.seed)
+    tasks = {}
+    for path in a.pairs:
+        pairs = PairFile(path)
+        task = pairs[0]["task"]
+        if task in tasks:
+            raise StageError(path, f"a second file of task {task!r}")
+        tasks[task] = pairs
+    with atomic_path(a.out) as tmp:
+        report = inbatch.pretrain(tasks, a.start, tmp, a.state_dir, towers_of(a),
+                                  {**schedule_of(a), "temperature": a.temperature}, a.seed, a.title_tasks, a.log,
+                                  a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
 @stage("init-bow", arg("--out", required=True), arg("--buckets", type=int, required=True), arg("--dim", type=int, required=True),
-       arg("--max-features", type=int, default=256), arg("--seed", type=int, required=True))
+       arg("--max-features", type=int, default=256), arg("--seed", type=int, required=True),
+       arg("--char-ngram", type=int, default=3, help="0 = no character n-grams"),
+       arg("--word-bigrams", type=int, default=1, help="0 = word unigrams only (Chang et al.'s BoW-MLP)"))
 def init_bow(a):
-    """Random hashed bag-of-words embeddings (word uni/bigrams, char trigrams): Huang et al. 2020's text towers."""
+    """Random hashed bag-of-words embeddings: word uni(/bi)grams (+ char n-grams, Huang et al. 2020's text towers)."""
     from .models import random_bag_of_words
 
     with atomic_path(a.out) as tmp:
-        random_bag_of_words(tmp, a.buckets, a.dim, a.max_features, a.seed)
+        random_bag_of_words(tmp, a.buckets, a.dim, a.max_features, a.seed, a.char_ngram, bool(a.word_bigrams))
     return a.out, {"buckets": a.buckets, "dim": a.dim}
 
 
@@ -524,6 +624,17 @@ def evaluate(a):
     return a.out, {"queries": result["queries"], **result["metrics"]}
 
 
+def parse_rows(specs: list[str], fields: list[str], may_be_empty=()) -> list[dict]:
+    """A table stage's --row values, each '|'-separated with one value per field."""
+    rows = []
+    for spec in specs:
+        values = spec.split("|")
+        if len(values) != len(fields) or not all(v or f in may_be_empty for f, v in zip(fields, values)):
+            raise StageError("--row", f"{spec!r} needs {len(fields)} non-empty '|'-separated fields: {'|'.join(fields)}")
+        rows.append(dict(zip(fields, values)))
+    return rows
+
+
 def write_table(frame, twin: dict, csv_path, json_path):
     """A paper table as CSV, and its numeric JSON twin for `dvc metrics`."""
     with atomic_path(csv_path) as tmp:
@@ -539,11 +650,47 @@ def write_table(frame, twin: dict, csv_path, json_path):
 def table(a):
     from .tables import build_table
 
-    rows = []
-    for spec in a.row:
-        split_name, encoder, pretraining, path = spec.split("|")
-        rows.append({"split": split_name, "encoder": encoder, "pretraining": pretraining, "eval": path})
+    rows = parse_rows(a.row, ["split", "encoder", "pretraining", "eval"])
     frame, twin = build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note)
+    return write_table(frame, twin, a.csv, a.json)
+
+
+@stage("reqa-statistics", arg("--candidates", required=True), arg("--queries", required=True),
+       arg("--qrels", required=True), arg("--tokenizer", required=True, help="the dataset's WordPiece tokenizer folder"),
+       arg("--batch-size", type=int, default=1024), arg("--out", required=True))
+def reqa_statistics(a):
+    """Chang et al. Table 2: a ReQA dataset's #query, #candidate, #tuples and average WordPiece tokens."""
+    from .reqa import reqa_statistics as count
+
+    if a.batch_size < 1:
+        raise StageError("--batch-size", f"must be at least 1, not {a.batch_size}")
+    # doc tokens count the candidate's sentence plus its paragraph (the pair the doc tower reads)
+    stats = count(a.candidates, a.queries, a.qrels, load_tokenizer(a.tokenizer), a.batch_size, progress=True)
+    write_json(a.out, stats)
+    return a.out, stats
+
+
+def load_tokenizer(path):
+    """A saved HF tokenizer folder, or one line saying why it cannot be loaded."""
+    from transformers import AutoTokenizer
+
+    if not Path(path).is_dir():
+        raise StageError(path, "tokenizer folder is missing")
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise StageError(path, f"cannot load the tokenizer ({first})") from None
+
+
+@stage("reqa-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
+       arg("--row", required=True, action="append", help="dataset|paper_dataset|reqa-statistics JSON"),
+       arg("--csv", required=True), arg("--json", required=True))
+def reqa_table(a):
+    """Chang et al. Table 2: ReQA statistics beside the paper's."""
+    from .tables import reqa_table as build
+
+    frame, twin = build(parse_rows(a.row, ["dataset", "paper_dataset", "stats"]), a.paper, a.profile, a.note)
     return write_table(frame, twin, a.csv, a.json)
 
 
@@ -558,6 +705,19 @@ def pairs_table(a):
     return write_table(frame, twin, a.csv, a.json)
 
 
+@stage("ablation-table", arg("--paper", required=True), arg("--profile", required=True), arg("--dataset", required=True),
+       arg("--note", required=True), arg("--metric", default="R@100"),
+       arg("--row", required=True, action="append", help="index|layers|pretraining|emb_dim|split|eval.json"),
+       arg("--csv", required=True), arg("--json", required=True))
+def ablation_table(a):
+    """Chang et al. Table 5: one metric per split for each ablation configuration, beside the paper's."""
+    from .tables import ABLATION_KEY, ablation_table as build
+
+    frame, twin = build(parse_rows(a.row, ABLATION_KEY + ["split", "eval"]), a.paper, a.metric, a.profile,
+                        a.dataset, a.note)
+    return write_table(frame, twin, a.csv, a.json)
+
+
 @stage("seeded-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
        arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append",
@@ -569,14 +729,10 @@ def seeded_table(a):
     """A table whose cells are means over seeds, with standard deviations and paired significance tests."""
     from .tables import SEEDED_KEY, seeded_table as build
 
-    rows = []
-    for spec in a.row:
-        fields = spec.split("|")
-        if len(fields) != len(SEEDED_KEY) + 1:
-            raise StageError("--row", f"{spec!r} needs {len(SEEDED_KEY) + 1} '|'-separated fields")
-        row = dict(zip(SEEDED_KEY, fields[:-1]), evals=fields[-1].split(","))
+    rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"])
+    for row in rows:
+        row["evals"] = row["evals"].split(",")
         row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
-        rows.append(row)
     compare = tuple(a.compare.split("|")) if a.compare else None
     frame, twin = build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha, a.exact_index)
     return write_table(frame, twin, a.csv, a.json)

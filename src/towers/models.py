@@ -31,18 +31,20 @@ HASHED_BOW = "hashed_bow.json"
 
 
 class FeatureHasher:
-    """Text -> hashed feature ids: word unigrams and bigrams plus character trigrams of '#word#'
-    (the text features of Huang et al. 2020). Id 0 is padding. A drop-in for an HF tokenizer in
-    this project's calls (texts, optional text pairs, padding, return_tensors='pt')."""
+    """Text -> hashed feature ids: word unigrams, optionally word bigrams and character n-grams of
+    '#word#' (trigrams: the text features of Huang et al. 2020; unigrams only: Chang et al.'s
+    BoW-MLP). Id 0 is padding. A drop-in for an HF tokenizer in this project's calls (texts,
+    optional text pairs, padding, return_tensors='pt')."""
 
-    def __init__(self, buckets: int, max_features: int = 256, char_ngram: int = 3):
+    def __init__(self, buckets: int, max_features: int = 256, char_ngram: int = 3, word_bigrams: bool = True):
         self.buckets, self.max_features, self.char_ngram = buckets, max_features, char_ngram
+        self.word_bigrams = word_bigrams
 
     def features(self, text: str) -> list[int]:
         words = re.findall(r"\w+", text.lower())
-        grams = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+        grams = words + ([f"{a} {b}" for a, b in zip(words, words[1:])] if self.word_bigrams else [])
         n = self.char_ngram
-        grams += [f"#{w}#"[i:i + n] for w in words for i in range(len(w) + 3 - n)]
+        grams += [f"#{w}#"[i:i + n] for w in words for i in range(len(w) + 3 - n)] if n else []
         # crc32, not hash(): Python salts str hashes per process
         return [1 + zlib.crc32(g.encode()) % (self.buckets - 1) for g in grams][:self.max_features] or [1]
 
@@ -108,11 +110,12 @@ def load_tokenizer(folder):
     return AutoTokenizer.from_pretrained(folder)
 
 
-def random_bag_of_words(out_dir, buckets: int, dim: int, max_features: int, seed: int) -> None:
+def random_bag_of_words(out_dir, buckets: int, dim: int, max_features: int, seed: int, char_ngram: int = 3,
+                        word_bigrams: bool = True) -> None:
     """The word-embedding towers' starting point: random feature embeddings and the hasher."""
     torch.manual_seed(seed)
     HashedBagOfWords(buckets, dim).save_pretrained(out_dir)
-    FeatureHasher(buckets, max_features).save_pretrained(out_dir)
+    FeatureHasher(buckets, max_features, char_ngram, word_bigrams).save_pretrained(out_dir)
 
 
 def doc_input(candidate: dict, doc_text: str):
@@ -134,14 +137,26 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
     raise ValueError(f"unknown pooling {how!r}")
 
 
-class Tower(nn.Module):
-    """One encoder: transformer -> pooling -> optional linear projection."""
+def head(hidden: int, embedding_dim: int | None, kind: str = "linear") -> nn.Module:
+    """What follows pooling: a linear layer (Chang's [CLS] + linear), a two-layer tanh MLP (BoW-MLP),
+    or nothing (embedding_dim 0: the encoder's width)."""
+    if not embedding_dim:
+        return nn.Identity()
+    if kind == "linear":
+        return nn.Linear(hidden, embedding_dim)
+    if kind == "mlp":
+        return nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, embedding_dim))
+    raise ValueError(f"unknown head {kind!r}")
 
-    def __init__(self, encoder: nn.Module, pooling: str, embedding_dim: int | None, normalize: bool = False):
+
+class Tower(nn.Module):
+    """One encoder: transformer (or bag of words) -> pooling -> head."""
+
+    def __init__(self, encoder: nn.Module, pooling: str, embedding_dim: int | None, normalize: bool = False,
+                 head_kind: str = "linear"):
         super().__init__()
         self.encoder, self.pooling, self.normalize = encoder, pooling, normalize
-        hidden = encoder.config.hidden_size
-        self.projection = nn.Linear(hidden, embedding_dim) if embedding_dim else nn.Identity()
+        self.projection = head(encoder.config.hidden_size, embedding_dim, head_kind)
 
     def forward(self, input_ids, attention_mask, token_type_ids=None):
         out = self.encoder(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
@@ -160,7 +175,7 @@ class TwoTower(nn.Module):
     @staticmethod
     def tower(encoder_dir, config: dict) -> Tower:
         return Tower(load_encoder(encoder_dir), config["pooling"], config.get("embedding_dim") or None,
-                     config.get("normalize", False))
+                     config.get("normalize", False), config.get("head", "linear"))
 
     @property
     def shared(self) -> bool:
@@ -173,6 +188,17 @@ class TwoTower(nn.Module):
         query = cls.tower(encoder_dir, config)
         doc = None if config.get("shared", False) else cls.tower(encoder_dir, config)
         return cls(query, doc, config)
+
+    @classmethod
+    def start(cls, start_dir, config: dict, seed: int) -> tuple["TwoTower", object, dict]:
+        """Towers to train: a saved two-tower model continues (its architecture wins; sequence
+        lengths and doc text come from `config`), an encoder folder starts new towers."""
+        if (Path(start_dir) / "towers.json").is_file():
+            model, tokenizer = cls.load(start_dir)
+            keep = ("pooling", "embedding_dim", "shared", "normalize", "head")
+            model.config = {**config, **{k: v for k, v in model.config.items() if k in keep}}
+            return model, tokenizer, model.config
+        return cls.from_encoder(start_dir, config, seed), load_tokenizer(start_dir), config
 
     def save(self, folder, tokenizer) -> None:
         from safetensors.torch import save_file

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
 from array import array
 from typing import Iterable, Iterator
@@ -130,51 +131,68 @@ def _unpack(code: int) -> tuple[int, int, int]:
     return code >> 2 * _INDEX_BITS, (code >> _INDEX_BITS) & mask, code & mask
 
 
+def _wlp_changed(path: PathLike) -> StageError:
+    return StageError(path, "the file changed between WLP's passes")
+
+
 def wlp_pairs(path: PathLike, seed: int = 0, redirects: dict[str, str] | None = None,
               per_article: int = 1) -> Iterator[dict]:
     """Up to `per_article` WLP pairs per linked-to article A, each from a different linking passage.
 
-    Two streaming passes: the first keeps only link locations per target title and the lead
-    sentences drawn for queries; the second reads the chosen passages. `redirects` maps a redirect
-    title to its target title (parse-wiki's redirects.json); links through it count as links to the
-    target. Pairs come out in the order of the linking articles in the file."""
-    redirects = {normalise_title(k): normalise_title(v) for k, v in (redirects or {}).items()}
-    titles: dict[str, int] = {}                  # normalised title -> ordinal of the article
+    Three streaming passes: the first keeps the corpus's titles and the lead sentences drawn for
+    queries; the second keeps only the locations of links whose target is a corpus article with a
+    lead section, so memory follows the corpus's articles and its links into itself, not the number
+    of distinct link targets; the third reads the chosen passages. `redirects` maps a redirect title
+    to its target title (parse-wiki's redirects.json); links through it count as links to the target
+    (a redirect titled like an article of the corpus is ignored). Pairs come out in the order of the
+    linking articles in the file."""
+    titles: dict[str, int] = {}                  # normalised title -> ordinal of its first article
     queries: dict[int, tuple[str, list[str]]] = {}   # ordinal -> (id, query sentences drawn for it)
-    inbound: dict[str, array] = {}               # link target -> packed (ordinal, section, paragraph)
+    articles = 0
     for ordinal, article in enumerate(read_articles(path)):
-        titles.setdefault(normalise_title(article["title"]), ordinal)
+        articles += 1
+        title = normalise_title(article["title"])
+        if title:   # links with an empty target are dropped, so an empty title is never linked to
+            titles.setdefault(title, ordinal)
         lead = _lead_sentences(article)
         if lead:
             draws = _rng(seed, "wlp", article["id"]).integers(len(lead), size=per_article)
             queries[ordinal] = (article["id"], [lead[int(i)][3] for i in draws])
+
+    # Link target -> ordinal of A, only for targets that are (or redirect to) an article with a lead.
+    targets = {title: a for title, a in titles.items() if a in queries}
+    normalised = {normalise_title(k): normalise_title(v) for k, v in (redirects or {}).items()}
+    for source, target in normalised.items():
+        if source not in titles and titles.get(target) in queries:
+            targets[source] = titles[target]
+    del titles, normalised
+
+    inbound: dict[int, array] = {}   # A -> packed (ordinal, section, paragraph) of the passages linking to A
+    seen = 0
+    for ordinal, article in enumerate(read_articles(path)):
+        seen += 1
+        if ordinal >= articles or (ordinal in queries and queries[ordinal][0] != article["id"]):
+            raise _wlp_changed(path)
         for s, p, paragraph in _passages(article):
             try:
                 code = _pack(ordinal, s, p)
             except ValueError as err:
                 raise StageError(path, str(err)) from None
-            for target in {normalise_title(link.get("target", "")) for link in paragraph.get("links", [])}:
-                if target:
-                    inbound.setdefault(target, array("q")).append(code)
+            for a in {targets.get(normalise_title(link.get("target", ""))) for link in paragraph.get("links", [])}:
+                if a is not None and a != ordinal:   # no self-links
+                    inbound.setdefault(a, array("q")).append(code)   # codes ascend, each passage once per A
+    if seen != articles:
+        raise _wlp_changed(path)
+    del targets
 
-    # Link tables per article A (direct and redirected targets), shared rather than copied.
-    linking: dict[int, list[array]] = {}
-    for target, codes in inbound.items():
-        a = titles.get(target, titles.get(redirects.get(target, "")))
-        if a in queries:
-            linking.setdefault(a, []).append(codes)
-    del inbound, titles
     wanted: dict[int, list[tuple[int, int, int, int]]] = {}   # B ordinal -> [(section, paragraph, A, query)]
-    for a in sorted(linking):
-        candidates = sorted({c for codes in linking[a] for c in codes if c >> 2 * _INDEX_BITS != a})  # no self-links
-        if not candidates:
-            continue
+    for a in sorted(inbound):
+        candidates = inbound.pop(a)
         rng = _rng(seed, "wlp", queries[a][0], 1)
         chosen = rng.choice(len(candidates), size=min(per_article, len(candidates)), replace=False)
         for j, index in enumerate(sorted(int(i) for i in chosen)):
             b, s, p = _unpack(candidates[index])
             wanted.setdefault(b, []).append((s, p, a, j))
-    del linking
     queries = {a: queries[a] for rows in wanted.values() for _, _, a, _ in rows}
 
     for ordinal, article in enumerate(read_articles(path)):
@@ -182,12 +200,12 @@ def wlp_pairs(path: PathLike, seed: int = 0, redirects: dict[str, str] | None = 
             try:
                 doc = article["sections"][s]["paragraphs"][p]["text"]
             except (IndexError, KeyError):
-                raise StageError(path, "the file changed between WLP's two passes") from None
+                raise _wlp_changed(path) from None
             a_id, drawn = queries[a]
             if doc.strip() != drawn[j]:
                 yield _pair(drawn[j], doc, article["title"], "wlp", a_id, article["id"])
     if wanted:
-        raise StageError(path, "the file changed between WLP's two passes")
+        raise _wlp_changed(path)
 
 
 def mix_pairs(streams: Iterable[Iterable[dict]], seed: int = 0, limit: int | None = None) -> Iterator[dict]:
@@ -209,14 +227,16 @@ def mix_pairs(streams: Iterable[Iterable[dict]], seed: int = 0, limit: int | Non
 
 
 def generate_pairs(path: PathLike, tasks: str = "ict+bfs+wlp", seed: int = 0,
-                   redirects: dict[str, str] | None = None, limit: int | None = None) -> Iterator[dict]:
-    """Pairs of one task ('ict', 'bfs', 'wlp') or of a '+'-joined uniform mixture such as 'ict+bfs+wlp'."""
+                   redirects: dict[str, str] | None = None, limit: int | None = None,
+                   per_article: int = 1) -> Iterator[dict]:
+    """Pairs of one task ('ict', 'bfs', 'wlp') or of a '+'-joined uniform mixture such as 'ict+bfs+wlp'.
+    `per_article` caps BFS pairs per article and WLP pairs per linked-to article (ICT makes one per passage)."""
     names = tasks.split("+")
     unknown = [name for name in names if name not in TASKS]
     if unknown or not names or len(set(names)) != len(names):
         raise ValueError(f"tasks must be '+'-joined distinct names from {', '.join(TASKS)}; got {tasks!r}")
-    makers = {"ict": lambda: ict_pairs(path, seed), "bfs": lambda: bfs_pairs(path, seed),
-              "wlp": lambda: wlp_pairs(path, seed, redirects)}
+    makers = {"ict": lambda: ict_pairs(path, seed), "bfs": lambda: bfs_pairs(path, seed, per_article),
+              "wlp": lambda: wlp_pairs(path, seed, redirects, per_article)}
     if len(names) == 1:
         return itertools.islice(makers[names[0]](), limit)
     return mix_pairs([makers[name]() for name in names], seed, limit)
@@ -245,3 +265,38 @@ def pair_statistics(pairs: Iterable[dict], tokenizer, batch_size: int = 1024) ->
     return {"pairs": count, "tokens": query_tokens + doc_tokens,
             "avg_query_tokens": query_tokens / count if count else 0.0,
             "avg_doc_tokens": doc_tokens / count if count else 0.0}
+
+
+class PairFile:
+    """Random access to a pairs JSONL file without loading it: one byte offset per line (8 bytes a
+    pair, so a full Wikipedia's 90M pairs index in ~0.7 GB), each pair parsed when asked for."""
+
+    def __init__(self, path: PathLike):
+        self.path = require_file(path)
+        self.offsets = array("q")
+        digest = hashlib.sha256()
+        with open(self.path, "rb") as handle:
+            position = 0
+            for line in handle:
+                digest.update(line)
+                if line.strip():
+                    self.offsets.append(position)
+                position += len(line)
+        if not self.offsets:
+            raise StageError(self.path, "no pairs")
+        self.digest = digest.hexdigest()[:16]
+        self._handle = open(self.path, "rb")
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def __getitem__(self, i: int) -> dict:
+        self._handle.seek(self.offsets[i])
+        line = self._handle.readline()
+        try:
+            pair = json.loads(line)
+        except ValueError:
+            raise StageError(self.path, f"pair {i + 1} is not valid JSON") from None
+        if not (isinstance(pair, dict) and {"query", "doc", "title", "task", "doc_article"} <= pair.keys()):
+            raise StageError(self.path, f"pair {i + 1} lacks query, doc, title, task or doc_article")
+        return pair

@@ -12,7 +12,7 @@ import re
 import urllib.parse
 from typing import Iterator
 
-from .io import StageError, parse_jsonl, read_json, require_file
+from .io import StageError, parse_jsonl, read_json, read_qrels, read_queries, require_file
 from .sentences import split_with_offsets
 
 QUESTION_COLUMNS = ["article", "question", "answer", "sentence_start"]
@@ -197,3 +197,188 @@ def build_nq(path, id_prefix: str = ""):
     if not queries:
         raise StageError(path, "no question has a <P> long answer with exactly one short answer")
     return candidates, queries, qrels
+
+
+# --- Chang et al. Table 2: statistics of a ReQA dataset ------------------------------------------
+
+CANDIDATE_FIELDS = ("id", "sentence", "paragraph")
+
+
+def read_candidates(path) -> Iterator[dict]:
+    """ReQA candidates one at a time (streamed), checked for the fields the statistics use."""
+    path = require_file(path)
+    with open(path, encoding="utf-8") as handle:
+        for number, row in parse_jsonl(handle, path):
+            if not (isinstance(row, dict) and all(isinstance(row.get(k), str) for k in CANDIDATE_FIELDS)):
+                raise StageError(path, f"line {number} is not a ReQA candidate (needs id, sentence and paragraph)")
+            yield row
+
+
+def _token_counts(tokenizer, texts: list[str]) -> list[int]:
+    # no [CLS]/[SEP]; verbose=False: a paragraph longer than the model's limit is counted, not warned about
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+
+
+def reqa_statistics(candidates_path, queries_path, qrels_path, tokenizer, batch_size: int = 1024,
+                    progress: bool = False) -> dict:
+    """Chang et al.'s Table 2 for one ReQA dataset: #query, #candidate, #tuples and average WordPiece tokens.
+
+    tuples: (query, candidate) pairs of the qrels with relevance > 0. Query tokens: the question's
+    WordPiece tokens. Doc tokens: those of the candidate's sentence plus those of its paragraph, the
+    (sentence, paragraph) pair the doc tower reads (the paper's "candidate represents all (sentence,
+    passage) pairs"), averaged over candidates; no special tokens anywhere. Candidates are streamed
+    and tokenized in batches (a paragraph once per batch, however many of its sentences the batch
+    holds); only their ids are kept, to check that the qrels name existing candidates."""
+    from tqdm import tqdm
+
+    queries = read_queries(queries_path)
+    qrels = read_qrels(qrels_path)
+    relevant = [(qid, doc) for qid, docs in qrels.items() for doc, rel in docs.items() if rel > 0]
+    if not relevant:
+        raise StageError(qrels_path, "no (query, candidate) pair with relevance > 0")
+    unknown = next((qid for qid, _ in relevant if qid not in queries), None)
+    if unknown is not None:
+        raise StageError(qrels_path, f"query {unknown!r} is not in {queries_path}")
+
+    query_tokens = 0
+    texts = list(queries.values())
+    for start in range(0, len(texts), batch_size):
+        query_tokens += sum(_token_counts(tokenizer, texts[start:start + batch_size]))
+
+    ids: set[str] = set()
+    doc_tokens = 0
+    batch: list[dict] = []
+
+    def flush() -> None:
+        nonlocal doc_tokens
+        paragraphs = list(dict.fromkeys(c["paragraph"] for c in batch))
+        paragraph_tokens = dict(zip(paragraphs, _token_counts(tokenizer, paragraphs)))
+        doc_tokens += sum(_token_counts(tokenizer, [c["sentence"] for c in batch]))
+        doc_tokens += sum(paragraph_tokens[c["paragraph"]] for c in batch)
+        batch.clear()
+
+    rows = tqdm(read_candidates(candidates_path), desc="candidates", unit="candidate", mininterval=5,
+                disable=not progress)
+    for candidate in rows:
+        if candidate["id"] in ids:
+            raise StageError(candidates_path, f"candidate id {candidate['id']!r} appears twice")
+        ids.add(candidate["id"])
+        batch.append(candidate)
+        if len(batch) >= batch_size:
+            flush()
+    if batch:
+        flush()
+    if not ids:
+        raise StageError(candidates_path, "no candidates")
+    missing = next((doc for _, doc in relevant if doc not in ids), None)
+    if missing is not None:
+        raise StageError(qrels_path, f"candidate {missing!r} is not in {candidates_path}")
+    return {"queries": len(queries), "candidates": len(ids), "tuples": len(relevant),
+            "avg_query_tokens": query_tokens / len(queries), "avg_doc_tokens": doc_tokens / len(ids),
+            "doc_text": "sentence+paragraph"}
+
+
+# --- open-domain retrieval (Chang et al. 2020, sec. 4.4) -----------------------------------------
+# A QA dataset's candidate set enlarged with (sentence, paragraph) pairs from other Wikipedia
+# articles; questions and qrels stay as they are, so models trained on the base dataset are
+# evaluated on the enlarged set.
+
+
+def title_key(title: str) -> str:
+    """MediaWiki title normalisation (underscores as spaces, runs of spaces collapsed, first letter upper)."""
+    title = " ".join(str(title).replace("_", " ").split())
+    return title[:1].upper() + title[1:]
+
+
+def base_candidate_index(path) -> dict:
+    """One streamed pass over a ReQA candidates file: its ids and normalised titles, checked."""
+    path = require_file(path)
+    ids: set[str] = set()
+    titles: set[str] = set()
+    with open(path, encoding="utf-8") as handle:
+        for number, row in parse_jsonl(handle, path):
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"] or "title" not in row:
+                raise StageError(path, f"line {number}: not a ReQA candidate (needs a string 'id' and a 'title')")
+            if row["id"] in ids:
+                raise StageError(path, f"line {number}: duplicate candidate id {row['id']!r}")
+            ids.add(row["id"])
+            titles.add(title_key(row["title"]))
+    if not ids:
+        raise StageError(path, "no candidates")
+    return {"ids": ids, "titles": titles}
+
+
+def check_qrels_point_at(qrels: dict, ids: set[str], path) -> None:
+    for qid, docs in qrels.items():
+        for doc in docs:
+            if doc not in ids:
+                raise StageError(path, f"query {qid}: document {doc!r} is not a base candidate")
+
+
+def _articles(path) -> Iterator[tuple[int, dict, int]]:
+    """(line number, article, sentence count) for each parsed article of articles.jsonl, streamed."""
+    path = require_file(path)
+    with open(path, encoding="utf-8") as handle:
+        for number, article in parse_jsonl(handle, path):
+            missing = [k for k in ("id", "title", "sections") if k not in article] if isinstance(article, dict) else ["id"]
+            if missing:
+                raise StageError(path, f"line {number}: not a parsed article (no {missing[0]!r})")
+            try:
+                sentences = sum(len(p["sentences"]) for s in article["sections"] for p in s["paragraphs"])
+            except (KeyError, TypeError) as err:
+                raise StageError(path, f"line {number}: not a parsed article (malformed sections: "
+                                       f"{type(err).__name__} {err})") from None
+            yield number, article, sentences
+
+
+def plan_extra_candidates(articles_path, base: dict, id_prefix: str, max_extra: int, seed: int) -> dict:
+    """First pass over the extra articles: count the candidates of articles outside the QA set,
+    check their ids against the base ids, and draw the sub-sample (positions in stream order).
+
+    Memory: the base ids and titles plus the drawn positions (max_extra integers), not the articles."""
+    if not id_prefix:
+        raise StageError("--id-prefix", "extra candidates need an id prefix so their ids cannot clash with base ids")
+    # an extra id is id_prefix + '<article id>_<paragraph>_<sentence>': only base ids with that prefix can clash
+    risky = {i for i in base["ids"] if i.startswith(id_prefix)}
+    available = articles = skipped = 0
+    for number, article, sentences in _articles(articles_path):
+        articles += 1
+        if title_key(article["title"]) in base["titles"]:
+            skipped += 1
+            continue
+        if risky:
+            for c in article_candidates(article):
+                if id_prefix + c["id"] in risky:
+                    raise StageError(articles_path, f"line {number}: extra candidate id {id_prefix + c['id']!r} "
+                                                    "clashes with a base candidate id")
+        available += sentences
+    if not articles:
+        raise StageError(articles_path, "no articles")
+    if max_extra and max_extra < available:
+        import random
+
+        chosen = sorted(random.Random(seed).sample(range(available), max_extra))
+    else:
+        chosen = None   # all
+    return {"chosen": chosen, "extra_available": available, "extra_articles": articles, "skipped_articles": skipped}
+
+
+def extra_candidates(articles_path, base: dict, id_prefix: str, plan: dict, counts: dict) -> Iterator[dict]:
+    """Second pass: the drawn candidates (all when plan['chosen'] is None), ids prefixed, in stream order.
+    Fills counts['extra_candidates'] and counts['extra_articles_used'] as they pass."""
+    chosen, position, pointer = plan["chosen"], 0, 0
+    counts.update(extra_candidates=0, extra_articles_used=0)
+    for _, article, sentences in _articles(articles_path):
+        if title_key(article["title"]) in base["titles"]:
+            continue
+        end, used = position + sentences, False
+        if chosen is None or (pointer < len(chosen) and chosen[pointer] < end):
+            for c in article_candidates(article):
+                if chosen is None or (pointer < len(chosen) and chosen[pointer] == position):
+                    pointer += chosen is not None
+                    used = True
+                    counts["extra_candidates"] += 1
+                    yield {**c, "id": id_prefix + c["id"]}
+                position += 1
+        position = end
+        counts["extra_articles_used"] += used

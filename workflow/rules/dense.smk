@@ -2,12 +2,23 @@
 # (cached), build each Faiss index named in params (faiss.indexes), search a split's test questions,
 # and mine hard negatives for its training questions.
 
+# An open-domain dataset (data.smk) has no models or splits of its own: the model folder and the
+# split's questions come from its base dataset (base_of), the outputs stay under its own folder.
+
 DENSE = f"{ART}/{{dataset}}/dense/{{model}}/{{split}}"
+
+
+def model_dir(w):
+    return f"{ART}/{base_of(w.dataset)}/dense/{w.model}/{w.split}/model"
+
+
+def split_questions(part):
+    return lambda w: f"{ART}/{base_of(w.dataset)}/splits/{w.split}/{part}.tsv"
 
 
 rule encode_candidates:
     input:
-        model=f"{DENSE}/model",
+        model=model_dir,
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
     output:
         embeddings=f"{DENSE}/candidates.npy",
@@ -39,13 +50,14 @@ rule faiss_index:
 
 def dense_files(dataset, model, split, index):
     folder = f"{ART}/{dataset}/dense/{model}/{split}"
-    return {"model": f"{folder}/model", "index": f"{folder}/index-{index}.faiss", "ids": f"{folder}/candidates.ids"}
+    return {"model": f"{ART}/{base_of(dataset)}/dense/{model}/{split}/model", "index": f"{folder}/index-{index}.faiss",
+            "ids": f"{folder}/candidates.ids"}
 
 
 rule dense_search:
     input:
         unpack(lambda w: dense_files(w.dataset, w.model, w.split, w.index)),
-        queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+        queries=split_questions("test"),
     output:
         f"{DENSE}/run-{{index}}.trec",
     params:
@@ -65,8 +77,8 @@ rule mine_hard_negatives:
     # under a trained model, through its own index, gold sentences removed.
     input:
         unpack(lambda w: dense_files(w.dataset, w.model, w.split, config["mining"]["index"])),
-        train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
-        valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
+        train=split_questions("train"),
+        valid=split_questions("valid"),
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
     output:
         f"{DENSE}/mined.jsonl",

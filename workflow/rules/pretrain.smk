@@ -1,16 +1,23 @@
-# Tokenizer and encoder initialisations: "none" (random, Chang's No Pretraining) and "mlm".
+# Tokenizer and encoder initialisations: random (Chang's No Pretraining), MLM, MLM+NSP, bags of words.
 # Pre-training is built once per dataset and reused by every fine-tuning run and table.
 
 
-def arch_flags():
+def arch_flags(layers=None):
     e = config["encoder"]
-    return (f"--hidden {e['hidden']} --layers {e['layers']} --heads {e['heads']}"
+    return (f"--hidden {e['hidden']} --layers {layers or e['layers']} --heads {e['heads']}"
             f" --intermediate {e['intermediate']} --max-positions {e['max_positions']}")
+
+
+def tokenizer_text(w):
+    """A tokenizer learns from the dataset's ReQA candidates, or a pre-training corpus's articles."""
+    if dataset_cfg(w.dataset)["kind"] == "wikipedia":
+        return f"{ART}/{w.dataset}/corpus/articles.jsonl"
+    return f"{ART}/{w.dataset}/reqa/candidates.jsonl"
 
 
 rule tokenizer:
     input:
-        f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        tokenizer_text,
     output:
         directory(f"{ART}/{{dataset}}/tokenizer"),
     params:
@@ -26,16 +33,19 @@ rule tokenizer:
 
 
 rule init_random:
+    # Chang's "No Pretraining" (and the start of two-tower pre-training): random weights, any depth.
     input:
         f"{ART}/{{dataset}}/tokenizer",
     output:
-        directory(f"{ART}/{{dataset}}/encoders/none"),
+        directory(f"{ART}/{{dataset}}/encoders/random-l{{layers}}"),
+    wildcard_constraints:
+        layers="[0-9]+",
     params:
-        arch=arch_flags(),
+        arch=lambda w: arch_flags(int(w.layers)),
         seed=config["seed"],
         hub=config["encoder"]["hub_model"],
     log:
-        "logs/{dataset}/init_random.log",
+        "logs/{dataset}/init_random_l{layers}.log",
     shell:
         "{TOWERS} init-random --tokenizer {input} --out {output} --seed {params.seed} {params.arch}"
         " --hub-model '{params.hub}' 2>&1 | tee {log}"
@@ -86,14 +96,25 @@ rule pretrain_mlm_nsp:
         " --log logs/{wildcards.dataset}/pretrain_mlm_nsp.steps.jsonl 2>&1 | tee {log}"
 
 
-rule init_hashed_bow:
-    # Three-T Emb's starting point: random embeddings of hashed word and character n-grams.
+BAG_OF_WORDS = {
+    # Three-T Emb: hashed word uni/bigrams and character trigrams (Huang et al. 2020)
+    "hashed-bow": flags(config["quadrupletbert"]["three_t_emb"]["encoder"]),
+    # Chang's BoW-MLP: word unigrams only
+    "bow-unigram": flags({**{k: config["chang2020"]["bow_mlp"][k] for k in ("buckets", "dim", "max_features")},
+                          "char_ngram": 0, "word_bigrams": False}),
+}
+
+
+rule init_bag_of_words:
+    # The starting point of the bag-of-words towers: random embeddings of hashed features.
     output:
-        directory(f"{ART}/{{dataset}}/encoders/hashed-bow"),
+        directory(f"{ART}/{{dataset}}/encoders/{{bow}}"),
+    wildcard_constraints:
+        bow="|".join(BAG_OF_WORDS),
     params:
         seed=config["seed"],
-        encoder=flags(config["quadrupletbert"]["three_t_emb"]["encoder"]),
+        encoder=lambda w: BAG_OF_WORDS[w.bow],
     log:
-        "logs/{dataset}/init_hashed_bow.log",
+        "logs/{dataset}/init_{bow}.log",
     shell:
         "{TOWERS} init-bow --out {output} --seed {params.seed} {params.encoder} 2>&1 | tee {log}"

@@ -1,41 +1,110 @@
 # Paper tables: reproduced values beside the paper's (data/papers/<paper>.csv), with the profile.
 
-INIT_LABEL = {"none": "No Pretraining", "mlm": "MLM"}
+LABEL = {"none": "No Pretraining", "mlm": "MLM", "ict": "ICT", "bfs": "BFS", "wlp": "WLP", "ict+bfs+wlp": "ICT+BFS+WLP"}
 
 
 def eval_json(dataset, model, split, index):
     return f"{ART}/{dataset}/eval/{model}/{split}/{index}.json"
 
 
-def chang_table3_rows():
-    t = config["chang2020"]["table3"]
+def chang_rows(table):
+    """(split, encoder, pre-training, evaluation JSON) for Chang et al.'s Tables 3, 4 (main results)
+    and 6 (open domain: the candidates enlarged, the models of the dataset it enlarges)."""
+    t = CHANG[table]
+    if table == "table6":
+        encoders = [("Transformer", p) for p in t["pretraining"]]
+    else:
+        encoders = [("BoW-MLP", "none"), ("BoW-MLP", "ict+bfs+wlp"),
+                    ("Transformer", "none"), ("Transformer", "mlm"), ("Transformer", "ict+bfs+wlp")]
     rows = []
     for split in t["splits"]:
-        rows.append((split, "BM-25", "No Pretraining", eval_json(t["dataset"], "bm25", split, "lucene")))
-        for init in t["transformer_inits"]:
-            rows.append((split, "Transformer", INIT_LABEL[init],
-                         eval_json(t["dataset"], f"twotower-{init}", split, t["index"])))
+        rows.append((split, "BM-25", LABEL["none"], eval_json(t["dataset"], "bm25", split, "lucene")))
+        for encoder, pretraining in encoders:
+            if encoder == "BoW-MLP":
+                model = chang_model("bowmlp", pretraining, CHANG["bow_mlp"]["embedding_dim"])
+            else:
+                model = chang_model("transformer", pretraining, config["two_tower"]["embedding_dim"])
+            rows.append((split, encoder, LABEL[pretraining], eval_json(t["dataset"], model, split, t["index"])))
     return rows
 
 
+def chang_table_params(table):
+    return {"rows": " ".join(f"--row '{'|'.join(r)}'" for r in chang_rows(table)),
+            "metrics": " ".join(m for m in config["metrics"] if m.startswith("R@")),
+            "profile": config["profile"], "dataset": CHANG[table]["dataset"], "note": config["profile_note"]}
+
+
+CHANG_TABLE = (
+    "{TOWERS} table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+    " --dataset {params.dataset} --note {params.note:q} --metrics {params.metrics} {params.rows}"
+    " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+)
+
+
 rule chang2020_table3:
+    # Table 3 (SQuAD) and Table 4 (NQ); the mini profile's one dataset stands in for both.
     input:
-        evals=[r[3] for r in chang_table3_rows()],
+        evals=[r[3] for r in chang_rows("table3")],
         paper="data/papers/chang2020.csv",
     output:
-        csv="results/chang2020/table3.csv",
-        json="results/chang2020/table3.json",
+        csv="results/chang2020/{table}.csv",
+        json="results/chang2020/{table}.json",
+    wildcard_constraints:
+        table="table3",
     params:
-        rows=" ".join(f"--row '{'|'.join(r)}'" for r in chang_table3_rows()),
-        metrics=" ".join(m for m in config["metrics"] if m.startswith("R@")),
+        **chang_table_params("table3"),
+    log:
+        "logs/tables/chang2020_{table}.log",
+    shell:
+        CHANG_TABLE
+
+
+use rule chang2020_table3 as chang2020_table4 with:
+    input:
+        evals=[r[3] for r in chang_rows("table4")],
+        paper="data/papers/chang2020.csv",
+    wildcard_constraints:
+        table="table4",
+    params:
+        **chang_table_params("table4"),
+
+
+use rule chang2020_table3 as chang2020_table6 with:
+    input:
+        evals=[r[3] for r in chang_rows("table6")],
+        paper="data/papers/chang2020.csv",
+    wildcard_constraints:
+        table="table6",
+    params:
+        **chang_table_params("table6"),
+
+
+def ablation_rows():
+    """Table 5: (index, layers, pre-training, embedding dim, split, evaluation JSON)."""
+    t = CHANG["table5"]
+    return [(str(index), str(layers), LABEL[pretraining], str(dim), split,
+             eval_json(t["dataset"], chang_model("transformer", pretraining, dim, layers), split, t["index"]))
+            for index, layers, pretraining, dim in t["rows"] for split in t["splits"]]
+
+
+rule chang2020_table5:
+    input:
+        evals=[r[-1] for r in ablation_rows()],
+        paper="data/papers/chang2020_table5.csv",
+    output:
+        csv="results/chang2020/table5.csv",
+        json="results/chang2020/table5.json",
+    params:
+        rows=" ".join(f"--row '{'|'.join(r)}'" for r in ablation_rows()),
+        metric=CHANG["table5"]["metric"],
         profile=config["profile"],
-        dataset=config["chang2020"]["table3"]["dataset"],
+        dataset=CHANG["table5"]["dataset"],
         note=config["profile_note"],
     log:
-        "logs/tables/chang2020_table3.log",
+        "logs/tables/chang2020_table5.log",
     shell:
-        "{TOWERS} table --table table3 --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
-        " --note {params.note:q} --metrics {params.metrics} {params.rows} --csv {output.csv} --json {output.json}"
+        "{TOWERS} ablation-table --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
+        " --note {params.note:q} --metric {params.metric} {params.rows} --csv {output.csv} --json {output.json}"
         " 2>&1 | tee {log}"
 
 

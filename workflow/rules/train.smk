@@ -1,5 +1,6 @@
 # Training regimes, each writing a model folder dense/{model}/{split}/model:
-#   twotower-{init}           Chang et al.: two towers, sampled softmax over in-batch documents
+#   transformer-.../bowmlp-...  Chang et al.: two towers, sampled softmax over in-batch documents,
+#                             optionally after pre-training on ICT/BFS/WLP pairs (pretrained/{model})
 #   threet-emb-m{m}-s{seed}   Three-T Emb: hashed bag-of-words towers (Huang et al. 2020), triplet loss
 #   threet-bert-m{m}-s{seed}  Three-T BERT: Sentence-BERT style triplets, cosine distance; also
 #                             QuadrupletBERT's first phase (eq. 3 with loss^h = 0)
@@ -16,21 +17,98 @@ def train_log(w, name):
     return f"logs/{w.dataset}/train_{name}_{w.split}.steps.jsonl"
 
 
+# Chang et al.'s two-tower models are named <arch>-<pre-training>[-l<layers>]-d<dim>, e.g.
+# transformer-ict+bfs+wlp-l2-d128 or bowmlp-none-d128; pre-training is none, mlm, a pair task or a
+# '+'-joined uniform mixture of them (ict, bfs, wlp).
+CHANG = config["chang2020"]
+CHANG_MODEL = r"(transformer-[a-z+]+-l[0-9]+|bowmlp-[a-z+]+)-d[0-9]+"
+PAIR_TASKS = ("ict", "bfs", "wlp")
+
+
+def chang_model(arch, pretraining, dim, layers=None):
+    layers = f"-l{layers or config['encoder']['layers']}" if arch == "transformer" else ""
+    return f"{arch}-{pretraining}{layers}-d{dim}"
+
+
+def parse_chang(name):
+    arch, rest = name.split("-", 1)
+    pretraining, *shape = rest.rsplit("-", 2 if arch == "transformer" else 1)
+    layers = int(shape[0][1:]) if arch == "transformer" else None
+    tasks = pretraining.split("+")
+    if pretraining not in ("none", "mlm") and not set(tasks) <= set(PAIR_TASKS):
+        raise ValueError(f"model {name}: unknown pre-training {pretraining!r} (none, mlm or '+'-joined {PAIR_TASKS})")
+    if pretraining == "mlm" and (arch != "transformer" or layers != config["encoder"]["layers"]):
+        raise ValueError(f"model {name}: MLM exists for the transformer of encoder.layers only")
+    return {"arch": arch, "pretraining": pretraining, "tasks": tasks, "layers": layers, "dim": int(shape[-1][1:])}
+
+
+def chang_init(dataset, m):
+    """Where a model's towers start before any two-tower training."""
+    if m["arch"] == "bowmlp":
+        return f"{ART}/{dataset}/encoders/bow-unigram"
+    return f"{ART}/{dataset}/encoders/" + ("mlm" if m["pretraining"] == "mlm" else f"random-l{m['layers']}")
+
+
+def chang_start(w):
+    """Fine-tuning starts from the corpus's pre-trained two towers, or from an encoder."""
+    m = parse_chang(w.model)
+    if m["pretraining"] in ("none", "mlm"):
+        return chang_init(w.dataset, m)
+    return f"{ART}/{CHANG['pretraining']['corpus']}/pretrained/{w.model}/model"
+
+
+def chang_towers(model):
+    m = parse_chang(model)
+    towers = {**config["two_tower"], "embedding_dim": m["dim"]}
+    if m["arch"] == "bowmlp":   # unigram embeddings, average pooling, two-layer tanh MLP
+        towers.update(pooling="mean", head="mlp")
+    return flags(towers)
+
+
+rule pretrain_two_tower:
+    # Chang et al. 4.1: both towers pre-trained on ICT/BFS/WLP pairs of the corpus (a mixture samples
+    # each pair's task uniformly), sampled softmax over in-batch documents. Built once, reused by every
+    # fine-tuning run of every dataset and table.
+    input:
+        start=lambda w: chang_init(w.dataset, parse_chang(w.model)),
+        pairs=lambda w: [f"{ART}/{w.dataset}/pairs/{task}.jsonl" for task in parse_chang(w.model)["tasks"]],
+    output:
+        directory(f"{ART}/{{dataset}}/pretrained/{{model}}/model"),
+    wildcard_constraints:
+        model=CHANG_MODEL,
+    params:
+        seed=config["seed"],
+        train=flags({k: v for k, v in CHANG["pretraining"].items() if k not in ("corpus", "per_article", "title_tasks")}),
+        titles=" ".join(CHANG["pretraining"]["title_tasks"]),
+        towers=lambda w: chang_towers(w.model),
+        state=lambda w: f"{ART}/{w.dataset}/train-state/pretrain-{w.model}",
+        steps_log=lambda w: f"logs/{w.dataset}/pretrain_{w.model}.steps.jsonl",
+    threads: config["torch_threads"]
+    log:
+        "logs/{dataset}/pretrain_{model}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} pretrain-two-tower --start {input.start} --pairs {input.pairs}"
+        " --title-tasks {params.titles} --out {output} --state-dir {params.state} --seed {params.seed}"
+        " {params.train} {params.towers} --log {params.steps_log} 2>&1 | tee {log}"
+
+
 rule finetune_two_tower:
     input:
         unpack(split_files),
-        encoder=f"{ART}/{{dataset}}/encoders/{{init}}",
+        encoder=chang_start,
     output:
-        directory(f"{ART}/{{dataset}}/dense/twotower-{{init}}/{{split}}/model"),
+        directory(f"{ART}/{{dataset}}/dense/{{model}}/{{split}}/model"),
+    wildcard_constraints:
+        model=CHANG_MODEL,
     params:
         seed=config["seed"],
         train=flags(config["finetune"]),
-        towers=flags(config["two_tower"]),
-        state=lambda w: f"{ART}/{w.dataset}/train-state/twotower-{w.init}-{w.split}",
-        steps_log=lambda w: train_log(w, f"twotower-{w.init}"),
+        towers=lambda w: chang_towers(w.model),
+        state=lambda w: f"{ART}/{w.dataset}/train-state/{w.model}-{w.split}",
+        steps_log=lambda w: train_log(w, w.model),
     threads: config["torch_threads"]
     log:
-        "logs/{dataset}/finetune_{init}_{split}.log",
+        "logs/{dataset}/finetune_{model}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} finetune --encoder {input.encoder} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"

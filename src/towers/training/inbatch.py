@@ -1,10 +1,14 @@
-"""Two-tower fine-tuning with sampled softmax over in-batch documents (Chang et al. sec. 3)."""
+"""Two towers trained with sampled softmax over in-batch documents (Chang et al. sec. 3): pre-training
+on (query, doc) pairs of ICT/BFS/WLP, and fine-tuning on a split's (question, gold candidate) pairs."""
 from __future__ import annotations
+
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
+
 from ..losses import in_batch_softmax
-from ..models import TwoTower, doc_input, load_tokenizer
+from ..models import TwoTower, doc_input
 from . import loop
 
 
@@ -14,48 +18,97 @@ def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
 
 
 def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
-    """A candidate is a text, or its sentence and paragraph as a text pair (the paragraph is truncated first)."""
-    if isinstance(docs[0], str):
+    """A doc is a text, or a text pair (sentence and paragraph, or title and passage): the second
+    text is truncated first."""
+    pairs = [not isinstance(d, str) for d in docs]
+    if any(pairs) and not hasattr(tokenizer, "pad"):   # the bag-of-words hasher reads a pair as one text
+        docs, pairs = [d if isinstance(d, str) else f"{d[0]} {d[1]}" for d in docs], [False] * len(docs)
+    if not any(pairs):
         return tokenize_queries(tokenizer, docs, max_length, dev)
-    batch = tokenizer([s for s, _ in docs], [p for _, p in docs], max_length=max_length,
-                      truncation="longest_first", padding=True, return_tensors="pt")
+    if all(pairs):
+        batch = tokenizer([s for s, _ in docs], [p for _, p in docs], max_length=max_length,
+                          truncation="longest_first", padding=True, return_tensors="pt")
+    else:   # a task mixture: ICT's (title, passage) beside other tasks' passages
+        batch = tokenizer.pad([tokenizer(*d, max_length=max_length, truncation="longest_first") if pair
+                               else tokenizer(d, max_length=max_length, truncation=True)
+                               for d, pair in zip(docs, pairs)], return_tensors="pt")
     return {k: v.to(dev or loop.device()) for k, v in batch.items()}
 
 
-def finetune(pairs: list[dict], valid_pairs: list[dict], encoder_dir, out_dir, state_dir, model_cfg: dict,
-             train: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
-    """pairs: {'query', 'doc_id', 'sentence', 'paragraph'} for each (training question, gold candidate)."""
-    tokenizer = load_tokenizer(encoder_dir)
-    model = TwoTower.from_encoder(encoder_dir, model_cfg, seed).to(loop.device())
+def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, out_dir, state_dir, model_cfg: dict,
+          train_cfg: dict, seed: int, fingerprint: dict, log_path=None, stop_after_step=None, desc="in-batch") -> dict:
+    """draw(step) -> the step's rows {'query', 'doc' (text or text pair), 'key' (same key = same doc)}.
+
+    Towers start from `start_dir`: an encoder folder, or a saved two-tower model (a pre-trained one
+    being fine-tuned). `fingerprint` names the data, so a checkpoint of another run is never resumed."""
+    model, tokenizer, model_cfg = TwoTower.start(start_dir, model_cfg, seed)
+    model = model.to(loop.device())
 
     def batch_loss(rows: list[dict]) -> torch.Tensor:
         q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
-        d = model.doc(**tokenize_docs(tokenizer, [doc_input(r, model_cfg.get("doc_text", "sentence+paragraph"))
-                                                  for r in rows], model_cfg["doc_length"]))
-        return in_batch_softmax(q, d, [r["doc_id"] for r in rows], train.get("temperature", 1.0))
-
-    def loss_fn(step: int) -> torch.Tensor:
-        rng = np.random.default_rng([seed, step])
-        picks = rng.choice(len(pairs), size=min(train["batch_size"], len(pairs)), replace=False)
-        return batch_loss([pairs[i] for i in picks])
+        d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows], model_cfg["doc_length"]))
+        return in_batch_softmax(q, d, [r["key"] for r in rows], train_cfg.get("temperature", 1.0))
 
     def validate(step: int) -> dict:
-        if len(valid_pairs) < 2:
-            return {}
+        size = train_cfg["batch_size"]
+        chunks = [list(valid[i:i + size]) for i in range(0, len(valid), size)]
         with torch.no_grad():
-            losses = [float(batch_loss(valid_pairs[i:i + train["batch_size"]]))
-                      for i in range(0, len(valid_pairs), train["batch_size"])
-                      if len(valid_pairs[i:i + train["batch_size"]]) > 1]
+            losses = [float(batch_loss(chunk)) for chunk in chunks if len(chunk) > 1]
         return {"valid_loss": round(float(np.mean(losses)), 5)} if losses else {}
 
-    # The fingerprint covers the inputs too, so a checkpoint left by a run on another encoder or
-    # other training questions is never resumed.
-    settings = {"model": model_cfg, "train": train, "seed": seed, "pairs": loop.fingerprint(pairs),
-                "encoder": loop.folder_digest(encoder_dir)}
-    report = loop.run(model, loss_fn, steps=train["steps"], lr=train["lr"], warmup_ratio=train["warmup_ratio"],
-                      seed=seed, state_dir=state_dir, checkpoint_every=train["checkpoint_every"],
-                      settings=settings, log_path=log_path, on_checkpoint=validate,
-                      stop_after_step=stop_after_step, desc="finetune")
+    settings = {"model": model_cfg, "train": train_cfg, "seed": seed, "start": loop.folder_digest(start_dir),
+                **fingerprint}
+    report = loop.run(model, lambda step: batch_loss(draw(step)), steps=train_cfg["steps"], lr=train_cfg["lr"],
+                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
+                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
+                      on_checkpoint=validate, stop_after_step=stop_after_step, desc=desc)
     model.cpu().save(out_dir, tokenizer)
+    return report
+
+
+def qa_rows(pairs: list[dict], doc_text: str) -> list[dict]:
+    """A split's (question, gold candidate) pairs as training rows."""
+    return [{"query": p["query"], "doc": doc_input(p, doc_text), "key": p["doc_id"]} for p in pairs]
+
+
+def finetune(pairs: list[dict], valid_pairs: list[dict], start_dir, out_dir, state_dir, model_cfg: dict,
+             train_cfg: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
+    """pairs: {'query', 'doc_id', 'sentence', 'paragraph'} for each (training question, gold candidate);
+    every step draws a batch of them from (seed, step)."""
+    doc_text = model_cfg.get("doc_text", "sentence+paragraph")
+    rows, valid = qa_rows(pairs, doc_text), qa_rows(valid_pairs, doc_text)
+
+    def draw(step: int) -> list[dict]:
+        rng = np.random.default_rng([seed, step])
+        return [rows[i] for i in rng.choice(len(rows), size=min(train_cfg["batch_size"], len(rows)), replace=False)]
+
+    report = train(draw, valid, start_dir, out_dir, state_dir, model_cfg, train_cfg, seed,
+                   {"pairs": loop.fingerprint(pairs)}, log_path, stop_after_step, desc="finetune")
     report.update(train_pairs=len(pairs), valid_pairs=len(valid_pairs))
+    return report
+
+
+def pretrain(tasks: dict[str, Sequence[dict]], start_dir, out_dir, state_dir, model_cfg: dict, train_cfg: dict,
+             seed: int, title_tasks: Sequence[str] = ("ict",), log_path=None, stop_after_step=None) -> dict:
+    """Pre-training on one task's pairs, or a uniform mixture: each batch row picks a task uniformly,
+    then one of its pairs, from (seed, step) (Chang et al. 4.1: pairs "uniformly sampled from the
+    three pre-training tasks"). tasks: name -> random-access pairs (PairFile). Docs of the tasks in
+    `title_tasks` are (title, passage) pairs, which the tokenizer joins with its separator."""
+    names = sorted(tasks)
+
+    def row(pair: dict) -> dict:
+        doc = (pair["title"], pair["doc"]) if pair["task"] in title_tasks else pair["doc"]
+        return {"query": pair["query"], "doc": doc, "key": (pair["doc_article"], pair["doc"])}
+
+    def draw(step: int) -> list[dict]:
+        rng = np.random.default_rng([seed, step])
+        picks = rng.integers(len(names), size=train_cfg["batch_size"])
+        return [row(tasks[names[t]][int(rng.integers(len(tasks[names[t]])))]) for t in picks]
+
+    sizes = {name: len(pairs) for name, pairs in tasks.items()}
+    fingerprint = {"tasks": sizes, "pairs": {name: getattr(pairs, "digest", "") for name, pairs in tasks.items()},
+                   "title_tasks": sorted(title_tasks)}
+    report = train(draw, [], start_dir, out_dir, state_dir, model_cfg, train_cfg, seed, fingerprint, log_path,
+                   stop_after_step, desc="pretrain")
+    report.update(task_pairs=sizes)
     return report

@@ -5,13 +5,11 @@ Each step draws its questions, a gold sentence p, a random non-gold candidate n 
 candidate lists, a hard negative hn from the question's list, all from (seed, step)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
 from ..losses import quadruplet
-from ..models import TwoTower, doc_input, load_tokenizer
+from ..models import TwoTower, doc_input
 from . import loop
 from .inbatch import tokenize_docs, tokenize_queries
 
@@ -43,13 +41,7 @@ def train(examples: list[dict], valid: list[dict], candidates: list[dict], start
           log_path=None, stop_after_step=None) -> dict:
     """examples: {'qid', 'query', 'positives': [candidate indices]}; mined: qid -> candidate indices
     (gold excluded). start_dir is an encoder folder (towers start from it) or a saved model (phase 2)."""
-    start_dir = Path(start_dir)
-    if (start_dir / "towers.json").is_file():
-        model, tokenizer = TwoTower.load(start_dir)
-        model_cfg = model.config
-    else:
-        tokenizer = load_tokenizer(start_dir)
-        model = TwoTower.from_encoder(start_dir, model_cfg, seed)
+    model, tokenizer, model_cfg = TwoTower.start(start_dir, model_cfg, seed)
     model = model.to(loop.device())
     docs = [doc_input(c, model_cfg["doc_text"]) for c in candidates]
 
