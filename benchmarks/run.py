@@ -33,14 +33,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+from towers.workflow import copy_workflow, job_counts  # noqa: E402
+
 CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
-
-
-def copy_workflow(dest: Path) -> None:
-    for name in ["Snakefile", "params.yaml", "workflow", "data", "config"]:
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name, **(
-            {"ignore": shutil.ignore_patterns("raw")} if source.is_dir() else {}))
 
 
 def edit_params(workdir: Path, old: str, new: str) -> None:
@@ -85,14 +81,6 @@ def pipeline(cores: int) -> dict:
             "clean_run_goal_seconds": 3600, "noop_dry_run_seconds": round(noop, 2), "noop_dry_run_goal_seconds": 10,
             "noop_says_nothing_to_do": "Nothing to be done" in again.stdout + again.stderr,
             "after_finetune_lr_change": {"change": "finetune.lr 5e-4 -> 2e-3", "jobs": job_counts(replan.stdout)}}
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table snakemake prints."""
-    import re
-
-    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
 
 
 def quadrupletbert(cores: int) -> dict:

@@ -1,6 +1,5 @@
 """The DAG through snakemake: a tiny end-to-end run, caching, bad params, and the paper profile's plan."""
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -9,7 +8,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import FIXTURES, ROOT
+from towers.workflow import copy_workflow as copy_workflow_files, job_counts
+
+from conftest import FIXTURES
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/chang2020/table3.csv"
@@ -19,21 +20,12 @@ CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
 
 
 def copy_workflow(dest: Path) -> Path:
-    for name in ["Snakefile", "params.yaml", "workflow", "data/papers", "config"]:
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, dest / name)
-    shutil.copytree(FIXTURES, dest / "fixtures")
+    shutil.copytree(FIXTURES, copy_workflow_files(dest) / "fixtures")
     return dest
 
 
 def snakemake(workdir, *args):
     return subprocess.run([*SNAKEMAKE, *map(str, args)], cwd=workdir, capture_output=True, text=True)
-
-
-def job_counts(output: str) -> dict[str, int]:
-    """The 'Job stats' table of a dry run."""
-    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
 
 
 @pytest.fixture(scope="module")
@@ -193,3 +185,17 @@ def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
         "quadrupletbert_table1": 1, "quadrupletbert_table2": 1}
     assert "pretrain-mlm --nsp 1 --init-hub-model 'bert-base-uncased'" in plan.stdout   # continues BERT-base
     assert "nq-train-49.jsonl.gz" in plan.stdout
+
+
+def test_any_named_chang_model_plans_its_pretraining_and_bad_names_are_refused(tmp_path):
+    work = copy_workflow(tmp_path)
+    target = "artifacts/enwiki-mini/eval/transformer-wlp-l1-d24/50-50/flat.json"
+    plan = snakemake(work, target, "--configfile", "fixtures/tiny.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["pretrain_two_tower"] == 1 and counts["finetune_two_tower"] == 1
+    assert counts["pretraining_pairs"] == 1                      # WLP's pairs only
+    bad = snakemake(work, "artifacts/enwiki-mini/eval/transformer-mlm-l3-d8/50-50/flat.json",
+                    "--configfile", "fixtures/tiny.yaml", "-n")
+    assert bad.returncode != 0
+    assert "MLM exists for the transformer of encoder.layers only" in bad.stdout + bad.stderr

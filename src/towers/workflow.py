@@ -1,0 +1,27 @@
+"""Helpers for driving the workflow itself (tests and benchmarks): a fresh copy to run in, and the
+job counts of a Snakemake plan."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW_FILES = ("Snakefile", "params.yaml", "workflow", "data", "config")
+
+
+def copy_workflow(dest: Path, root: Path = ROOT) -> Path:
+    """The workflow's own files (not artifacts, results or downloads) copied into `dest`."""
+    for name in WORKFLOW_FILES:
+        source = root / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("raw"))
+        else:
+            shutil.copy(source, dest / name)
+    return dest
+
+
+def job_counts(output: str) -> dict[str, int]:
+    """Jobs per rule from the 'Job stats' table that `snakemake -n` prints."""
+    table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
