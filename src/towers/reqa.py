@@ -14,6 +14,7 @@ from typing import Iterator
 
 from .io import StageError, parse_jsonl, read_json, read_qrels, read_queries, require_file
 from .sentences import split_with_offsets
+from .wiki import normalise_title
 
 QUESTION_COLUMNS = ["article", "question", "answer", "sentence_start"]
 
@@ -284,12 +285,6 @@ def reqa_statistics(candidates_path, queries_path, qrels_path, tokenizer, batch_
 # evaluated on the enlarged set.
 
 
-def title_key(title: str) -> str:
-    """MediaWiki title normalisation (underscores as spaces, runs of spaces collapsed, first letter upper)."""
-    title = " ".join(str(title).replace("_", " ").split())
-    return title[:1].upper() + title[1:]
-
-
 def base_candidate_index(path) -> dict:
     """One streamed pass over a ReQA candidates file: its ids and normalised titles, checked."""
     path = require_file(path)
@@ -302,7 +297,7 @@ def base_candidate_index(path) -> dict:
             if row["id"] in ids:
                 raise StageError(path, f"line {number}: duplicate candidate id {row['id']!r}")
             ids.add(row["id"])
-            titles.add(title_key(row["title"]))
+            titles.add(normalise_title(row["title"]))
     if not ids:
         raise StageError(path, "no candidates")
     return {"ids": ids, "titles": titles}
@@ -343,7 +338,7 @@ def plan_extra_candidates(articles_path, base: dict, id_prefix: str, max_extra: 
     available = articles = skipped = 0
     for number, article, sentences in _articles(articles_path):
         articles += 1
-        if title_key(article["title"]) in base["titles"]:
+        if normalise_title(article["title"]) in base["titles"]:
             skipped += 1
             continue
         if risky:
@@ -369,7 +364,7 @@ def extra_candidates(articles_path, base: dict, id_prefix: str, plan: dict, coun
     chosen, position, pointer = plan["chosen"], 0, 0
     counts.update(extra_candidates=0, extra_articles_used=0)
     for _, article, sentences in _articles(articles_path):
-        if title_key(article["title"]) in base["titles"]:
+        if normalise_title(article["title"]) in base["titles"]:
             continue
         end, used = position + sentences, False
         if chosen is None or (pointer < len(chosen) and chosen[pointer] < end):
