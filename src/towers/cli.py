@@ -185,15 +185,25 @@ def fetch(url: str, out, digest=None, timeout: int = 60) -> None:
 @stage("download", arg("--url", required=True), arg("--sha256", default=""),
        arg("--sha1-from", default="", help="URL of a published checksum list (Wikimedia's <wiki>-<date>-sha1sums.txt)"
                                             " whose line for the URL's file name gives its sha1"),
+       arg("--md5", default="", help="the file's md5, where that is all its publisher (or ir_datasets) lists"),
+       arg("--no-checksum", action="store_true", help="keep the file unchecked (params: `checksum: none`)"),
        arg("--out", required=True), arg("--retries", type=int, default=3))
 def download(a):
-    """Fetch an official file, retrying on network errors; keep it only if its sha256 (or published sha1) matches."""
+    """Fetch an official file, retrying on network errors; keep it only if its sha256, md5 or published sha1 matches."""
     import hashlib
     import tempfile
     import urllib.parse
 
-    if bool(a.sha256) == bool(a.sha1_from):
-        raise StageError(a.out, "give exactly one of --sha256 and --sha1-from to check the download against")
+    from .io import check_digest_format
+
+    given = [flag for flag, value in (("--sha256", a.sha256), ("--sha1-from", a.sha1_from), ("--md5", a.md5)) if value]
+    if a.no_checksum and given:
+        raise StageError(a.out, f"--no-checksum and {given[0]} contradict each other")
+    if not given and not a.no_checksum:
+        raise StageError(a.out, "give one of --sha256, --sha1-from and --md5 to check the download against"
+                                " (or --no-checksum)")
+    if len(given) > 1:
+        raise StageError(a.out, f"give only one of --sha256, --sha1-from and --md5, not {' and '.join(given)}")
     name = urllib.parse.unquote(urllib.parse.urlsplit(a.url).path.rsplit("/", 1)[-1])
     last = None
     for attempt in range(1, a.retries + 1):
@@ -203,20 +213,130 @@ def download(a):
                     fetch(a.sha1_from, Path(folder) / "sums")
                     sums = (Path(folder) / "sums").read_text(encoding="utf-8", errors="replace")
                 algorithm, expected, source = "sha1", checksum_from_list(sums, name, a.sha1_from), a.sha1_from
+            elif a.no_checksum:
+                algorithm, expected, source = None, None, None
             else:
-                algorithm, expected, source = "sha256", a.sha256, None
-            digest = hashlib.new(algorithm)
+                algorithm = "sha256" if a.sha256 else "md5"
+                expected, source = check_digest_format(algorithm, a.sha256 or a.md5, f"--{algorithm}"), None
+            digest = hashlib.new(algorithm) if algorithm else None
             with atomic_path(a.out) as tmp:
                 fetch(a.url, tmp, digest)
-                if digest.hexdigest() != expected:
+                if digest is not None and digest.hexdigest() != expected:
                     origin = f" from {source}" if source else ""
                     raise StageError(a.out, f"{algorithm} mismatch (expected {expected}{origin}); "
                                             "the file is corrupt or a different version")
+            if digest is None:
+                print(f"warning: {a.url} was downloaded unchecked (checksum: none)", file=sys.stderr)
+                return a.out, {"url": a.url, "attempts": attempt, "checksum": "none"}
             return a.out, {"url": a.url, "attempts": attempt, algorithm: expected}
         except OSError as err:
             last = err
             time.sleep(min(30, 2 ** attempt))
     raise StageError(a.url, f"download failed after {a.retries} attempts ({last})")
+
+
+# --- passage ranking (RepBERT): passage collections, their queries and one "dev" split ---------------
+
+def source_checks(path, a) -> None:
+    """--sha256/--md5 of a source file, when given (a folder has no checksum)."""
+    from .io import check_md5
+
+    if Path(path).is_dir():
+        if a.sha256 or a.md5:
+            raise StageError(path, "a folder has no checksum: give --sha256 or --md5 for a file only")
+        return
+    check_sha256(require_file(path), a.sha256)
+    check_md5(path, a.md5)
+
+
+def passage_args(max_valid=True):
+    return (arg("--seed", type=int, required=True),
+            arg("--valid-fraction", type=float, default=0.1, help="of the training queries, held out as valid"),
+            *((arg("--max-valid", type=int, default=0, help="at most this many valid queries; 0 = no cap"),)
+              if max_valid else ()),
+            arg("--out-dir", required=True, help="folder of candidates.jsonl, queries.tsv, qrels.txt, stats.json"),
+            arg("--split-dir", required=True, help="folder of the dev split's train.tsv, valid.tsv, test.tsv"))
+
+
+def build_passages(a, build, **kw):
+    """Run a towers.passages builder into temporary outputs, renamed into place together on success."""
+    from .passages import atomic_outputs
+
+    if not 0 <= a.valid_fraction < 1:
+        raise StageError("--valid-fraction", f"must be at least 0 and below 1, not {a.valid_fraction}")
+    if getattr(a, "max_valid", 0) < 0:
+        raise StageError("--max-valid", f"must be 0 (no cap) or positive, not {a.max_valid}")
+    with atomic_outputs(a.out_dir, a.split_dir) as tmp:
+        stats = build(tmp=tmp, seed=a.seed, valid_fraction=a.valid_fraction, **kw)
+    return Path(a.out_dir) / "candidates.jsonl", stats
+
+
+@stage("passages-msmarco", arg("--source", required=True, help="a folder, or a tar archive such as "
+                                                                   "collectionandqueries.tar.gz"),
+       arg("--collection", default="collection.tsv"),
+       arg("--train", default="train", help="queries.<x>.tsv and qrels.<x>.tsv for training; '' = none"),
+       arg("--dev", default="dev.small", help="queries.<x>.tsv and qrels.<x>.tsv for evaluation (the test side)"),
+       arg("--sha256", default=""), arg("--md5", default=""), *passage_args())
+def passages_msmarco(a):
+    """Passage ranking from the MS MARCO TSV form (official archive, or a folder of one's own)."""
+    from .passages import build_msmarco
+
+    source_checks(a.source, a)
+    return build_passages(a, build_msmarco, source=a.source, collection=a.collection, train=a.train, dev=a.dev,
+                          max_valid=a.max_valid)
+
+
+@stage("passages-beir", arg("--source", required=True, help="a BEIR dataset folder, or its zip"),
+       arg("--eval-split", default="test", help="qrels/<x>.tsv: the test side"),
+       arg("--train-split", default="", help="qrels/<x>.tsv for training; '' = none"),
+       arg("--sha256", default=""), arg("--md5", default=""), *passage_args())
+def passages_beir(a):
+    """Passage ranking from the BEIR JSONL form (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
+    from .passages import build_beir
+
+    source_checks(a.source, a)
+    return build_passages(a, build_beir, source=a.source, eval_split=a.eval_split, train_split=a.train_split,
+                          max_valid=a.max_valid)
+
+
+@stage("passages-wiki", arg("--articles", required=True, help="parsed articles (parse-wiki)"),
+       arg("--questions", required=True, help="the ReQA question set (article, question, answer, sentence_start)"),
+       arg("--ict-queries", type=int, default=0, help="ICT pseudo-queries added to train"),
+       arg("--dev-fraction", type=float, default=0.2, help="of the questions, the test side"), *passage_args(False))
+def passages_wiki(a):
+    """Passage ranking from parsed Wikipedia articles: paragraphs as passages, questions + ICT pseudo-queries."""
+    from .passages import build_wiki
+
+    return build_passages(a, build_wiki, articles_path=a.articles, questions_path=a.questions,
+                          ict_queries=a.ict_queries, dev_fraction=a.dev_fraction)
+
+
+@stage("passages-triples", arg("--triples", required=True, help="MS MARCO text triples: .tsv, .tsv.gz or a tar archive"),
+       arg("--member", default="", help="the triples file inside an archive; default: the archive's name as .tsv"),
+       arg("--sha256", default=""), arg("--md5", default=""),
+       arg("--candidates", required=True), arg("--queries", required=True, help="the training queries (split train.tsv)"),
+       arg("--qrels", required=True), arg("--max-triples", type=int, default=0, help="read at most this many; 0 = all"),
+       arg("--out", required=True, help="qid<TAB>positive pid<TAB>negative pid"))
+def passages_triples(a):
+    """MS MARCO's text triples (query, positive, negative) as ids, for the training queries."""
+    from .io import atomic_open
+    from .passages import PassageLookup, Source, progress, read_triples, triples_to_ids
+
+    if a.max_triples < 0:
+        raise StageError("--max-triples", f"must be 0 (all) or positive, not {a.max_triples}")
+    source_checks(a.triples, a)
+    name = Path(a.triples).name
+    member = a.member or next((name[:-len(s)] + ".tsv" for s in (".tar.gz", ".tgz", ".tar") if name.endswith(s)), name)
+    queries, qrels = read_queries(a.queries), read_qrels(a.qrels)
+    lookup = PassageLookup(a.candidates)
+    with atomic_open(a.out) as out:
+        for _, where, handle in Source(a.triples).members([member]):
+            counts = triples_to_ids(progress(read_triples(handle, where), "triples", "triple"), lookup, queries,
+                                    qrels, out, a.max_triples)
+            break          # a tar is not read past its triples (--max-triples stops early)
+        if not counts["triples"]:
+            raise StageError(a.triples, f"no triple maps to a training query and its relevant passage ({counts})")
+    return a.out, {**counts, "max_triples": a.max_triples}
 
 
 @stage("split", arg("--queries", required=True), arg("--train-fraction", type=float, required=True),
@@ -389,11 +509,14 @@ def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
     return pairs
 
 
+DOC_TEXTS = ["sentence", "sentence+paragraph", "contents"]   # what a doc tower reads: models.doc_input
+
+
 def tower_args():
     return (arg("--query-length", type=int, required=True), arg("--doc-length", type=int, required=True),
             arg("--embedding-dim", type=int, required=True, help="projection size; 0 = none (the encoder's width)"),
             arg("--pooling", default="cls"), arg("--shared", type=int, default=0), arg("--normalize", type=int, default=0),
-            arg("--doc-text", default="sentence+paragraph", choices=["sentence", "sentence+paragraph"]),
+            arg("--doc-text", default="sentence+paragraph", choices=DOC_TEXTS),
             arg("--head", default="linear", choices=["linear", "mlp"], help="after pooling: linear, or BoW-MLP's tanh MLP"))
 
 
@@ -516,6 +639,63 @@ def train_margin(a):
     return a.out, report
 
 
+def qrels_pairs(split_tsv, qrels) -> list[dict]:
+    """A split's (query, relevant document) pairs: {'qid', 'query', 'doc_id'}."""
+    return [{"qid": qid, "query": text, "doc_id": doc_id} for qid, text in read_split(split_tsv).items()
+            for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)]
+
+
+def candidate_texts(path, wanted: set[str], doc_text: str) -> dict[str, object]:
+    """What the doc text reads (models.doc_input) of the wanted candidates only, streamed: a passage
+    collection can hold millions. A candidate lacking the field is an error; see require_texts."""
+    from .models import doc_input
+
+    found = {}
+    for row in read_jsonl(path):
+        if row.get("id") in wanted:
+            try:
+                found[row["id"]] = doc_input(row, doc_text)
+            except KeyError as err:
+                raise StageError(path, f"candidate {row['id']} lacks {err} (doc text {doc_text!r})") from None
+    return found
+
+
+def require_texts(found: dict, wanted, source, candidates_path) -> None:
+    """One line naming `source` when a document it names is not among the candidates."""
+    missing = sorted(set(wanted) - set(found))
+    if missing:
+        raise StageError(source, f"{len(missing)} of its documents are not in {candidates_path} (first: {missing[0]})")
+
+
+@stage("train-repbert", arg("--start", required=True,
+                            help="encoder folder (or hub name, e.g. bert-base-uncased), or a RepBERT model to continue"),
+       arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
+       arg("--train", required=True, help="training queries TSV"), arg("--valid", required=True), arg("--out", required=True),
+       arg("--query-length", type=int, default=20), arg("--doc-length", type=int, default=256),
+       arg("--doc-text", default="contents", choices=DOC_TEXTS), *schedule_args())
+def train_repbert(a):
+    """RepBERT: one shared BERT, mean pooling, inner product, MultiLabelMarginLoss over in-batch documents."""
+    from .training import loop, repbert
+
+    seed_everything(a.seed)
+    qrels = read_qrels(a.qrels)
+    pairs, valid = qrels_pairs(a.train, qrels), qrels_pairs(a.valid, qrels)
+    if not pairs:
+        raise StageError(a.train, "no training queries with a relevant document")
+    if a.batch_size < 2:
+        raise StageError("--batch-size", f"in-batch negatives need at least 2 pairs a batch, not {a.batch_size}")
+    wanted = {p["doc_id"] for p in pairs + valid}
+    docs = candidate_texts(a.candidates, wanted, a.doc_text)
+    require_texts(docs, wanted, a.qrels, a.candidates)
+    start_key = None if Path(a.start).exists() else str(a.start)   # a hub name: its name is the fingerprint
+    with atomic_path(a.out) as tmp:
+        report = repbert.train(pairs, valid, docs, qrels, a.start, tmp, a.state_dir,
+                               repbert.tower_config(a.query_length, a.doc_length, a.doc_text), schedule_of(a), a.seed,
+                               start_key, a.log, a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
 @stage("encode-candidates", arg("--model", required=True), arg("--candidates", required=True),
        arg("--embeddings", required=True), arg("--ids", required=True), arg("--batch-size", type=int, default=128),
        arg("--threads", type=int, default=0))
@@ -529,8 +709,12 @@ def encode_candidates(a):
     model, tok = TwoTower.load(a.model)
     candidates = load_candidates(a.candidates)
     doc_text = model.config.get("doc_text", "sentence+paragraph")
-    vectors = encode(model.doc, tok, [doc_input(c, doc_text) for c in candidates], "doc",
-                     model.config["doc_length"], a.batch_size, desc="encode candidates")
+    try:
+        docs = [doc_input(c, doc_text) for c in candidates]
+    except KeyError as err:
+        raise StageError(a.candidates, f"a candidate lacks {err}, which the model's doc text {doc_text!r} reads") from None
+    vectors = encode(model.doc, tok, docs, "doc", model.config["doc_length"], a.batch_size, desc="encode candidates",
+                     segment=model.config.get("doc_segment", 0))
     with atomic_path(a.ids) as tmp:
         tmp.write_text("\n".join(c["id"] for c in candidates) + "\n")
     with atomic_path(a.embeddings) as tmp:
@@ -613,6 +797,72 @@ def mine_hard_negatives(a):
 
 
 # --- evaluation and tables ----------------------------------------------------------------------
+
+# reranking (RepBERT sec. 4.4): a cross-encoder rescores the top-K of a first-stage run
+@stage("train-cross-encoder", arg("--start", required=True, help="encoder folder (the MLM encoder) or hub name"),
+       arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
+       arg("--train", required=True, help="training queries TSV"), arg("--valid", required=True),
+       arg("--run", required=True, help="first-stage TREC run (e.g. BM25) of the training and validation queries"),
+       arg("--negatives-depth", type=int, default=1000, help="negatives come from each query's top-k of --run"),
+       arg("--max-length", type=int, default=512), arg("--num-labels", type=int, default=1, choices=[1, 2]),
+       arg("--out", required=True), *schedule_args())
+def train_cross_encoder(a):
+    """A BERT sequence-pair classifier, pointwise BCE on (query, relevant) and (query, first-stage negative)."""
+    from . import rerank
+    from .training import loop
+
+    seed_everything(a.seed)
+    if a.negatives_depth < 1:
+        raise StageError("--negatives-depth", f"must be at least 1, not {a.negatives_depth}")
+    qrels, run = read_qrels(a.qrels), read_run(a.run)
+    depth = a.negatives_depth
+    examples = rerank.training_examples(read_split(a.train), qrels, run, depth)
+    valid = rerank.training_examples(read_split(a.valid), qrels, run, depth)
+    if not examples:
+        raise StageError(a.train, f"no training query has both a relevant document and a negative in {a.run}")
+    positives = {d for e in examples + valid for d in e["positives"]}
+    negatives = {d for e in examples + valid for d in e["negatives"]}
+    passages = candidate_texts(a.candidates, positives | negatives, "contents")
+    require_texts(passages, positives, a.qrels, a.candidates)
+    require_texts(passages, negatives, a.run, a.candidates)
+    train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
+             "loss": "pointwise-bce"}
+    with atomic_path(a.out) as tmp:
+        report = rerank.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
+                              a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("rerank", arg("--model", required=True, help="cross-encoder folder or hub name (castorini/monobert-large-msmarco)"),
+       arg("--tokenizer", default="", help="tokenizer folder or hub name; default: the model's"),
+       arg("--run", required=True), arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"),
+       arg("--queries", required=True), arg("--depth", type=int, required=True, help="rerank (and keep) each query's top-K"),
+       arg("--batch-size", type=int, default=32), arg("--max-length", type=int, default=512),
+       arg("--threads", type=int, default=0), arg("--tag", default="rerank"), arg("--out", required=True))
+def rerank_run(a):
+    """Rescore each query's top-K of a TREC run with a cross-encoder; the run written is K deep."""
+    from . import rerank
+
+    if a.depth < 1:
+        raise StageError("--depth", f"must be at least 1, not {a.depth}")
+    if a.batch_size < 1:
+        raise StageError("--batch-size", f"must be at least 1, not {a.batch_size}")
+    set_threads(a.threads)
+    run, queries = read_run(a.run), read_queries(a.queries)
+    missing = [qid for qid in run if qid not in queries]
+    if missing:
+        raise StageError(a.run, f"{len(missing)} of its queries are not in {a.queries} (first: {missing[0]})")
+    wanted = {doc for ranked in run.values() for doc, _ in ranked[:a.depth]}
+    passages = candidate_texts(a.candidates, wanted, "contents")
+    require_texts(passages, wanted, a.run, a.candidates)
+    model, tokenizer = rerank.load(a.model, a.tokenizer or None)
+    max_length = rerank.usable_length(model, a.max_length)
+    reranked = rerank.rerank(run, queries, passages, model, tokenizer, a.depth, max_length, a.batch_size)
+    write_run(a.out, reranked, a.tag)
+    return a.out, {"queries": len(reranked), "depth": a.depth, "pairs": sum(map(len, reranked.values())),
+                   "max_length": max_length, "num_labels": model.config.num_labels}
+
 
 @stage("evaluate", arg("--run", required=True), arg("--qrels", required=True), arg("--queries", required=True),
        arg("--metrics", required=True, nargs="+"), arg("--out", required=True))
@@ -736,6 +986,53 @@ def seeded_table(a):
     compare = tuple(a.compare.split("|")) if a.compare else None
     frame, twin = build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha, a.exact_index)
     return write_table(frame, twin, a.csv, a.json)
+
+
+# --- run fusion (RepBERT sec. 4.4.3 and 4.5) ---------------------------------------------------
+
+def load_runs(paths) -> list[dict]:
+    """TREC runs, each of which must exist, parse and hold at least one ranking."""
+    runs = []
+    for path in paths:
+        run = read_run(path)
+        if not run:
+            raise StageError(path, "the run has no rankings")
+        runs.append(run)
+    return runs
+
+
+@stage("fuse-runs", arg("--runs", required=True, nargs="+", help="two or more TREC runs; for alternate, in priority order"),
+       arg("--method", required=True, choices=["alternate", "rrf", "combsum"]), arg("--depth", type=int, default=1000),
+       arg("--no-truncate", action="store_true", help="alternate: keep the whole merged union, not its top --depth"),
+       arg("--rrf-k", type=int, default=60), arg("--normalisation", default="minmax", choices=["minmax", "zscore", "none"]),
+       arg("--tag", default=""), arg("--out", required=True))
+def fuse_runs(a):
+    """Fuse TREC runs: RepBERT's alternating merge (eq. 6), reciprocal rank fusion or CombSUM."""
+    from . import fusion
+
+    if a.no_truncate and a.method != "alternate":
+        raise StageError("--no-truncate", f"applies to --method alternate only, not {a.method}")
+    if len(a.runs) < 2:   # before reading, so a lone run is reported as such
+        raise StageError("--runs", f"fusion needs at least two runs, not {len(a.runs)}")
+    runs = load_runs(a.runs)
+    fused = fusion.fuse(runs, a.method, a.depth, not a.no_truncate, a.rrf_k, a.normalisation)
+    # scores strictly decreasing as written, so tools that re-sort by score keep the fused order
+    write_run(a.out, fusion.strictly_decreasing(fused), a.tag or f"fused-{a.method}")
+    return a.out, {"runs": len(runs), "queries": len(fused), "documents": sum(map(len, fused.values()))}
+
+
+@stage("consistency", arg("--run", required=True),
+       arg("--reference", required=True, help="e.g. the BM25 run whose top documents trained the reranker"),
+       arg("--depths", type=int, nargs="+", required=True), arg("--reference-depth", type=int, default=1000),
+       arg("--out", required=True))
+def consistency(a):
+    """RepBERT eq. 5: the share of a run's top-n documents that the reference run also retrieves."""
+    from .fusion import consistency_factor
+
+    run, reference = load_runs([a.run, a.reference])
+    factors = {str(n): value for n, value in consistency_factor(run, reference, a.depths, a.reference_depth).items()}
+    write_json(a.out, {"depths": factors, "queries": len(run)})
+    return a.out, {"queries": len(run), "depths": factors}
 
 
 # --- entry point --------------------------------------------------------------------------------

@@ -18,8 +18,9 @@ def length_order(lengths: list[int]) -> np.ndarray:
 
 @torch.no_grad()
 def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size: int,
-           sort_by_length: bool = True, desc: str = "encode") -> np.ndarray:
-    """items: query strings (kind='query'), doc strings or (sentence, paragraph) tuples (kind='doc')."""
+           sort_by_length: bool = True, desc: str = "encode", segment: int = 0) -> np.ndarray:
+    """items: query strings (kind='query'), doc strings or (sentence, paragraph) tuples (kind='doc').
+    `segment`: the segment id of doc tokens (the model's doc_segment; queries always have 0)."""
     dev = loop.device()
     tower = tower.to(dev).eval()
     if kind == "query" or isinstance(items[0], str):
@@ -35,7 +36,7 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
         idx = order[start:start + batch_size]
         chunk = [items[i] for i in idx]
         batch = (tokenize_queries(tokenizer, chunk, max_length, dev) if kind == "query"
-                 else tokenize_docs(tokenizer, chunk, max_length, dev))
+                 else tokenize_docs(tokenizer, chunk, max_length, dev, segment))
         with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
             out[idx] = tower(**batch).float().cpu().numpy()
     return out

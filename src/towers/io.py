@@ -30,17 +30,43 @@ def require_file(path) -> Path:
     return path
 
 
-def sha256_of(path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
+DIGEST_LENGTHS = {"md5": 32, "sha1": 40, "sha256": 64}   # hex digits of each checksum the project accepts
+
+
+def digest_of(path, algorithm: str = "sha256", chunk: int = 1 << 20) -> str:
+    digest = hashlib.new(algorithm)
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(chunk), b""):
             digest.update(block)
     return digest.hexdigest()
 
 
+def sha256_of(path, chunk: int = 1 << 20) -> str:
+    return digest_of(path, "sha256", chunk)
+
+
+def check_digest_format(algorithm: str, value: str, where) -> str:
+    """`value` as a lower-case hex digest of `algorithm`, or one line saying why it is not one."""
+    value = value.strip().lower()
+    if len(value) != DIGEST_LENGTHS[algorithm] or any(ch not in "0123456789abcdef" for ch in value):
+        raise StageError(where, f"{value!r} is not a {algorithm} digest ({DIGEST_LENGTHS[algorithm]} hex digits)")
+    return value
+
+
+def check_digest(path, algorithm: str, expected: str | None) -> None:
+    """Stop with one line if the file's `algorithm` digest is not `expected` (nothing to check when empty)."""
+    if expected and digest_of(path, algorithm) != check_digest_format(algorithm, expected, path):
+        raise StageError(path, f"{algorithm} mismatch (expected {expected}); the file is corrupt or a different version")
+
+
 def check_sha256(path, expected: str | None) -> None:
-    if expected and sha256_of(path) != expected:
-        raise StageError(path, f"sha256 mismatch (expected {expected}); the file is corrupt or a different version")
+    check_digest(path, "sha256", expected)
+
+
+def check_md5(path, expected: str | None) -> None:
+    """MD5, for files whose publishers (or ir_datasets' downloads.json) give only that: an integrity check
+    against corrupt or changed downloads, not a defence against tampering."""
+    check_digest(path, "md5", expected)
 
 
 def checksum_from_list(text: str, name: str, source, algorithm: str = "sha1") -> str:

@@ -43,3 +43,21 @@ def quadruplet(query: torch.Tensor, positive: torch.Tensor, negative: torch.Tens
     if reduction == "mean":
         return per_example.mean()
     raise ValueError(f"unknown reduction {reduction!r}")
+
+
+def multilabel_margin(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    """RepBERT eq. 4, averaged over the batch's queries: for each row (a query's scores against the
+    batch's n documents), (1/n) * sum over positives i and negatives j of max(0, 1 - (s_i - s_j)).
+
+    `positives` is a boolean matrix of the scores' shape: the row's own document plus any other
+    in-batch document relevant to its query (RepBERT sec. 3.2, "In-batch Negatives"). This is
+    torch.nn.MultiLabelMarginLoss, whose target lists each row's positive columns, ended by -1.
+    A row with no negative (every document relevant) adds 0."""
+    if scores.shape != positives.shape:
+        raise ValueError(f"scores {tuple(scores.shape)} and positives {tuple(positives.shape)} differ in shape")
+    positives = positives.to(device=scores.device, dtype=torch.bool)
+    columns = torch.arange(scores.shape[1], device=scores.device).expand_as(scores)
+    # each row's positive columns first (in column order), then -1 which ends the target list
+    order = torch.sort((~positives).to(torch.int8), dim=1, stable=True).indices
+    target = torch.where(torch.gather(positives, 1, order), torch.gather(columns, 1, order), -1)
+    return F.multilabel_margin_loss(scores.float(), target)

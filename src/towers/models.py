@@ -1,7 +1,8 @@
 """Towers: HF transformer encoders with a pooling choice and a projection, shared or separate.
 
 A saved two-tower model is a folder: query/ and doc/ (HF save_pretrained, or only query/ when
-shared), tokenizer/, heads.safetensors (projections) and towers.json (the configuration).
+shared), tokenizer/, heads.safetensors (projections) and towers.json (the configuration; its
+optional doc_segment, e.g. RepBERT's 1, is the segment id of doc tokens, 0 when absent).
 
 An encoder folder is either an HF checkpoint or a hashed bag-of-words encoder (Huang et al. 2020's
 word-embedding towers); `load_encoder` and `load_tokenizer` tell them apart by hashed_bow.json."""
@@ -119,8 +120,10 @@ def random_bag_of_words(out_dir, buckets: int, dim: int, max_features: int, seed
 
 
 def doc_input(candidate: dict, doc_text: str):
-    """What a doc tower reads of a ReQA candidate: its sentence alone (QuadrupletBERT) or the
-    (sentence, paragraph) pair (Chang et al.)."""
+    """What a doc tower reads of a candidate: a ReQA candidate's sentence alone (QuadrupletBERT) or
+    its (sentence, paragraph) pair (Chang et al.), or a passage collection's "contents" (RepBERT)."""
+    if doc_text == "contents":
+        return candidate["contents"]
     if doc_text == "sentence":
         return candidate["sentence"]
     if doc_text == "sentence+paragraph":
@@ -191,11 +194,12 @@ class TwoTower(nn.Module):
 
     @classmethod
     def start(cls, start_dir, config: dict, seed: int) -> tuple["TwoTower", object, dict]:
-        """Towers to train: a saved two-tower model continues (its architecture wins; sequence
-        lengths and doc text come from `config`), an encoder folder starts new towers."""
+        """Towers to train: a saved two-tower model continues (its architecture, doc segment id
+        included, wins; sequence lengths and doc text come from `config`), an encoder folder starts
+        new towers."""
         if (Path(start_dir) / "towers.json").is_file():
             model, tokenizer = cls.load(start_dir)
-            keep = ("pooling", "embedding_dim", "shared", "normalize", "head")
+            keep = ("pooling", "embedding_dim", "shared", "normalize", "head", "doc_segment")
             model.config = {**config, **{k: v for k, v in model.config.items() if k in keep}}
             return model, tokenizer, model.config
         return cls.from_encoder(start_dir, config, seed), load_tokenizer(start_dir), config

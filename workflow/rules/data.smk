@@ -1,12 +1,19 @@
 # Datasets -> ReQA form: candidates.jsonl, queries.tsv, qrels.txt; then cold-start splits.
 # Kinds: wikipedia-qa, squad, nq (question sets); wikipedia (parsed articles only, no questions);
 # open-domain (a QA dataset's ReQA form with extra candidates from a wikipedia dataset's articles,
-# Chang et al. 2020 sec. 4.4: evaluated with the models and splits of its base dataset).
+# Chang et al. 2020 sec. 4.4: evaluated with the models and splits of its base dataset);
+# passage ranking (RepBERT): msmarco-passage (the official archive), msmarco-tsv (MS MARCO TSV form,
+# a folder or archive of one's own), beir (BEIR JSONL form, a folder or zip), wikipedia-passages (a
+# wikipedia(-qa) dataset's paragraphs, its questions and ICT pseudo-queries). A passage dataset's
+# candidates are passages ({"id", "contents"}) and its one split, "dev" (test = the dataset's
+# evaluation queries), comes from its own rule, `passages`, not from rule `split`.
 
 import re
 import shlex
 
 QA_KINDS = ("wikipedia-qa", "squad", "nq")
+PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
+PASSAGE_SPLIT = "dev"       # the split name of a passage dataset (never a key of `splits`: those are "<n>-<n>")
 
 
 def dataset_cfg(name):
@@ -25,12 +32,40 @@ def check_open_domain(name):
         raise ValueError(f"params.yaml: datasets.{name}.extra must name a dataset of kind wikipedia, not {extra!r}")
 
 
+def check_passages(name):
+    cfg = dataset_cfg(name)
+    if cfg["kind"] == "wikipedia-passages":
+        source = cfg["articles"]
+        if source not in config["datasets"] or dataset_cfg(source)["kind"] not in ("wikipedia-qa", "wikipedia"):
+            raise ValueError(f"params.yaml: datasets.{name}.articles must name a dataset of kind wikipedia-qa or "
+                             f"wikipedia (whose parsed articles give the passages), not {source!r}")
+        return
+    if not cfg.get("files") and not cfg.get("local_dir"):
+        raise ValueError(f"params.yaml: datasets.{name} needs `files` (downloads) or `local_dir` (a folder of its files)")
+    names = [f["name"] for f in cfg.get("files", [])]
+    for key in ("archive", "triples"):
+        if cfg.get(key) and cfg[key] not in names:
+            raise ValueError(f"params.yaml: datasets.{name}.{key} must name one of its files ({', '.join(names)}), "
+                             f"not {cfg[key]!r}")
+
+
 OPEN_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "open-domain"]
 for _name in OPEN_DATASETS:
     check_open_domain(_name)
-# wildcard constraints that give an open-domain dataset's ReQA form to rule reqa_open and every other one to reqa
-ONLY_OPEN = "|".join(re.escape(name) for name in OPEN_DATASETS) or "(?!)"
-NOT_OPEN = f"(?!(?:{ONLY_OPEN})(?:/|$))[a-z0-9-]+"
+PASSAGE_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] in PASSAGE_KINDS]
+for _name in PASSAGE_DATASETS:
+    check_passages(_name)
+
+
+def one_of(names):
+    return "|".join(re.escape(name) for name in names) or "(?!)"
+
+
+# wildcard constraints that give an open-domain dataset's ReQA form to rule reqa_open, a passage dataset's
+# to rule passages and every other one to reqa
+ONLY_OPEN = one_of(OPEN_DATASETS)
+ONLY_PASSAGES = one_of(PASSAGE_DATASETS)
+ONLY_REQA = f"(?!(?:{ONLY_OPEN}|{ONLY_PASSAGES})(?:/|$))[a-z0-9-]+"
 
 
 def base_of(dataset):
@@ -52,6 +87,57 @@ def reqa_inputs(wildcards):
     raise ValueError(f"unknown dataset kind {cfg['kind']}")
 
 
+def passage_source(dataset):
+    """A passage dataset's folder or archive: its `archive` file (default: its first file), else its local_dir."""
+    cfg = dataset_cfg(dataset)
+    if cfg.get("files"):
+        return dataset_file(dataset, file_spec(dataset, cfg.get("archive") or cfg["files"][0]["name"]))
+    return cfg["local_dir"]
+
+
+def passage_inputs(wildcards):
+    cfg = dataset_cfg(wildcards.dataset)
+    if cfg["kind"] == "wikipedia-passages":
+        return {"articles": f"{ART}/{cfg['articles']}/corpus/articles.jsonl", "questions": cfg["questions"]}
+    if cfg["kind"] in PASSAGE_KINDS:
+        return {"source": passage_source(wildcards.dataset)}
+    raise ValueError(f"datasets.{wildcards.dataset} is not a passage dataset (kind {', '.join(PASSAGE_KINDS)})")
+
+
+def source_check(dataset, name=None):
+    """The stage's own check of a passage source file (a local copy is not checked by rule download)."""
+    cfg = dataset_cfg(dataset)
+    if not cfg.get("files"):
+        return ""
+    spec = file_spec(dataset, name or cfg.get("archive") or cfg["files"][0]["name"])
+    return " ".join(f"--{algorithm} {spec[algorithm]}" for algorithm in ("sha256", "md5") if spec.get(algorithm))
+
+
+def passage_command(wildcards):
+    """The passages stage and its settings (all of them, so that a change reruns it)."""
+    cfg, dataset = dataset_cfg(wildcards.dataset), wildcards.dataset
+    valid = f"--seed {config['seed']} --valid-fraction {cfg.get('valid_fraction', config['valid_fraction'])}"
+    if cfg["kind"] == "wikipedia-passages":
+        return (f"passages-wiki --ict-queries {cfg.get('ict_queries', 0)} --dev-fraction {cfg.get('dev_fraction', 0.2)}"
+                f" {valid}")
+    valid += f" --max-valid {cfg.get('max_valid', 0)} {source_check(dataset)}"
+    if cfg["kind"] == "beir":
+        return (f"passages-beir --eval-split {shlex.quote(cfg.get('eval_split', 'test'))}"
+                f" --train-split {shlex.quote(cfg.get('train_split', ''))} {valid}")
+    return (f"passages-msmarco --collection {shlex.quote(cfg.get('collection', 'collection.tsv'))}"
+            f" --train {shlex.quote(cfg.get('train', 'train'))} --dev {shlex.quote(cfg.get('dev', 'dev.small'))} {valid}")
+
+
+def triples_inputs(wildcards):
+    cfg = dataset_cfg(wildcards.dataset)
+    if not cfg.get("triples"):
+        raise ValueError(f"datasets.{wildcards.dataset} names no `triples` file")
+    split = f"{ART}/{wildcards.dataset}/splits/{PASSAGE_SPLIT}"
+    return {"triples": dataset_file(wildcards.dataset, file_spec(wildcards.dataset, cfg["triples"])),
+            "candidates": f"{ART}/{wildcards.dataset}/reqa/candidates.jsonl",
+            "qrels": f"{ART}/{wildcards.dataset}/reqa/qrels.txt", "train": f"{split}/train.tsv"}
+
+
 def dataset_file(dataset, spec):
     local = dataset_cfg(dataset).get("local_dir", "")
     return f"{local}/{spec['name']}" if local else f"data/raw/{dataset}/{spec['name']}"
@@ -69,13 +155,26 @@ def dump_inputs(wildcards):
 
 
 def file_spec(dataset, name):
-    return next(f for f in dataset_cfg(dataset)["files"] if f["name"] == name)
+    spec = next((f for f in dataset_cfg(dataset).get("files", []) if f["name"] == name), None)
+    if spec is None:
+        raise ValueError(f"datasets.{dataset} has no file named {name!r} under `files`")
+    return spec
 
 
 def download_check(dataset, name):
-    """The download stage's check: the file's sha256 from params, or the sha1 in a published checksum list."""
+    """The download stage's check: the file's sha256 or md5 from params, or the sha1 in a published checksum
+    list; a file without one is refused unless params say `checksum: none`."""
     spec = file_spec(dataset, name)
-    return f"--sha256 {spec['sha256']}" if spec.get("sha256") else f"--sha1-from {shlex.quote(spec['sha1_from'])}"
+    if spec.get("sha256"):
+        return f"--sha256 {spec['sha256']}"
+    if spec.get("md5"):
+        return f"--md5 {spec['md5']}"
+    if spec.get("sha1_from"):
+        return f"--sha1-from {shlex.quote(spec['sha1_from'])}"
+    if spec.get("checksum") == "none":
+        return "--no-checksum"
+    raise ValueError(f"datasets.{dataset}.files: {name} has no checksum (sha256, md5 or sha1_from); "
+                     "write `checksum: none` to download it unchecked")
 
 
 rule parse_wiki:
@@ -97,8 +196,9 @@ rule parse_wiki:
 
 
 rule download:
-    # Official files, checked against their sha256 or against the sha1 their publisher lists beside
-    # them (sha1_from: Wikimedia's <wiki>-<date>-sha1sums.txt); retried on network failure.
+    # Official files, checked against their sha256, their md5 (MS MARCO: as ir_datasets lists them) or
+    # the sha1 their publisher lists beside them (sha1_from: Wikimedia's <wiki>-<date>-sha1sums.txt);
+    # unchecked only where params say `checksum: none`; retried on network failure.
     output:
         "data/raw/{dataset}/{name}",
     params:
@@ -120,7 +220,7 @@ rule reqa:
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
         stats=f"{ART}/{{dataset}}/reqa/stats.json",
     wildcard_constraints:
-        dataset=NOT_OPEN,   # open-domain datasets: rule reqa_open
+        dataset=ONLY_REQA,   # open-domain datasets: rule reqa_open; passage datasets: rule passages
     params:
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
@@ -173,6 +273,56 @@ rule reqa_open:
         " --out-dir {params.out_dir} 2>&1 | tee {log}"
 
 
+rule passages:
+    # A passage-ranking dataset (RepBERT): passages as candidates, queries and TREC qrels of both sides,
+    # and its one split, "dev" (test: the dataset's evaluation queries; train: its training queries, and for
+    # wikipedia-passages ICT pseudo-queries; valid: a seeded sample of the training queries).
+    input:
+        unpack(passage_inputs),
+    output:
+        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
+        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        stats=f"{ART}/{{dataset}}/reqa/stats.json",
+        train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
+        valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
+        test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
+    wildcard_constraints:
+        dataset=ONLY_PASSAGES,
+    params:
+        command=passage_command,
+        out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
+        split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
+        kind=lambda w: dataset_cfg(w.dataset)["kind"],
+    log:
+        "logs/{dataset}/passages.log",
+    run:
+        if params.kind == "wikipedia-passages":
+            shell("{TOWERS} {params.command} --articles {input.articles} --questions {input.questions:q}"
+                  " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}")
+        else:
+            shell("{TOWERS} {params.command} --source {input.source:q}"
+                  " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}")
+
+
+rule passage_triples:
+    # MS MARCO's text triples (query, positive, negative) as ids, for the dev split's training queries
+    input:
+        unpack(triples_inputs),
+    output:
+        f"{ART}/{{dataset}}/reqa/triples.tsv",
+    wildcard_constraints:
+        dataset=ONLY_PASSAGES,
+    params:
+        check=lambda w: source_check(w.dataset, dataset_cfg(w.dataset)["triples"]),
+        max_triples=lambda w: dataset_cfg(w.dataset).get("max_triples", 0),
+    log:
+        "logs/{dataset}/passage_triples.log",
+    shell:
+        "{TOWERS} passages-triples --triples {input.triples:q} {params.check} --candidates {input.candidates}"
+        " --queries {input.train} --qrels {input.qrels} --max-triples {params.max_triples} --out {output}"
+        " 2>&1 | tee {log}"
+
 
 rule split:
     input:
@@ -181,6 +331,8 @@ rule split:
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+    wildcard_constraints:
+        split="|".join(re.escape(name) for name in SPLITS),   # never a passage dataset's "dev": rule passages
     params:
         fraction=lambda w: SPLITS[w.split],
         valid=config["valid_fraction"],

@@ -17,9 +17,20 @@ def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
     return {k: v.to(dev or loop.device()) for k, v in batch.items()}
 
 
-def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
+def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None, segment: int = 0):
     """A doc is a text, or a text pair (sentence and paragraph, or title and passage): the second
-    text is truncated first."""
+    text is truncated first.
+
+    `segment` > 0 (a model's doc_segment; RepBERT footnote 2: 1) sets the segment id of every doc
+    token (attention mask 1) to it, so doc tokens get their own segment embedding; 0 leaves the
+    tokenizer's ids as they are. A tokenizer without segment ids (the hasher) is left alone."""
+    batch = _tokenize_docs(tokenizer, docs, max_length, dev)
+    if segment and "token_type_ids" in batch:
+        batch["token_type_ids"] = batch["attention_mask"].to(batch["token_type_ids"].dtype) * segment
+    return batch
+
+
+def _tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
     pairs = [not isinstance(d, str) for d in docs]
     if any(pairs) and not hasattr(tokenizer, "pad"):   # the bag-of-words hasher reads a pair as one text
         docs, pairs = [d if isinstance(d, str) else f"{d[0]} {d[1]}" for d in docs], [False] * len(docs)
@@ -46,7 +57,8 @@ def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, o
 
     def batch_loss(rows: list[dict]) -> torch.Tensor:
         q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
-        d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows], model_cfg["doc_length"]))
+        d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows], model_cfg["doc_length"],
+                                      segment=model_cfg.get("doc_segment", 0)))
         return in_batch_softmax(q, d, [r["key"] for r in rows], train_cfg.get("temperature", 1.0))
 
     def validate(step: int) -> dict:

@@ -1,0 +1,178 @@
+"""A BERT cross-encoder (query as segment A, passage as segment B, relevance from the [CLS] head) that
+reranks the top of a first-stage run: RepBERT sec. 4.4 reranks with Nogueira and Cho's BERT Large
+(castorini/monobert-large-msmarco on the hub, a 2-label BertForSequenceClassification).
+
+Relevance is the log-odds of "relevant": the logit of a 1-label head, logit 1 - logit 0 of a 2-label
+head (the softmax probability of label 1 is sigmoid of that difference, so both rank alike; the
+difference does not saturate at 1.0 as a float32 probability does, which would tie top passages).
+
+Training (`train`) is pointwise, as monoBERT's: each step draws B training queries from (seed, step),
+for each one relevant passage (label 1) and one negative (label 0) drawn from the query's top-k of a
+first-stage run with the relevant passages removed (how MS MARCO's training triples were made from
+BM25), and minimises binary cross-entropy on the relevance logit (for a 2-label head this is exactly
+the 2-class softmax cross-entropy)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .io import StageError
+from .training import loop
+
+VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
+
+
+def relevance(logits: torch.Tensor) -> torch.Tensor:
+    """Log-odds of relevance from a 1-logit or 2-logit head."""
+    if logits.shape[-1] == 1:
+        return logits[:, 0]
+    if logits.shape[-1] == 2:
+        return logits[:, 1] - logits[:, 0]
+    raise ValueError(f"a cross-encoder head has 1 or 2 labels, not {logits.shape[-1]}")
+
+
+def first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
+def load(model_name, tokenizer_name=None, num_labels: int | None = None):
+    """A sequence-pair classifier and its tokenizer from a folder or a hub name (one-line error if not).
+    `num_labels` is given when a new head starts on a plain encoder (training)."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    extra = {"num_labels": num_labels} if num_labels else {}
+    try:
+        model = AutoModelForSequenceClassification.from_pretrained(str(model_name), **extra)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:   # RuntimeError: a head of another size
+        raise StageError(model_name, f"cannot load a sequence classifier ({first_line(err)})") from None
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_name or model_name))
+    except (OSError, ValueError, KeyError) as err:
+        raise StageError(tokenizer_name or model_name, f"cannot load the tokenizer ({first_line(err)})") from None
+    if model.config.num_labels not in (1, 2):
+        raise StageError(model_name, f"a cross-encoder head has 1 or 2 labels, not {model.config.num_labels}")
+    return model, tokenizer
+
+
+def usable_length(model, max_length: int) -> int:
+    """`max_length`, cut to what the model's position embeddings allow."""
+    return min(max_length, getattr(model.config, "max_position_embeddings", max_length))
+
+
+def tokenize_pairs(tokenizer, queries: list[str], passages: list[str], max_length: int, dev):
+    """Query as segment A, passage as segment B: [CLS] q [SEP] p [SEP], the longer one truncated first."""
+    batch = tokenizer(queries, passages, max_length=max_length, truncation="longest_first", padding=True,
+                      return_tensors="pt")
+    return {k: v.to(dev) for k, v in batch.items()}
+
+
+@torch.no_grad()
+def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int, batch_size: int,
+                desc: str = "rerank") -> np.ndarray:
+    """Relevance of each (query, passage), batched longest first (less padding), in input order."""
+    from tqdm import tqdm
+
+    dev = loop.device()
+    model = model.to(dev).eval()
+    order = np.argsort(-np.asarray([len(q) + len(p) for q, p in pairs]), kind="stable")
+    out = np.zeros(len(pairs), dtype=np.float64)
+    use_amp = dev.type == "cuda"
+    for start in tqdm(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
+        idx = order[start:start + batch_size]
+        batch = tokenize_pairs(tokenizer, [pairs[i][0] for i in idx], [pairs[i][1] for i in idx], max_length, dev)
+        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
+            logits = model(**batch).logits
+        out[idx] = relevance(logits.float()).cpu().numpy()
+    return out
+
+
+def rerank(run: dict[str, list[tuple[str, float]]], queries: dict[str, str], passages: dict[str, str], model,
+           tokenizer, depth: int, max_length: int, batch_size: int) -> dict[str, list[tuple[str, float]]]:
+    """Each query's top-`depth` of `run`, reordered by the cross-encoder (ties keep the run's order);
+    what lies below `depth` is dropped."""
+    tops = {qid: ranked[:depth] for qid, ranked in run.items()}
+    pairs = [(queries[qid], passages[doc]) for qid, top in tops.items() for doc, _ in top]
+    scores = iter(score_pairs(model, tokenizer, pairs, max_length, batch_size).tolist())
+    reranked = {}
+    for qid, top in tops.items():
+        scored = [(doc, next(scores)) for doc, _ in top]
+        reranked[qid] = sorted(scored, key=lambda pair: -pair[1])   # stable: ties keep the run's order
+    return reranked
+
+
+def check_run(run: dict, queries: dict, passages: dict, run_path, queries_path, candidates_path) -> None:
+    """Every query of the run has a text and every document of it a passage."""
+    for qid, ranked in run.items():
+        if qid not in queries:
+            raise StageError(run_path, f"query {qid} is not in {queries_path}")
+        for doc, _ in ranked:
+            if doc not in passages:
+                raise StageError(run_path, f"query {qid}: document {doc} is not in {candidates_path}")
+
+
+def training_examples(queries: dict[str, str], qrels: dict, run: dict, depth: int) -> list[dict]:
+    """A split's queries with their relevant passages and the non-relevant passages of their run's
+    top-`depth` (the negatives); a query with either list empty is left out."""
+    examples = []
+    for qid, text in queries.items():
+        positives = sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)
+        negatives = [d for d, _ in run.get(qid, [])[:depth] if qrels.get(qid, {}).get(d, 0) <= 0]
+        if positives and negatives:
+            examples.append({"qid": qid, "query": text, "positives": positives, "negatives": negatives})
+    return examples
+
+
+def draw(example: dict, rng) -> tuple[str, str]:
+    """(relevant, negative) passage ids for one query."""
+    return (example["positives"][int(rng.integers(len(example["positives"])))],
+            example["negatives"][int(rng.integers(len(example["negatives"])))])
+
+
+def train(examples: list[dict], valid: list[dict], passages: dict[str, str], start, out_dir, state_dir,
+          train_cfg: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
+    """examples: training_examples(); passages: doc id -> text. `start`: an encoder folder (the MLM
+    encoder; the head is new) or hub name, or a cross-encoder to continue."""
+    torch.manual_seed(seed)   # the new head's (and pooler's) initial weights
+    model, tokenizer = load(start, num_labels=train_cfg["num_labels"])
+    model = model.to(loop.device())
+    max_length = usable_length(model, train_cfg["max_length"])
+
+    def batch_loss(rows: list[dict], picks: list[tuple[str, str]]) -> torch.Tensor:
+        queries = [r["query"] for r in rows] * 2
+        docs = [passages[p] for p, _ in picks] + [passages[n] for _, n in picks]
+        labels = torch.tensor([1.0] * len(rows) + [0.0] * len(rows), device=loop.device())
+        logits = model(**tokenize_pairs(tokenizer, queries, docs, max_length, loop.device())).logits
+        return torch.nn.functional.binary_cross_entropy_with_logits(relevance(logits.float()), labels)
+
+    def loss_fn(step: int) -> torch.Tensor:
+        rng = np.random.default_rng([seed, step])
+        chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
+        rows = [examples[i] for i in chosen]
+        return batch_loss(rows, [draw(r, rng) for r in rows])
+
+    valid_rng = np.random.default_rng([seed, VALID_STREAM])
+    valid_picks = [draw(r, valid_rng) for r in valid]
+
+    def validate(step: int) -> dict:
+        if not valid:
+            return {}
+        size = train_cfg["batch_size"]
+        with torch.no_grad():
+            losses = [float(batch_loss(valid[i:i + size], valid_picks[i:i + size])) * len(valid[i:i + size])
+                      for i in range(0, len(valid), size)]
+        return {"valid_loss": round(sum(losses) / len(valid), 5)}
+
+    start_key = loop.folder_digest(start) if Path(start).is_dir() else str(start)
+    settings = {"train": {**train_cfg, "max_length": max_length}, "seed": seed, "start": start_key,
+                "examples": loop.fingerprint(examples), "valid": loop.fingerprint(valid)}
+    report = loop.run(model, loss_fn, steps=train_cfg["steps"], lr=train_cfg["lr"],
+                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
+                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
+                      on_checkpoint=validate, stop_after_step=stop_after_step, desc="cross-encoder")
+    model.cpu().save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    report.update(train_queries=len(examples), valid_queries=len(valid), max_length=max_length,
+                  num_labels=model.config.num_labels)
+    return report
