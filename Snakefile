@@ -20,7 +20,7 @@ SPLITS = config["splits"]
 
 wildcard_constraints:
     dataset="[a-z0-9-]+",
-    split="|".join(SPLITS),
+    split="|".join([*SPLITS, "dev"]),   # "dev": a passage dataset's one split
     kind="emb|bert",
     margin=r"[0-9]+(\.[0-9]+)?",
     seed="[0-9]+",
@@ -41,6 +41,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
+include: "workflow/rules/repbert.smk"
 
 
 rule all:
@@ -48,3 +49,4 @@ rule all:
         expand("results/chang2020/table{n}.csv", n=range(1, 7)),
         "results/table1.csv",
         "results/table2.csv",
+        REPBERT_TARGETS,

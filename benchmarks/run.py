@@ -12,6 +12,10 @@ quadrupletbert: in a fresh copy, wall time of a clean `snakemake results/table1.
    then of `results/table2.csv` reusing table1's pre-training and models (goal: <= 40 min), and the
    jobs a dry run plans after only the margin list changes (goal: only the new margin's training,
    encoding, indexing, search and evaluation, plus the table);
+repbert: in a fresh copy, wall time of a clean `snakemake` of every results/repbert/ target on the embedded
+   default (goal: <= 40 min on 2 cores), and the latency the pipeline measured (ms per dev query, one at a
+   time): RepBERT's query encoding + exact inner-product search against Pyserini BM25 on the same queries
+   in the same run;
 pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.generate_pairs) on enwiki-mini's
    parsed articles, per task (ict, bfs, wlp, ict+bfs+wlp): pairs generated per second, and peak memory (max
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
@@ -81,6 +85,31 @@ def pipeline(cores: int) -> dict:
             "clean_run_goal_seconds": 3600, "noop_dry_run_seconds": round(noop, 2), "noop_dry_run_goal_seconds": 10,
             "noop_says_nothing_to_do": "Nothing to be done" in again.stdout + again.stderr,
             "after_finetune_lr_change": {"change": "finetune.lr 5e-4 -> 2e-3", "jobs": job_counts(replan.stdout)}}
+
+
+REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
+    [f"results/repbert/figure{n}.png" for n in (1, 2)]
+
+
+def repbert(cores: int) -> dict:
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        copy_workflow(Path(tmp))
+        snake = [sys.executable, "-m", "snakemake", *REPBERT_TARGETS, "--cores", str(cores)]
+        _, plan = timed([*snake, "-n"], tmp)
+        seconds, _ = timed(snake, tmp)
+        latency = {name: json.loads((Path(tmp) / f"artifacts/enwiki-mini-passages/latency/{name}/dev.json").read_text())
+                   for name in ("bm25", "repbert")}
+        for target in REPBERT_TARGETS:   # kept: the committed tables can be compared with them
+            kept = ROOT / "benchmarks/out/repbert" / Path(target).name
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(Path(tmp) / target, kept)
+            if target.endswith(".csv"):
+                shutil.copy(Path(tmp) / target.replace(".csv", ".json"), kept.with_suffix(".json"))
+            else:
+                shutil.copy(Path(tmp) / target.replace(".png", ".csv"), kept.with_suffix(".csv"))
+    return {"targets": REPBERT_TARGETS, "jobs": job_counts(plan.stdout), "clean_run_seconds": round(seconds, 1),
+            "goal_seconds": 2400, "latency": latency,
+            "repbert_over_bm25_ms_ratio": round(latency["repbert"]["ms_per_query"] / latency["bm25"]["ms_per_query"], 2)}
 
 
 def quadrupletbert(cores: int) -> dict:
@@ -265,7 +294,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
-    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "pairs"], default="all",
+    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "pairs"],
+                        default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
     parser.add_argument("--pairs-repeats", type=int, default=5, help="pairs: measurements per task and corpus size")
@@ -283,6 +313,7 @@ def main() -> None:
              "encoding": lambda: encoding(ROOT / "benchmarks/out/model", ROOT / "benchmarks/out/candidates.jsonl",
                                           args.encode_limit, threads=1),
              "quadrupletbert": lambda: quadrupletbert(args.cores),
+             "repbert": lambda: repbert(args.cores),
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats)}
     for name, run in parts.items():
         if args.part in ("all", name):

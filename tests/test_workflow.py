@@ -17,6 +17,8 @@ TARGET = "results/chang2020/table3.csv"
 QUADRUPLET_TABLES = ["results/table1.csv", "results/table2.csv"]
 PAIRS_TABLE = "results/chang2020/table1.csv"
 CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
+REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
+    [f"results/repbert/figure{n}.png" for n in (1, 2)]
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -31,7 +33,8 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, "--cores", 2,
+                     "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
 
@@ -98,9 +101,31 @@ def test_tiny_dag_builds_the_pair_statistics(tiny_run):
 
 
 @pytest.mark.slow
+def test_tiny_dag_builds_the_repbert_tables_and_figures(tiny_run):
+    table1 = pd.read_csv(tiny_run / "results/repbert/table1.csv")
+    assert table1["method"].tolist() == ["BM-25", "RepBERT"]
+    assert table1["RR@10 paper"].tolist() == [0.187, 0.304] and (table1["ms/query"] > 0).all()
+    table2 = pd.read_csv(tiny_run / "results/repbert/table2.csv")
+    assert table2[["first stage", "depth"]].values.tolist() == [["BM-25", 2], ["BM-25", 5], ["RepBERT", 2], ["RepBERT", 5]]
+    table3 = pd.read_csv(tiny_run / "results/repbert/table3.csv").fillna("")
+    fusions = list(table3[["first", "second", "fusion"]].itertuples(index=False, name=None))
+    assert fusions == [("BM-25", "", "none"), ("RepBERT", "", "none"), ("BM-25", "RepBERT", "alternate"),
+                       ("RepBERT", "BM-25", "alternate"), ("BM-25", "RepBERT", "union"),
+                       ("RepBERT", "BM-25", "union"), ("BM-25", "RepBERT", "rrf"), ("BM-25", "RepBERT", "combsum")]
+    table4 = pd.read_csv(tiny_run / "results/repbert/table4.csv")
+    assert table4.loc[2, "paper"] == 0.957 and table4["value"].between(0, 1).all()
+    # a reranked run is exactly as deep as asked; the alternate merge holds the union of both runs
+    reranked = (tiny_run / "artifacts/enwiki-mini-passages/rerank/bm25-d2/dev.trec").read_text().splitlines()
+    assert max(int(line.split()[3]) for line in reranked) == 2
+    for figure in ("figure1", "figure2"):
+        assert (tiny_run / f"results/repbert/{figure}.png").read_bytes()[:4] == b"\x89PNG"
+        assert len(pd.read_csv(tiny_run / f"results/repbert/{figure}.csv")) > 0
+
+
+@pytest.mark.slow
 def test_second_run_has_nothing_to_do(tiny_run):
-    again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/tiny.yaml",
-                      "-n")
+    again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, "--cores", 2,
+                      "--configfile", "fixtures/tiny.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
 
@@ -199,3 +224,17 @@ def test_any_named_chang_model_plans_its_pretraining_and_bad_names_are_refused(t
                     "--configfile", "fixtures/tiny.yaml", "-n")
     assert bad.returncode != 0
     assert "MLM exists for the transformer of encoder.layers only" in bad.stdout + bad.stderr
+
+
+def test_paper_profile_plans_the_repbert_targets(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *REPBERT_TARGETS, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    # BM25 and RepBERT on MS MARCO dev small; the hub's monoBERT reranks, so no cross-encoder is trained
+    assert job_counts(plan.stdout) == {
+        "download": 1, "passages": 1, "bm25_index": 1, "bm25_search": 1, "tokenizer": 1, "pretrain_mlm": 1,
+        "train_repbert": 1, "encode_candidates": 1, "faiss_index": 1, "dense_search": 1, "latency": 2,
+        "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
+        "repbert_table": 4, "repbert_figure1": 1, "repbert_figure2": 1}
+    assert "collectionandqueries.tar.gz" in plan.stdout and "--model castorini/monobert-large-msmarco" in plan.stdout
+    assert "--steps 350000 --batch-size 52 --lr 3e-06" in plan.stdout

@@ -414,8 +414,9 @@ def arch_of(a) -> dict:
 
 
 def unique_paragraphs(path) -> list[str]:
-    """The paragraphs of ReQA candidates, or of parsed articles (a pre-training corpus)."""
-    texts = (c["paragraph"] if "paragraph" in c else
+    """The paragraphs of ReQA candidates, passages of a passage collection, or the paragraphs of parsed
+    articles (a pre-training corpus)."""
+    texts = (c["paragraph"] if "paragraph" in c else c["contents"] if "contents" in c else   # passages
              [p["text"] for section in c.get("sections", []) for p in section["paragraphs"]]
              for c in read_jsonl(path))
     return list(dict.fromkeys(t for text in texts for t in ([text] if isinstance(text, str) else text)))
@@ -849,10 +850,11 @@ def rerank_run(a):
     if a.batch_size < 1:
         raise StageError("--batch-size", f"must be at least 1, not {a.batch_size}")
     set_threads(a.threads)
-    run, queries = read_run(a.run), read_queries(a.queries)
-    missing = [qid for qid in run if qid not in queries]
-    if missing:
-        raise StageError(a.run, f"{len(missing)} of its queries are not in {a.queries} (first: {missing[0]})")
+    queries = read_queries(a.queries)
+    # the queries asked for (a split's test questions) out of a run that may hold more (BM25 runs all)
+    run = {qid: ranked for qid, ranked in read_run(a.run).items() if qid in queries}
+    if not run:
+        raise StageError(a.run, f"none of its queries is in {a.queries}")
     wanted = {doc for ranked in run.values() for doc, _ in ranked[:a.depth]}
     passages = candidate_texts(a.candidates, wanted, "contents")
     require_texts(passages, wanted, a.run, a.candidates)
@@ -1023,6 +1025,7 @@ def fuse_runs(a):
 
 @stage("consistency", arg("--run", required=True),
        arg("--reference", required=True, help="e.g. the BM25 run whose top documents trained the reranker"),
+       arg("--queries", default="", help="only these queries (a split's test questions); default: all of the run's"),
        arg("--depths", type=int, nargs="+", required=True), arg("--reference-depth", type=int, default=1000),
        arg("--out", required=True))
 def consistency(a):
@@ -1030,9 +1033,89 @@ def consistency(a):
     from .fusion import consistency_factor
 
     run, reference = load_runs([a.run, a.reference])
+    if a.queries:
+        wanted = read_queries(a.queries)
+        run = {qid: ranked for qid, ranked in run.items() if qid in wanted}
+        if not run:
+            raise StageError(a.run, f"none of its queries is in {a.queries}")
     factors = {str(n): value for n, value in consistency_factor(run, reference, a.depths, a.reference_depth).items()}
     write_json(a.out, {"depths": factors, "queries": len(run)})
     return a.out, {"queries": len(run), "depths": factors}
+
+
+@stage("latency", arg("--method", required=True, choices=["bm25", "dense"]),
+       arg("--index", required=True, help="Lucene index folder (bm25) or Faiss index (dense)"),
+       arg("--model", default="", help="dense: the two-tower model folder"), arg("--queries", required=True),
+       arg("--depth", type=int, required=True), arg("--limit", type=int, default=0, help="first N queries; 0 = all"),
+       arg("--k1", type=float, default=0.9), arg("--b", type=float, default=0.4), arg("--nprobe", type=int, default=0),
+       arg("--threads", type=int, default=1), arg("--out", required=True))
+def latency(a):
+    """Milliseconds per query, one query at a time: BM25 search, or query encoding + Faiss search."""
+    from . import latency as measure
+
+    set_threads(a.threads)
+    texts = list(read_queries(a.queries).values())[:a.limit or None]
+    if not texts:
+        raise StageError(a.queries, "no queries")
+    if not Path(a.index).exists():
+        raise StageError(a.index, "no such index")
+    if a.method == "bm25":
+        seconds = measure.bm25(a.index, texts, a.depth, a.k1, a.b)
+    else:
+        if not a.model:
+            raise StageError("--model", "dense latency needs the model folder")
+        seconds = measure.dense(a.model, a.index, texts, a.depth, a.nprobe)
+    result = {"method": a.method, "depth": a.depth, **measure.summary(seconds), "hardware": measure.hardware(a.threads)}
+    write_json(a.out, result)
+    return a.out, {k: v for k, v in result.items() if k != "hardware"}
+
+
+REPBERT_ROWS = {"table1": ["method", "eval", "latency"], "table2": ["method", "depth", "eval"],
+                "table3": ["first", "second", "fusion", "eval"], "table4": ["first", "second", "fusion", "eval"]}
+
+
+@stage("repbert-table", arg("--table", required=True, choices=sorted(REPBERT_ROWS)), arg("--paper", required=True),
+       arg("--profile", required=True), arg("--note", required=True),
+       arg("--row", required=True, action="append", help="'|'-separated fields; see REPBERT_ROWS"),
+       arg("--csv", required=True), arg("--json", required=True))
+def repbert_table(a):
+    """RepBERT Tables 1-4: first-stage retrieval, reranking by depth, run fusion."""
+    from . import repbert_report as report
+
+    rows = parse_rows(a.row, REPBERT_ROWS[a.table], may_be_empty=["second"])
+    if a.table in ("table3", "table4"):
+        frame, twin = report.fusion_table(a.table, rows, a.paper, a.profile, a.note)
+    else:
+        frame, twin = getattr(report, a.table)(rows, a.paper, a.profile, a.note)
+    return write_table(frame, twin, a.csv, a.json)
+
+
+@stage("repbert-figure", arg("--figure", required=True, choices=["figure1", "figure2"]), arg("--note", required=True),
+       arg("--recall", action="append", default=[], help="figure1: method|eval.json of a first-stage run"),
+       arg("--depths", type=int, nargs="+", default=[], help="figure1: recall depths"),
+       arg("--rerank", action="append", default=[], help="figure1: method|depth|eval.json of a reranked run"),
+       arg("--consistency", action="append", default=[], help="figure2: method|consistency.json"),
+       arg("--csv", required=True), arg("--png", required=True))
+def repbert_figure(a):
+    """RepBERT Figure 1 (recall and reranking MRR@10 by depth) or Figure 2 (consistency with BM25 by depth)."""
+    import pandas as pd
+
+    from . import repbert_report as report
+
+    if a.figure == "figure1":
+        recall = report.recall_curve(parse_rows(a.recall, ["method", "eval"]), a.depths)
+        reranked = pd.DataFrame([{"method": r["method"], "depth": int(r["depth"]),
+                                  "MRR@10": round(report.metric(r["eval"], "RR@10"), 4)}
+                                 for r in parse_rows(a.rerank, ["method", "depth", "eval"])])
+        panels = [(recall, "depth", "recall", "(a) first-stage recall"),
+                  (reranked, "depth", "MRR@10", "(b) reranking MRR@10")]
+    else:
+        rows = parse_rows(a.consistency, ["method", "json"])
+        frame = pd.DataFrame([{"method": r["method"], "depth": int(n), "C": value}
+                              for r in rows for n, value in read_json(r["json"])["depths"].items()])
+        panels = [(frame, "depth", "C", "consistency with BM25's top 1000")]
+    report.save_figure(panels, a.csv, a.png, a.note)
+    return a.csv, {"panels": len(panels)}
 
 
 # --- entry point --------------------------------------------------------------------------------

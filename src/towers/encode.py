@@ -29,14 +29,16 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
         lengths = [len(ids) for ids in tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first",
                                                  max_length=max_length)["input_ids"]]
     order = length_order(lengths) if sort_by_length else np.arange(len(items))
-    dim = getattr(tower.projection, "out_features", tower.encoder.config.hidden_size)   # no projection: hidden size
-    out = np.zeros((len(items), dim), dtype=np.float32)
+    out = None   # sized by the first batch: the head (linear, MLP or none) decides the width
     use_amp = dev.type == "cuda"
-    for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5):
+    for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None):
         idx = order[start:start + batch_size]
         chunk = [items[i] for i in idx]
         batch = (tokenize_queries(tokenizer, chunk, max_length, dev) if kind == "query"
                  else tokenize_docs(tokenizer, chunk, max_length, dev, segment))
         with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
-            out[idx] = tower(**batch).float().cpu().numpy()
-    return out
+            vectors = tower(**batch).float().cpu().numpy()
+        if out is None:
+            out = np.zeros((len(items), vectors.shape[1]), dtype=np.float32)
+        out[idx] = vectors
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)

@@ -9,10 +9,10 @@ from .io import StageError, read_json
 KEY = ["split", "encoder", "pretraining"]
 
 
-def read_paper(path) -> pd.DataFrame:
+def read_paper(path, dtype=None) -> pd.DataFrame:
     """A paper's numbers, typed in from its text (data/papers/)."""
     try:
-        return pd.read_csv(path, dtype={"split": str})
+        return pd.read_csv(path, dtype=dtype or {"split": str})
     except (OSError, pd.errors.ParserError) as err:
         raise StageError(path, f"cannot read the paper's values ({err})") from None
 

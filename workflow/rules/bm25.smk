@@ -23,7 +23,7 @@ rule bm25_search:
     params:
         k1=config["bm25"]["k1"],
         b=config["bm25"]["b"],
-        depth=config["bm25"]["depth"],
+        depth=lambda w: run_depth(w.dataset, config["bm25"]["depth"]),
     threads: config["threads"]
     log:
         "logs/{dataset}/bm25_search.log",

@@ -68,6 +68,15 @@ ONLY_PASSAGES = one_of(PASSAGE_DATASETS)
 ONLY_REQA = f"(?!(?:{ONLY_OPEN}|{ONLY_PASSAGES})(?:/|$))[a-z0-9-]+"
 
 
+def run_depth(dataset, default):
+    """How deep runs go: a passage dataset's first-stage runs feed reranking and fusion (repbert.depth)."""
+    return config["repbert"]["depth"] if base_of(dataset) in PASSAGE_DATASETS else default
+
+
+def metrics_for(dataset):
+    return config["repbert"]["metrics"] if base_of(dataset) in PASSAGE_DATASETS else config["metrics"]
+
+
 def base_of(dataset):
     """The dataset whose trained models and splits serve `dataset`: an open-domain dataset's base, else itself."""
     cfg = config["datasets"].get(dataset, {})

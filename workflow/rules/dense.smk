@@ -61,7 +61,7 @@ rule dense_search:
     output:
         f"{DENSE}/run-{{index}}.trec",
     params:
-        depth=config["faiss"]["depth"],
+        depth=lambda w: run_depth(w.dataset, config["faiss"]["depth"]),
         nprobe=config["faiss"]["nprobe"],
     threads: config["torch_threads"]
     log:

@@ -1,10 +1,16 @@
 # Metrics from ir-measures on a split's test questions, one JSON per (model, split, index);
-# BM25 is model "bm25" with index "lucene".
+# BM25 is model "bm25" with index "lucene"; a fused run is model "<fusion>-<a>+<b>" with index "fusion",
+# a reranked run "<first stage>-d<depth>" with index "rerank" (workflow/rules/repbert.smk).
 
 
 def run_path(w):
     if w.model == "bm25":
         return f"{ART}/{w.dataset}/bm25/run.trec"
+    if w.index == "fusion":
+        fusion, pair = w.model.split("-", 1)
+        return f"{ART}/{w.dataset}/fusion/{fusion}/{pair}/{w.split}.trec"
+    if w.index == "rerank":
+        return f"{ART}/{w.dataset}/rerank/{w.model}/{w.split}.trec"
     return f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/run-{w.index}.trec"
 
 
@@ -16,7 +22,7 @@ rule evaluate:
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:
-        metrics=" ".join(config["metrics"]),
+        metrics=lambda w: " ".join(metrics_for(w.dataset)),
     log:
         "logs/{dataset}/eval_{model}_{split}_{index}.log",
     shell:

@@ -1,0 +1,127 @@
+"""RepBERT's tables and figures (results/repbert/): reproduced values beside the paper's.
+
+table1: first-stage retrieval, MRR@10 and R@1000 on the dev queries and measured latency;
+table2: reranking MRR@10 at each depth for each first-stage run;
+table3/table4: run fusion (alternating merge, eq. 6, and beyond the paper RRF and CombSUM), MRR@10 and
+R@1000, with R@2000 of the untruncated merge;
+figure1: recall at depths per first-stage run, and reranking MRR@10 by depth;
+figure2: the consistency factor C(f, n) (eq. 5) against BM25's top 1000, by depth."""
+from __future__ import annotations
+
+import pandas as pd
+
+from .io import StageError, read_json
+from .tables import read_paper
+
+
+def paper_value(paper: pd.DataFrame, table: str, **key) -> float | None:
+    rows = paper[paper["table"] == table]
+    for column, value in key.items():
+        rows = rows[rows[column] == str(value)]
+    return float(rows["value"].iloc[0]) if len(rows) else None
+
+
+def metric(path, name: str) -> float:
+    result = read_json(path)
+    if name not in result["metrics"]:
+        raise StageError(path, f"no {name} in this evaluation (evaluate with it in the metrics list)")
+    return result["metrics"][name]
+
+
+def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """rows: {'method', 'eval', 'latency'}."""
+    paper = read_paper(paper_csv, dtype=str)
+    records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
+    for row in rows:
+        latency = read_json(row["latency"])
+        hw = latency["hardware"]
+        record = {"method": row["method"], "profile": profile, "dev_queries": read_json(row["eval"])["queries"]}
+        for name in ("RR@10", "R@1000"):
+            record[name] = round(metric(row["eval"], name), 4)
+            record[f"{name} paper"] = paper_value(paper, "table1", method=row["method"], metric=name)
+        record["ms/query"] = latency["ms_per_query"]
+        record["ms/query paper"] = paper_value(paper, "table1", method=row["method"], metric="ms/query")
+        record["hardware"] = f"{hw['cpu']}, {hw['threads']} thread(s), {hw['device']}"
+        records.append(record)
+        twin["rows"][row["method"]] = {k: record[k] for k in ("RR@10", "R@1000", "ms/query")}
+    frame = pd.DataFrame(records)
+    frame["note"] = note + "; MRR@10 = RR@10; latency: one query at a time, encode + search, model and index loaded"
+    return frame, twin
+
+
+def table2(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """rows: {'method', 'depth', 'eval'} for the reranked runs."""
+    paper = read_paper(paper_csv, dtype=str)
+    records, twin = [], {"table": "table2", "profile": profile, "rows": {}}
+    for row in rows:
+        value = round(metric(row["eval"], "RR@10"), 4)
+        records.append({"first stage": row["method"], "depth": int(row["depth"]), "profile": profile,
+                        "MRR@10": value,
+                        "MRR@10 paper": paper_value(paper, "table2", method=row["method"], depth=row["depth"])})
+        twin["rows"][f"{row['method']}/{row['depth']}"] = {"MRR@10": value}
+    frame = pd.DataFrame(records)
+    frame["note"] = note + "; reranker: a cross-encoder over the first-stage run's top-k"
+    return frame, twin
+
+
+def fusion_table(table: str, rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """Tables 3 (MRR@10) and 4 (R@1000): rows {'first', 'second', 'fusion', 'eval'}; a single run has
+    second '' and fusion 'none'; the untruncated alternating merge adds R@2000 ('union')."""
+    paper = read_paper(paper_csv, dtype=str)
+    name = {"table3": "RR@10", "table4": "R@1000"}[table]
+    alone = {r["first"]: metric(r["eval"], name) for r in rows if r["fusion"] == "none"}
+    records, twin = [], {"table": table, "profile": profile, "metric": name, "rows": {}}
+    for row in rows:
+        value = metric(row["eval"], "R@2000" if row["fusion"] == "union" else name)
+        label = "R@2000" if row["fusion"] == "union" else ("MRR@10" if name == "RR@10" else name)
+        record = {"first": row["first"], "second": row["second"], "fusion": row["fusion"], "profile": profile,
+                  "metric": label, "value": round(value, 4),
+                  "vs first alone (%)": round(100 * (value / alone[row["first"]] - 1), 1) if alone.get(row["first"]) else None,
+                  "paper": paper_value(paper, table, first=row["first"], second=row["second"] or "-")
+                  if row["fusion"] in ("none", "alternate") else None}
+        records.append(record)
+        twin["rows"]["/".join(x for x in (row["fusion"], row["first"], row["second"]) if x)] = {label: record["value"]}
+    frame = pd.DataFrame(records)
+    frame["note"] = note + "; alternate = RepBERT eq. 6 (interleave, drop later duplicates, top 1000); union = " \
+                           "the same without truncation; rrf k=60; combsum over min-max normalised scores"
+    return frame, twin
+
+
+def recall_curve(rows: list[dict], depths: list[int]) -> pd.DataFrame:
+    """Figure 1a: R@k of each first-stage run; rows {'method', 'eval'}."""
+    return pd.DataFrame([{"method": r["method"], "depth": k, "recall": round(metric(r["eval"], f"R@{k}"), 4)}
+                         for r in rows for k in depths])
+
+
+def plot(frame: pd.DataFrame, x: str, y: str, title: str, ax) -> None:
+    for method, part in frame.groupby("method", sort=False):
+        ax.plot(part[x], part[y], marker="o", label=method)
+    ax.set_xscale("log")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_title(title)
+    ax.legend()
+    ax.grid(True, alpha=0.3)
+
+
+def save_figure(panels: list[tuple[pd.DataFrame, str, str, str]], csv_path, png_path, note: str) -> None:
+    """One PNG with a panel per (frame, x, y, title), and the CSV behind it (all panels, long form)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .io import atomic_path
+
+    figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for (frame, x, y, title), ax in zip(panels, axes[0]):
+        plot(frame, x, y, title, ax)
+    figure.text(0.01, 0.01, note, fontsize=7, wrap=True)
+    figure.tight_layout(rect=(0, 0.08, 1, 1))
+    with atomic_path(png_path) as tmp:
+        figure.savefig(tmp, format="png", dpi=120)
+    plt.close(figure)
+    data = pd.concat([frame.assign(panel=title, measure=y).rename(columns={y: "value"})
+                      for frame, _, y, title in panels], ignore_index=True)
+    with atomic_path(csv_path) as tmp:
+        data.to_csv(tmp, index=False)

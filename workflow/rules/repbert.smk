@@ -1,0 +1,264 @@
+# RepBERT (Zhan et al. 2020) on a passage dataset (repbert.dataset, split "dev"): the shared-encoder
+# model, first-stage runs (BM25, RepBERT) to repbert.depth, their latency, a cross-encoder reranking
+# their top-k at each depth, run fusion, the consistency factor against BM25, and results/repbert/.
+
+RB = config["repbert"]
+RB_DATA, RB_SPLIT = RB["dataset"], "dev"
+FIRST_STAGE = {"bm25": "BM-25", "repbert": "RepBERT"}   # run name -> the paper's label
+
+
+def first_stage_run(dataset, name, split):
+    if name == "bm25":
+        return f"{ART}/{dataset}/bm25/run.trec"
+    return f"{ART}/{dataset}/dense/{name}/{split}/run-{RB['index']}.trec"
+
+
+rule train_repbert:
+    # One shared BERT, token embeddings averaged, segment 0 for queries and 1 for passages, inner product;
+    # eq. 4 over in-batch negatives (an in-batch passage the qrels call relevant counts as positive).
+    input:
+        start=f"{ART}/{{dataset}}/encoders/mlm",     # paper profile: bert-base-uncased (encoder.hub_model)
+        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
+        valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
+    output:
+        directory(f"{ART}/{{dataset}}/dense/repbert/{{split}}/model"),
+    params:
+        seed=config["seed"],
+        train=flags(RB["train"]),
+        lengths=flags(RB["towers"]),
+        state=lambda w: f"{ART}/{w.dataset}/train-state/repbert-{w.split}",
+        steps_log=lambda w: f"logs/{w.dataset}/train_repbert_{w.split}.steps.jsonl",
+    threads: config["torch_threads"]
+    log:
+        "logs/{dataset}/train_repbert_{split}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} train-repbert --start {input.start} --candidates {input.candidates}"
+        " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
+        " --state-dir {params.state} --seed {params.seed} {params.train} {params.lengths}"
+        " --log {params.steps_log} 2>&1 | tee {log}"
+
+
+rule latency:
+    # ms per dev query, one at a time (RepBERT Table 1), on the machine that runs this job
+    input:
+        index=lambda w: (f"{ART}/{w.dataset}/bm25/index" if w.name == "bm25"
+                         else f"{ART}/{w.dataset}/dense/{w.name}/{w.split}/index-{RB['index']}.faiss"),
+        model=lambda w: [] if w.name == "bm25" else f"{ART}/{w.dataset}/dense/{w.name}/{w.split}/model",
+        queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+    output:
+        f"{ART}/{{dataset}}/latency/{{name}}/{{split}}.json",
+    params:
+        method=lambda w: "bm25" if w.name == "bm25" else "dense",
+        model=lambda w: "" if w.name == "bm25" else f"--model {ART}/{w.dataset}/dense/{w.name}/{w.split}/model",
+        depth=RB["depth"],
+        limit=RB["latency_queries"],
+        k1=config["bm25"]["k1"],
+        b=config["bm25"]["b"],
+        nprobe=config["faiss"]["nprobe"],
+    threads: 1
+    log:
+        "logs/{dataset}/latency_{name}_{split}.log",
+    shell:
+        "{TOWERS} latency --method {params.method} --index {input.index} {params.model} --queries {input.queries}"
+        " --depth {params.depth} --limit {params.limit} --k1 {params.k1} --b {params.b} --nprobe {params.nprobe}"
+        " --threads {threads} --out {output} 2>&1 | tee {log}"
+
+
+def reranker(w):
+    """The cross-encoder: a hub checkpoint (paper profile) or one trained here on the dataset."""
+    return RB["reranker"]["hub_model"] or f"{ART}/{w.dataset}/crossenc/{RB_SPLIT}/model"
+
+
+rule train_cross_encoder:
+    # Mini profile only: BERT over (query, passage), relevant passages against negatives from BM25's
+    # top-k of each training query (as MS MARCO's train triples pair qrels with BM25's top 1000).
+    input:
+        start=f"{ART}/{{dataset}}/encoders/mlm",
+        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
+        valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
+        run=f"{ART}/{{dataset}}/bm25/run.trec",
+    output:
+        directory(f"{ART}/{{dataset}}/crossenc/{{split}}/model"),
+    params:
+        seed=config["seed"],
+        train=flags(RB["reranker"]["train"]),
+        depth=RB["reranker"]["negatives_depth"],
+        max_length=RB["reranker"]["max_length"],
+        state=lambda w: f"{ART}/{w.dataset}/train-state/crossenc-{w.split}",
+        steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
+    threads: config["torch_threads"]
+    log:
+        "logs/{dataset}/train_crossenc_{split}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} train-cross-encoder --start {input.start} --candidates {input.candidates}"
+        " --qrels {input.qrels} --train {input.train} --valid {input.valid} --run {input.run}"
+        " --negatives-depth {params.depth} --max-length {params.max_length} --out {output}"
+        " --state-dir {params.state} --seed {params.seed} {params.train} --log {params.steps_log} 2>&1 | tee {log}"
+
+
+rule rerank:
+    # The first-stage run's top-k of each dev query, reordered by the cross-encoder
+    input:
+        run=lambda w: first_stage_run(w.dataset, w.first, w.split),
+        model=lambda w: [] if RB["reranker"]["hub_model"] else reranker(w),
+        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+    output:
+        f"{ART}/{{dataset}}/rerank/{{first}}-d{{depth}}/{{split}}.trec",
+    wildcard_constraints:
+        first="|".join(FIRST_STAGE),
+        depth="[0-9]+",
+    params:
+        model=reranker,
+        max_length=RB["reranker"]["max_length"],
+        batch=RB["reranker"]["batch_size"],
+    threads: config["torch_threads"]
+    log:
+        "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} rerank --model {params.model} --run {input.run}"
+        " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
+        " --max-length {params.max_length} --batch-size {params.batch} --threads {threads}"
+        " --tag rerank-{wildcards.first}-d{wildcards.depth} --out {output} 2>&1 | tee {log}"
+
+
+rule fuse_runs:
+    # Two first-stage runs fused: alternate (eq. 6), union (eq. 6 untruncated), rrf, combsum
+    input:
+        lambda w: [first_stage_run(w.dataset, name, w.split) for name in (w.a, w.b)],
+    output:
+        f"{ART}/{{dataset}}/fusion/{{fusion}}/{{a}}+{{b}}/{{split}}.trec",
+    wildcard_constraints:
+        fusion="alternate|union|rrf|combsum",
+        a="|".join(FIRST_STAGE),
+        b="|".join(FIRST_STAGE),
+    params:
+        method=lambda w: "alternate" if w.fusion == "union" else w.fusion,
+        union=lambda w: "--no-truncate" if w.fusion == "union" else "",
+        depth=RB["depth"],
+        k=RB["fusion"]["rrf_k"],
+        normalisation=RB["fusion"]["normalisation"],
+    log:
+        "logs/{dataset}/fuse_{fusion}_{a}+{b}_{split}.log",
+    shell:
+        "{TOWERS} fuse-runs --runs {input} --method {params.method} {params.union} --depth {params.depth}"
+        " --rrf-k {params.k} --normalisation {params.normalisation} --tag {wildcards.fusion}"
+        " --out {output} 2>&1 | tee {log}"
+
+
+rule consistency:
+    # C(f, n) of eq. 5: the share of a run's top n that BM25's top repbert.depth also holds
+    input:
+        run=lambda w: first_stage_run(w.dataset, w.name, w.split),
+        reference=f"{ART}/{{dataset}}/bm25/run.trec",
+        queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+    output:
+        f"{ART}/{{dataset}}/consistency/{{name}}/{{split}}.json",
+    params:
+        depths=" ".join(map(str, RB["consistency_depths"])),
+        reference_depth=RB["depth"],
+    log:
+        "logs/{dataset}/consistency_{name}_{split}.log",
+    shell:
+        "{TOWERS} consistency --run {input.run} --reference {input.reference} --queries {input.queries}"
+        " --depths {params.depths} --reference-depth {params.reference_depth} --out {output} 2>&1 | tee {log}"
+
+
+# --- results/repbert/ ----------------------------------------------------------------------------
+
+def rb_eval(model, index):
+    return f"{ART}/{RB_DATA}/eval/{model}/{RB_SPLIT}/{index}.json"
+
+
+def first_eval(name):
+    return rb_eval(name, "lucene" if name == "bm25" else RB["index"])
+
+
+def rb_rows(table):
+    """The --row values of a RepBERT table, each with the evaluation files it reads."""
+    names = list(FIRST_STAGE)
+    if table == "table1":
+        return [(FIRST_STAGE[n], first_eval(n), f"{ART}/{RB_DATA}/latency/{n}/{RB_SPLIT}.json") for n in names]
+    if table == "table2":
+        return [(FIRST_STAGE[n], str(d), rb_eval(f"{n}-d{d}", "rerank")) for n in names for d in RB["rerank_depths"]]
+    rows = [(FIRST_STAGE[n], "", "none", first_eval(n)) for n in names]
+    for fusion in RB["fusion"]["methods"]:
+        pairs = [(a, b) for a in names for b in names if a != b]
+        if fusion != "alternate":   # symmetric: one order is enough
+            pairs = [(a, b) for a, b in pairs if a < b]
+        rows += [(FIRST_STAGE[a], FIRST_STAGE[b], fusion, rb_eval(f"{fusion}-{a}+{b}", "fusion")) for a, b in pairs]
+        if fusion == "alternate" and RB["fusion"]["untruncated"]:
+            rows += [(FIRST_STAGE[a], FIRST_STAGE[b], "union", rb_eval(f"union-{a}+{b}", "fusion")) for a, b in pairs]
+    return rows
+
+
+def rb_table_files(table):
+    return [f for row in rb_rows(table) for f in row if f.startswith(ART)]
+
+
+rule repbert_table:
+    input:
+        files=lambda w: rb_table_files(w.table),
+        paper="data/papers/repbert.csv",
+    output:
+        csv="results/repbert/{table}.csv",
+        json="results/repbert/{table}.json",
+    wildcard_constraints:
+        table="table[1-4]",
+    params:
+        rows=lambda w: " ".join(f"--row '{'|'.join(r)}'" for r in rb_rows(w.table)),
+        profile=config["profile"],
+        note=config["profile_note"],
+    log:
+        "logs/tables/repbert_{table}.log",
+    shell:
+        "{TOWERS} repbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+
+
+RB_RECALL_DEPTHS = [int(m[2:]) for m in RB["metrics"] if m.startswith("R@") and int(m[2:]) <= RB["depth"]]
+
+
+rule repbert_figure1:
+    input:
+        recall=[first_eval(n) for n in FIRST_STAGE],
+        rerank=[rb_eval(f"{n}-d{d}", "rerank") for n in FIRST_STAGE for d in RB["rerank_depths"]],
+    output:
+        csv="results/repbert/figure1.csv",
+        png="results/repbert/figure1.png",
+    params:
+        recall=" ".join(f"--recall '{FIRST_STAGE[n]}|{first_eval(n)}'" for n in FIRST_STAGE),
+        rerank=" ".join(f"--rerank '{FIRST_STAGE[n]}|{d}|{rb_eval(f'{n}-d{d}', 'rerank')}'"
+                        for n in FIRST_STAGE for d in RB["rerank_depths"]),
+        depths=" ".join(map(str, RB_RECALL_DEPTHS)),
+        note=config["profile_note"],
+    log:
+        "logs/tables/repbert_figure1.log",
+    shell:
+        "{TOWERS} repbert-figure --figure figure1 {params.recall} --depths {params.depths} {params.rerank}"
+        " --note {params.note:q} --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
+
+
+rule repbert_figure2:
+    input:
+        [f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json" for n in FIRST_STAGE],
+    output:
+        csv="results/repbert/figure2.csv",
+        png="results/repbert/figure2.png",
+    params:
+        rows=" ".join(f"--consistency '{FIRST_STAGE[n]}|{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json'"
+                      for n in FIRST_STAGE),
+        note=config["profile_note"],
+    log:
+        "logs/tables/repbert_figure2.log",
+    shell:
+        "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
+        " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
+
+
+REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
+                  [f"results/repbert/figure{n}.png" for n in (1, 2)]
