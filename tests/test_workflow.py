@@ -110,10 +110,10 @@ def test_tiny_dag_builds_the_repbert_tables_and_figures(tiny_run):
     table3 = pd.read_csv(tiny_run / "results/repbert/table3.csv").fillna("")
     fusions = list(table3[["first", "second", "fusion"]].itertuples(index=False, name=None))
     assert fusions == [("BM-25", "", "none"), ("RepBERT", "", "none"), ("BM-25", "RepBERT", "alternate"),
-                       ("RepBERT", "BM-25", "alternate"), ("BM-25", "RepBERT", "union"),
-                       ("RepBERT", "BM-25", "union"), ("BM-25", "RepBERT", "rrf"), ("BM-25", "RepBERT", "combsum")]
+                       ("RepBERT", "BM-25", "alternate"), ("BM-25", "RepBERT", "rrf"), ("BM-25", "RepBERT", "combsum")]
     table4 = pd.read_csv(tiny_run / "results/repbert/table4.csv")
     assert table4.loc[2, "paper"] == 0.957 and table4["value"].between(0, 1).all()
+    assert table4["metric"].tolist() == ["R@1000"] * 4 + ["R@2000"] * 2 + ["R@1000"] * 2   # union: untruncated
     # a reranked run is exactly as deep as asked; the alternate merge holds the union of both runs
     reranked = (tiny_run / "artifacts/enwiki-mini-passages/rerank/bm25-d2/dev.trec").read_text().splitlines()
     assert max(int(line.split()[3]) for line in reranked) == 2

@@ -156,13 +156,7 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
     valid_picks = [draw(r, valid_rng) for r in valid]
 
     def validate(step: int) -> dict:
-        if not valid:
-            return {}
-        size = train_cfg["batch_size"]
-        with torch.no_grad():
-            losses = [float(batch_loss(valid[i:i + size], valid_picks[i:i + size])) * len(valid[i:i + size])
-                      for i in range(0, len(valid), size)]
-        return {"valid_loss": round(sum(losses) / len(valid), 5)}
+        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, train_cfg["batch_size"])
 
     start_key = loop.folder_digest(start) if Path(start).is_dir() else str(start)
     settings = {"train": {**train_cfg, "max_length": max_length}, "seed": seed, "start": start_key,

@@ -118,6 +118,16 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps
     return report
 
 
+def fixed_draw_valid_loss(batch_loss, rows: list, picks: list, size: int) -> dict:
+    """The validation loss of `rows` with draws fixed once (`picks`), in batches, weighted by batch size."""
+    if not rows:
+        return {}
+    with torch.no_grad():
+        total = sum(float(batch_loss(rows[i:i + size], picks[i:i + size])) * len(rows[i:i + size])
+                    for i in range(0, len(rows), size))
+    return {"valid_loss": round(total / len(rows), 5)}
+
+
 def save_atomic(obj, path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(obj, tmp)

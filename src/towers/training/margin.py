@@ -65,13 +65,7 @@ def train(examples: list[dict], valid: list[dict], candidates: list[dict], start
     valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]
 
     def validate(step: int) -> dict:
-        if not valid:
-            return {}
-        size = train_cfg["batch_size"]
-        with torch.no_grad():
-            losses = [float(batch_loss(valid[i:i + size], valid_picks[i:i + size])) * len(valid[i:i + size])
-                      for i in range(0, len(valid), size)]
-        return {"valid_loss": round(sum(losses) / len(valid), 5)}
+        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, train_cfg["batch_size"])
 
     settings = {"model": model_cfg, "train": train_cfg, "seed": seed, "examples": loop.fingerprint(examples),
                 "mined": loop.fingerprint(mined), "start": loop.folder_digest(start_dir)}
