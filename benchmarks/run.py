@@ -56,7 +56,8 @@ def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
     began = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
     if done.returncode != 0:
-        sys.exit(f"benchmark command failed: {' '.join(map(str, cmd))}\n{done.stderr[-3000:]}")
+        sys.exit(f"benchmark command failed (exit {done.returncode}): {' '.join(map(str, cmd))}\n"
+                 f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return time.perf_counter() - began, done
 
 
