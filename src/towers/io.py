@@ -74,18 +74,11 @@ def checksum_from_list(text: str, name: str, source, algorithm: str = "sha1") ->
 
     Lines are '<hex digest>  <file name>' (sha1sum/sha256sum output; a '*' before the name marks
     binary mode). The file must be listed exactly once (or with one digest)."""
-    import hashlib
-
-    width = hashlib.new(algorithm).digest_size * 2
     found = set()
     for number, line in enumerate(text.splitlines(), 1):
         parts = line.strip().split(None, 1)
-        if len(parts) != 2 or parts[1].lstrip("*") != name:
-            continue
-        digest = parts[0].lower()
-        if len(digest) != width or any(ch not in "0123456789abcdef" for ch in digest):
-            raise StageError(source, f"line {number}: {digest!r} is not a {algorithm} digest")
-        found.add(digest)
+        if len(parts) == 2 and parts[1].lstrip("*") == name:
+            found.add(check_digest_format(algorithm, parts[0], f"{source}: line {number}"))
     if not found:
         raise StageError(source, f"no {algorithm} line for {name}")
     if len(found) > 1:

@@ -37,7 +37,7 @@ from array import array
 from pathlib import Path
 from typing import Iterable, Iterator, TextIO
 
-from .io import StageError, atomic_path, require_file, write_json, write_qrels, write_queries
+from .io import StageError, atomic_path, parse_jsonl, require_file, write_json, write_qrels, write_queries
 
 SPLIT = "dev"                                  # the one split a passage dataset has
 BEIR_QRELS_HEADER = ["query-id", "corpus-id", "score"]
@@ -174,25 +174,27 @@ def lines(handle: TextIO, where) -> Iterator[tuple[int, str]]:
 
 # --- readers: one line of input -> one record, checked --------------------------------------------
 
-def read_collection_tsv(handle, where) -> Iterator[tuple[int, str, str]]:
-    """MS MARCO collection.tsv: (line, pid, passage)."""
-    for number, line in lines(handle, where):
+def tab_columns(rows: Iterable[tuple[int, str]], where, columns: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
+    """(line, fields) of each non-blank line, which must have exactly these tab-separated columns."""
+    for number, line in rows:
         if not line.strip():
             continue
         parts = line.split("\t")
-        if len(parts) != 2:
-            raise StageError(where, f"line {number}: expected 2 tab-separated columns (pid, passage), found {len(parts)}")
+        if len(parts) != len(columns):
+            raise StageError(where, f"line {number}: expected {len(columns)} tab-separated columns "
+                                    f"({', '.join(columns)}), found {len(parts)}")
+        yield number, parts
+
+
+def read_collection_tsv(handle, where) -> Iterator[tuple[int, str, str]]:
+    """MS MARCO collection.tsv: (line, pid, passage)."""
+    for number, parts in tab_columns(lines(handle, where), where, ("pid", "passage")):
         yield number, check_id(parts[0].strip(), where, number, "passage id"), parts[1].strip()
 
 
 def read_queries_tsv(handle, where) -> Iterator[tuple[int, str, str]]:
     """qid<TAB>text: (line, qid, text with whitespace runs made single spaces)."""
-    for number, line in lines(handle, where):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) != 2:
-            raise StageError(where, f"line {number}: expected 2 tab-separated columns (qid, text), found {len(parts)}")
+    for number, parts in tab_columns(lines(handle, where), where, ("qid", "text")):
         qid = check_id(parts[0].strip(), where, number, "query id")
         text = " ".join(parts[1].split())
         if not text:
@@ -213,19 +215,13 @@ def read_qrels_trec(handle, where) -> Iterator[tuple[int, str, str, int]]:
 
 def read_qrels_beir(handle, where) -> Iterator[tuple[int, str, str, int]]:
     """BEIR qrels/<split>.tsv, header query-id<TAB>corpus-id<TAB>score: (line, qid, docid, score)."""
-    header = False
-    for number, line in lines(handle, where):
-        if not line.strip():
-            continue
-        parts = [p.strip() for p in line.split("\t")]
-        if not header:
-            if parts != BEIR_QRELS_HEADER:
-                raise StageError(where, f"line {number}: header must be {' '.join(BEIR_QRELS_HEADER)} (tab-separated)")
-            header = True
-            continue
-        if len(parts) != 3:
-            raise StageError(where, f"line {number}: expected 3 tab-separated columns (query-id, corpus-id, score), "
-                                    f"found {len(parts)}")
+    rows = ((number, line) for number, line in lines(handle, where) if line.strip())
+    for number, line in rows:   # the first non-blank line
+        if [p.strip() for p in line.split("\t")] != BEIR_QRELS_HEADER:
+            raise StageError(where, f"line {number}: header must be {' '.join(BEIR_QRELS_HEADER)} (tab-separated)")
+        break
+    for number, parts in tab_columns(rows, where, ("query-id", "corpus-id", "score")):
+        parts = [p.strip() for p in parts]
         yield (number, check_id(parts[0], where, number, "query id"), check_id(parts[1], where, number, "corpus id"),
                _relevance(parts[2], where, number))
 
@@ -238,13 +234,7 @@ def _relevance(value: str, where, number: int) -> int:
 
 
 def _json_rows(handle, where, what: str) -> Iterator[tuple[int, dict]]:
-    for number, line in lines(handle, where):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise StageError(where, f"line {number} is not valid JSON ({err.msg})") from None
+    for number, row in parse_jsonl((line for _, line in lines(handle, where)), where):
         if not isinstance(row, dict) or not isinstance(row.get("_id"), (str, int)) or not isinstance(row.get("text"), str):
             raise StageError(where, f"line {number}: not a BEIR {what} row (needs '_id' and a string 'text')")
         yield number, row
@@ -271,13 +261,7 @@ def read_queries_beir(handle, where) -> Iterator[tuple[int, str, str]]:
 
 def read_triples(handle, where) -> Iterator[tuple[int, str, str, str]]:
     """MS MARCO train triples (query<TAB>positive passage<TAB>negative passage): (line, query, positive, negative)."""
-    for number, line in lines(handle, where):
-        if not line.strip():
-            continue
-        parts = line.split("\t")
-        if len(parts) != 3:
-            raise StageError(where, f"line {number}: expected 3 tab-separated columns (query, positive passage, "
-                                    f"negative passage), found {len(parts)}")
+    for number, parts in tab_columns(lines(handle, where), where, ("query", "positive passage", "negative passage")):
         query, positive, negative = " ".join(parts[0].split()), parts[1].strip(), parts[2].strip()
         if not (query and positive and negative):
             raise StageError(where, f"line {number}: an empty query or passage")
