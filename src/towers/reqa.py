@@ -205,14 +205,15 @@ def build_nq(path, id_prefix: str = ""):
 CANDIDATE_FIELDS = ("id", "sentence", "paragraph")
 
 
-def read_candidates(path) -> Iterator[dict]:
-    """ReQA candidates one at a time (streamed), checked for the fields the statistics use."""
+def read_candidates(path, fields=CANDIDATE_FIELDS) -> Iterator[tuple[int, dict]]:
+    """(line, candidate) one at a time (streamed), each checked for the string fields the caller uses."""
     path = require_file(path)
     with open(path, encoding="utf-8") as handle:
         for number, row in parse_jsonl(handle, path):
-            if not (isinstance(row, dict) and all(isinstance(row.get(k), str) for k in CANDIDATE_FIELDS)):
-                raise StageError(path, f"line {number} is not a ReQA candidate (needs id, sentence and paragraph)")
-            yield row
+            if not (isinstance(row, dict) and all(isinstance(row.get(k), str) for k in fields)):
+                needs = ", ".join(fields[:-1]) + f" and {fields[-1]}"
+                raise StageError(path, f"line {number} is not a ReQA candidate (needs {needs})")
+            yield number, row
 
 
 def _token_counts(tokenizer, texts: list[str]) -> list[int]:
@@ -258,7 +259,7 @@ def reqa_statistics(candidates_path, queries_path, qrels_path, tokenizer, batch_
         doc_tokens += sum(paragraph_tokens[c["paragraph"]] for c in batch)
         batch.clear()
 
-    rows = tqdm(read_candidates(candidates_path), desc="candidates", unit="candidate", mininterval=5,
+    rows = tqdm((row for _, row in read_candidates(candidates_path)), desc="candidates", unit="candidate", mininterval=5,
                 disable=not progress)
     for candidate in rows:
         if candidate["id"] in ids:
@@ -287,17 +288,15 @@ def reqa_statistics(candidates_path, queries_path, qrels_path, tokenizer, batch_
 
 def base_candidate_index(path) -> dict:
     """One streamed pass over a ReQA candidates file: its ids and normalised titles, checked."""
-    path = require_file(path)
     ids: set[str] = set()
     titles: set[str] = set()
-    with open(path, encoding="utf-8") as handle:
-        for number, row in parse_jsonl(handle, path):
-            if not isinstance(row, dict) or not isinstance(row.get("id"), str) or not row["id"] or "title" not in row:
-                raise StageError(path, f"line {number}: not a ReQA candidate (needs a string 'id' and a 'title')")
-            if row["id"] in ids:
-                raise StageError(path, f"line {number}: duplicate candidate id {row['id']!r}")
-            ids.add(row["id"])
-            titles.add(normalise_title(row["title"]))
+    for number, row in read_candidates(path, ("id", "title")):
+        if not row["id"]:
+            raise StageError(path, f"line {number}: a candidate with an empty id")
+        if row["id"] in ids:
+            raise StageError(path, f"line {number}: duplicate candidate id {row['id']!r}")
+        ids.add(row["id"])
+        titles.add(normalise_title(row["title"]))
     if not ids:
         raise StageError(path, "no candidates")
     return {"ids": ids, "titles": titles}
