@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ..losses import in_batch_softmax
+from ..io import StageError
 from ..models import TwoTower, doc_input
 from . import loop
 
@@ -46,33 +47,50 @@ def _tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
     return {k: v.to(dev or loop.device()) for k, v in batch.items()}
 
 
+def softmax_loss(temperature: float) -> Callable:
+    """Chang et al.'s loss for train(): rows sharing a 'key' are the same document."""
+    return lambda q, d, rows: in_batch_softmax(q, d, [r["key"] for r in rows], temperature)
+
+
 def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, out_dir, state_dir, model_cfg: dict,
-          train_cfg: dict, seed: int, fingerprint: dict, log_path=None, stop_after_step=None, desc="in-batch") -> dict:
-    """draw(step) -> the step's rows {'query', 'doc' (text or text pair), 'key' (same key = same doc)}.
+          train_cfg: dict, seed: int, fingerprint: dict, log_path=None, stop_after_step=None, desc="in-batch",
+          loss: Callable | None = None, start_key: str | None = None) -> dict:
+    """draw(step) -> the step's rows {'query', 'doc' (text or text pair), ...}; loss(q, d, rows) scores
+    the batch's query and doc vectors (default: in-batch softmax over rows' 'key's).
 
     Towers start from `start_dir`: an encoder folder, or a saved two-tower model (a pre-trained one
-    being fine-tuned). `fingerprint` names the data, so a checkpoint of another run is never resumed."""
+    being fine-tuned). `fingerprint` names the data and `start_key` the start (default: the folder's
+    digest), so a checkpoint of another run is never resumed."""
+    loss = loss or softmax_loss(train_cfg.get("temperature", 1.0))
     model, tokenizer, model_cfg = TwoTower.start(start_dir, model_cfg, seed)
+    positions = getattr(model.query.encoder.config, "max_position_embeddings", None)
+    longest = max(model_cfg["query_length"], model_cfg["doc_length"])
+    if positions is not None and longest > positions:
+        raise StageError(start_dir, f"the encoder has {positions} positions, fewer than the {longest} tokens asked for")
     model = model.to(loop.device())
 
     def batch_loss(rows: list[dict]) -> torch.Tensor:
         q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
         d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows], model_cfg["doc_length"],
                                       segment=model_cfg.get("doc_segment", 0)))
-        return in_batch_softmax(q, d, [r["key"] for r in rows], train_cfg.get("temperature", 1.0))
+        return loss(q, d, rows)
 
     def validate(step: int) -> dict:
         size = train_cfg["batch_size"]
         chunks = [list(valid[i:i + size]) for i in range(0, len(valid), size)]
+        chunks = [chunk for chunk in chunks if len(chunk) > 1]   # one row has no in-batch negative
+        if not chunks:
+            return {}
         with torch.no_grad():
-            losses = [float(batch_loss(chunk)) for chunk in chunks if len(chunk) > 1]
-        return {"valid_loss": round(float(np.mean(losses)), 5)} if losses else {}
+            total = sum(float(batch_loss(chunk)) * len(chunk) for chunk in chunks)
+        return {"valid_loss": round(total / sum(map(len, chunks)), 5)}
 
-    settings = {"model": model_cfg, "train": train_cfg, "seed": seed, "start": loop.folder_digest(start_dir),
-                **fingerprint}
+    settings = {"model": model_cfg, "train": train_cfg, "seed": seed,
+                "start": start_key or loop.folder_digest(start_dir), **fingerprint}
     report = loop.run(model, lambda step: batch_loss(draw(step)), steps=train_cfg["steps"], lr=train_cfg["lr"],
                       warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
-                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
+                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings,
+                      weight_decay=train_cfg.get("weight_decay", 0.01), log_path=log_path,
                       on_checkpoint=validate, stop_after_step=stop_after_step, desc=desc)
     model.cpu().save(out_dir, tokenizer)
     return report

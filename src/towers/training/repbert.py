@@ -10,11 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..io import StageError
 from ..losses import multilabel_margin
-from ..models import TwoTower
-from . import loop
-from .inbatch import tokenize_docs, tokenize_queries
+from . import inbatch, loop
 
 
 def tower_config(query_length: int, doc_length: int, doc_text: str = "contents") -> dict:
@@ -37,44 +34,23 @@ def train(pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object], q
     what the doc tower reads (models.doc_input of its candidate). start_dir: an encoder folder or hub
     name (towers start from it), or a saved two-tower model to continue. `start_key` names the start
     in the checkpoint fingerprint (default: the folder's digest)."""
-    model, tokenizer, model_cfg = TwoTower.start(start_dir, model_cfg, seed)
-    positions = getattr(model.query.encoder.config, "max_position_embeddings", None)
-    longest = max(model_cfg["query_length"], model_cfg["doc_length"])
-    if positions is not None and longest > positions:
-        raise StageError(start_dir, f"the encoder has {positions} positions, fewer than the {longest} tokens asked for")
-    model = model.to(loop.device())
-    segment = model_cfg.get("doc_segment", 0)
-
-    def batch_loss(rows: list[dict]) -> torch.Tensor:
-        q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
-        d = model.doc(**tokenize_docs(tokenizer, [docs[r["doc_id"]] for r in rows],
-                                      model_cfg["doc_length"], segment=segment))
+    def loss(q: torch.Tensor, d: torch.Tensor, rows: list[dict]) -> torch.Tensor:
         # scores in float32 even under the loop's bf16 autocast: the margin is 1 and inner products
         # of unnormalised 768-d means are large, so bf16's ~3 digits would blur the hinge
         with torch.autocast(device_type=q.device.type, enabled=False):
             scores = q.float() @ d.float().T
         return multilabel_margin(scores, positives_matrix(rows, qrels))
 
+    def as_rows(chosen: list[dict]) -> list[dict]:
+        return [{**pair, "doc": docs[pair["doc_id"]]} for pair in chosen]
+
     def draw(step: int) -> list[dict]:
         rng = np.random.default_rng([seed, step])
-        return [pairs[i] for i in rng.choice(len(pairs), size=min(train_cfg["batch_size"], len(pairs)), replace=False)]
+        return as_rows([pairs[i] for i in rng.choice(len(pairs), size=min(train_cfg["batch_size"], len(pairs)),
+                                                      replace=False)])
 
-    def validate(step: int) -> dict:
-        size = train_cfg["batch_size"]
-        chunks = [valid_pairs[i:i + size] for i in range(0, len(valid_pairs), size)]
-        with torch.no_grad():
-            losses = [float(batch_loss(chunk)) * len(chunk) for chunk in chunks if len(chunk) > 1]
-        counted = sum(len(chunk) for chunk in chunks if len(chunk) > 1)
-        return {"valid_loss": round(sum(losses) / counted, 5)} if counted else {}
-
-    settings = {"model": model_cfg, "train": train_cfg, "seed": seed, "pairs": loop.fingerprint(pairs),
-                "docs": loop.fingerprint(docs), "qrels": loop.fingerprint(qrels),
-                "start": start_key or loop.folder_digest(start_dir)}
-    report = loop.run(model, lambda step: batch_loss(draw(step)), steps=train_cfg["steps"], lr=train_cfg["lr"],
-                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
-                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings,
-                      weight_decay=train_cfg.get("weight_decay", 0.01), log_path=log_path, on_checkpoint=validate,
-                      stop_after_step=stop_after_step, desc="repbert")
-    model.cpu().save(out_dir, tokenizer)
+    fingerprint = {"pairs": loop.fingerprint(pairs), "docs": loop.fingerprint(docs), "qrels": loop.fingerprint(qrels)}
+    report = inbatch.train(draw, as_rows(valid_pairs), start_dir, out_dir, state_dir, model_cfg, train_cfg, seed,
+                           fingerprint, log_path, stop_after_step, desc="repbert", loss=loss, start_key=start_key)
     report.update(train_pairs=len(pairs), valid_pairs=len(valid_pairs))
     return report
