@@ -52,9 +52,18 @@ def edit_params(workdir: Path, old: str, new: str) -> None:
     params.write_text(text.replace(old, new))
 
 
+def fresh_copy(tmp: str) -> Path:
+    """The workflow and a snapshot of src/ in `tmp`: the copy's stages import that snapshot (timed() puts
+    it first on PYTHONPATH), so code edited in the checkout during a long benchmark does not leak into it."""
+    copy_workflow(Path(tmp))
+    shutil.copytree(ROOT / "src", Path(tmp) / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    return Path(tmp)
+
+
 def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
     began = time.perf_counter()
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(cwd) / "src"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
         sys.exit(f"benchmark command failed (exit {done.returncode}): {' '.join(map(str, cmd))}\n"
                  f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
@@ -63,7 +72,7 @@ def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
 
 def pipeline(cores: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
-        copy_workflow(Path(tmp))
+        fresh_copy(tmp)
         snake = [sys.executable, "-m", "snakemake", *CHANG_TABLES, "--cores", str(cores)]
         _, plan = timed([*snake, "-n"], tmp)
         jobs = job_counts(plan.stdout)
@@ -95,7 +104,7 @@ REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
 
 def repbert(cores: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
-        copy_workflow(Path(tmp))
+        fresh_copy(tmp)
         snake = [sys.executable, "-m", "snakemake", *REPBERT_TARGETS, "--cores", str(cores)]
         _, plan = timed([*snake, "-n"], tmp)
         seconds, _ = timed(snake, tmp)
@@ -117,7 +126,7 @@ def repbert(cores: int) -> dict:
 def quadrupletbert(cores: int) -> dict:
     out = {"goal_seconds": {"table1": 1200, "table2": 2400}}
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
-        copy_workflow(Path(tmp))
+        fresh_copy(tmp)
         for table in ("table1", "table2"):
             target = f"results/{table}.csv"
             _, plan = timed([sys.executable, "-m", "snakemake", target, "--cores", str(cores), "-n"], tmp)
