@@ -232,6 +232,43 @@ def test_train_cross_encoder_then_rerank_keeps_the_top_k_reordered_and_repeatabl
     assert reordered                                                         # not the run's order
     assert all(math.isclose(float(s), e, abs_tol=1e-5) for (_, _, _, _, s, _), (e, _) in zip(q5, expected))
 
+    # a shallower reranking from the deeper one's scores is the one the cross-encoder gives directly
+    shallow = {}
+    for how, source in (("model", ["--model", ce]), ("scores", ["--scores", runs[0]])):
+        shallow[how] = setup / f"shallow-{how}.run"
+        result = run_stage("rerank", *source, "--run", setup / "bm25.run", "--candidates", setup / "candidates.jsonl",
+                           "--queries", queries, "--depth", 2, "--max-length", 48, "--out", shallow[how])
+        assert result.returncode == 0, result.stderr
+    direct, reused = ({(r[0], r[2]): float(r[4]) for r in map(str.split, shallow[h].read_text().splitlines())}
+                      for h in ("model", "scores"))
+    assert len(direct) == 40 * 2 and direct.keys() == reused.keys()   # each query's top 2 of the run
+    assert all(math.isclose(direct[k], reused[k], abs_tol=1e-5) for k in direct)   # the same scores (to padding noise)
+    reused_lines = [line.split() for line in shallow["scores"].read_text().splitlines()]
+    for first, second in zip(reused_lines[::2], reused_lines[1::2]):
+        assert first[0] == second[0] and float(first[4]) >= float(second[4])   # sorted by them
+
+    # scores that do not cover the run's top k: one line naming the scores file, nothing written
+    out = setup / "too-deep.run"
+    result = run_stage("rerank", "--scores", shallow["scores"], "--run", setup / "bm25.run", "--candidates",
+                       setup / "candidates.jsonl", "--queries", queries, "--depth", 3, "--out", out)
+    assert result.returncode != 0 and "shallow-scores.run" in result.stderr and "no score for" in result.stderr
+    assert not out.exists()
+
+
+def test_listwise_cross_encoder_training(setup):
+    ce = setup / "ce-listwise"
+    common = ["--start", setup / "enc", "--candidates", setup / "candidates.jsonl", "--qrels", setup / "qrels.txt",
+              "--train", setup / "train.tsv", "--valid", setup / "valid.tsv", "--run", setup / "bm25.run",
+              "--negatives-depth", 10, "--max-length", 48, "--out", ce, "--state-dir", f"{ce}.state", "--seed", 2,
+              "--steps", 2, "--batch-size", 4, "--lr", 1e-3, "--warmup-ratio", 0.1, "--checkpoint-every", 2]
+    result = run_stage("train-cross-encoder", *common, "--loss", "listwise", "--group-size", 1)
+    assert result.returncode != 0 and "--group-size" in result.stderr and not ce.exists()
+    result = run_stage("train-cross-encoder", *common, "--loss", "listwise", "--group-size", 4)
+    assert result.returncode == 0, result.stderr
+    history = json.loads((setup / "ce-listwise.meta.json").read_text())["counts"]["history"]
+    # the relevant passage against 3 negatives: an untrained head is near uniform, ln 4
+    assert abs(history[-1]["valid_loss"] - math.log(4)) < 0.5
+
 
 @pytest.mark.parametrize("labels", [1, 2])
 def test_rerank_with_a_one_or_two_logit_head(setup, tmp_path, labels):

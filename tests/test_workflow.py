@@ -117,6 +117,11 @@ def test_tiny_dag_builds_the_repbert_tables_and_figures(tiny_run):
     # a reranked run is exactly as deep as asked; the alternate merge holds the union of both runs
     reranked = (tiny_run / "artifacts/enwiki-mini-passages/rerank/bm25-d2/dev.trec").read_text().splitlines()
     assert max(int(line.split()[3]) for line in reranked) == 2
+    # ... and reuses the cross-encoder scores of the deepest reranking of the same run
+    meta = json.loads((tiny_run / "artifacts/enwiki-mini-passages/rerank/bm25-d2/dev.trec.meta.json").read_text())
+    assert meta["counts"]["scores_from"].endswith("rerank/bm25-d5/dev.trec")
+    # the passages are enwiki-mini's text: RepBERT and the cross-encoder start from its MLM encoder
+    assert not (tiny_run / "artifacts/enwiki-mini-passages/encoders/mlm").exists()
     for figure in ("figure1", "figure2"):
         assert (tiny_run / f"results/repbert/{figure}.png").read_bytes()[:4] == b"\x89PNG"
         assert len(pd.read_csv(tiny_run / f"results/repbert/{figure}.csv")) > 0
@@ -237,4 +242,6 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
         "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
         "repbert_table": 4, "repbert_figure1": 1, "repbert_figure2": 1}
     assert "collectionandqueries.tar.gz" in plan.stdout and "--model castorini/monobert-large-msmarco" in plan.stdout
+    # the cross-encoder scores each first-stage run once, at the deepest depth; shallower ones reuse it
+    assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 and plan.stdout.count("--scores ") == 2 * 4
     assert "--steps 350000 --batch-size 52 --lr 3e-06" in plan.stdout

@@ -806,15 +806,20 @@ def mine_hard_negatives(a):
        arg("--run", required=True, help="first-stage TREC run (e.g. BM25) of the training and validation queries"),
        arg("--negatives-depth", type=int, default=1000, help="negatives come from each query's top-k of --run"),
        arg("--max-length", type=int, default=512), arg("--num-labels", type=int, default=1, choices=[1, 2]),
+       arg("--loss", default="pointwise", choices=["pointwise", "listwise"],
+           help="pointwise: BCE on one relevant and one negative (monoBERT); listwise: softmax over a group"),
+       arg("--group-size", type=int, default=8, help="listwise: the relevant passage and group-size - 1 negatives"),
        arg("--out", required=True), *schedule_args())
 def train_cross_encoder(a):
-    """A BERT sequence-pair classifier, pointwise BCE on (query, relevant) and (query, first-stage negative)."""
+    """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
     from . import rerank
     from .training import loop
 
     seed_everything(a.seed)
     if a.negatives_depth < 1:
         raise StageError("--negatives-depth", f"must be at least 1, not {a.negatives_depth}")
+    if a.loss == "listwise" and a.group_size < 2:
+        raise StageError("--group-size", f"a listwise group needs the relevant passage and a negative, not {a.group_size}")
     qrels, run = read_qrels(a.qrels), read_run(a.run)
     depth = a.negatives_depth
     examples = rerank.training_examples(read_split(a.train), qrels, run, depth)
@@ -827,7 +832,7 @@ def train_cross_encoder(a):
     require_texts(passages, positives, a.qrels, a.candidates)
     require_texts(passages, negatives, a.run, a.candidates)
     train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
-             "loss": "pointwise-bce"}
+             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
     with atomic_path(a.out) as tmp:
         report = rerank.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
                               a.stop_after_step)
@@ -835,7 +840,8 @@ def train_cross_encoder(a):
     return a.out, report
 
 
-@stage("rerank", arg("--model", required=True, help="cross-encoder folder or hub name (castorini/monobert-large-msmarco)"),
+@stage("rerank", arg("--model", default="", help="cross-encoder folder or hub name (castorini/monobert-large-msmarco)"),
+       arg("--scores", default="", help="instead of --model: a deeper reranking of the same run, whose scores are reused"),
        arg("--tokenizer", default="", help="tokenizer folder or hub name; default: the model's"),
        arg("--run", required=True), arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"),
        arg("--queries", required=True), arg("--depth", type=int, required=True, help="rerank (and keep) each query's top-K"),
@@ -845,6 +851,8 @@ def rerank_run(a):
     """Rescore each query's top-K of a TREC run with a cross-encoder; the run written is K deep."""
     from . import rerank
 
+    if bool(a.model) == bool(a.scores):
+        raise StageError("--model", "give exactly one of --model (score with a cross-encoder) and --scores")
     if a.depth < 1:
         raise StageError("--depth", f"must be at least 1, not {a.depth}")
     if a.batch_size < 1:
@@ -855,6 +863,11 @@ def rerank_run(a):
     run = {qid: ranked for qid, ranked in read_run(a.run).items() if qid in queries}
     if not run:
         raise StageError(a.run, f"none of its queries is in {a.queries}")
+    if a.scores:
+        reranked = rerank.rerank_from_scores(run, read_run(a.scores), a.depth, a.run, a.scores)
+        write_run(a.out, reranked, a.tag)
+        return a.out, {"queries": len(reranked), "depth": a.depth, "pairs": sum(map(len, reranked.values())),
+                       "scores_from": a.scores}
     wanted = {doc for ranked in run.values() for doc, _ in ranked[:a.depth]}
     passages = candidate_texts(a.candidates, wanted, "contents")
     require_texts(passages, wanted, a.run, a.candidates)

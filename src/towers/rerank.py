@@ -6,11 +6,16 @@ Relevance is the log-odds of "relevant": the logit of a 1-label head, logit 1 - 
 head (the softmax probability of label 1 is sigmoid of that difference, so both rank alike; the
 difference does not saturate at 1.0 as a float32 probability does, which would tie top passages).
 
-Training (`train`) is pointwise, as monoBERT's: each step draws B training queries from (seed, step),
-for each one relevant passage (label 1) and one negative (label 0) drawn from the query's top-k of a
-first-stage run with the relevant passages removed (how MS MARCO's training triples were made from
-BM25), and minimises binary cross-entropy on the relevance logit (for a 2-label head this is exactly
-the 2-class softmax cross-entropy)."""
+Training (`train`) draws B training queries per step from (seed, step), for each one relevant passage
+and negatives drawn from the query's top-k of a first-stage run with the relevant passages removed (how
+MS MARCO's training triples were made from BM25). loss "pointwise" is monoBERT's: one negative per
+query, binary cross-entropy on the relevance logit (for a 2-label head exactly the 2-class softmax
+cross-entropy). loss "listwise" scores the relevant passage against `group_size - 1` negatives of the
+same query and takes the softmax cross-entropy of the group (Gao et al. 2021's localized contrastive
+estimation): every step compares passages of one query, which a small model learns from faster.
+
+Reranking at several depths scores each (query, passage) once: the deepest reranking of a run holds the
+cross-encoder's score of every passage a shallower one needs (`rerank_from_scores`)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -88,18 +93,33 @@ def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int,
     return out
 
 
+def reorder(tops: dict[str, list[tuple[str, float]]], score) -> dict[str, list[tuple[str, float]]]:
+    """Each query's documents sorted by score(qid, doc), highest first; ties keep the run's order."""
+    return {qid: sorted(((doc, score(qid, doc)) for doc, _ in top), key=lambda pair: -pair[1])
+            for qid, top in tops.items()}
+
+
 def rerank(run: dict[str, list[tuple[str, float]]], queries: dict[str, str], passages: dict[str, str], model,
            tokenizer, depth: int, max_length: int, batch_size: int) -> dict[str, list[tuple[str, float]]]:
-    """Each query's top-`depth` of `run`, reordered by the cross-encoder (ties keep the run's order);
-    what lies below `depth` is dropped."""
+    """Each query's top-`depth` of `run`, reordered by the cross-encoder; what lies below `depth` is dropped."""
     tops = {qid: ranked[:depth] for qid, ranked in run.items()}
-    pairs = [(queries[qid], passages[doc]) for qid, top in tops.items() for doc, _ in top]
-    scores = iter(score_pairs(model, tokenizer, pairs, max_length, batch_size).tolist())
-    reranked = {}
+    pairs = [(qid, doc) for qid, top in tops.items() for doc, _ in top]
+    scores = score_pairs(model, tokenizer, [(queries[q], passages[d]) for q, d in pairs], max_length, batch_size)
+    by_pair = dict(zip(pairs, scores.tolist()))
+    return reorder(tops, lambda qid, doc: by_pair[(qid, doc)])
+
+
+def rerank_from_scores(run: dict, scored: dict, depth: int, run_path, scores_path) -> dict:
+    """rerank() at `depth` with the cross-encoder scores of a deeper reranking of the same run (`scored`,
+    a run as read_run gives); a top-`depth` passage it did not score is an error, not a guess."""
+    lookup = {qid: dict(ranked) for qid, ranked in scored.items()}
+    tops = {qid: ranked[:depth] for qid, ranked in run.items()}
     for qid, top in tops.items():
-        scored = [(doc, next(scores)) for doc, _ in top]
-        reranked[qid] = sorted(scored, key=lambda pair: -pair[1])   # stable: ties keep the run's order
-    return reranked
+        missing = [doc for doc, _ in top if doc not in lookup.get(qid, {})]
+        if missing:
+            raise StageError(scores_path, f"query {qid}: no score for {missing[0]} of {run_path}'s top {depth} "
+                                          f"(rerank --scores needs a deeper reranking of the same run)")
+    return reorder(tops, lambda qid, doc: lookup[qid][doc])
 
 
 def check_run(run: dict, queries: dict, passages: dict, run_path, queries_path, candidates_path) -> None:
@@ -124,10 +144,13 @@ def training_examples(queries: dict[str, str], qrels: dict, run: dict, depth: in
     return examples
 
 
-def draw(example: dict, rng) -> tuple[str, str]:
-    """(relevant, negative) passage ids for one query."""
-    return (example["positives"][int(rng.integers(len(example["positives"])))],
-            example["negatives"][int(rng.integers(len(example["negatives"])))])
+def draw(example: dict, rng, negatives: int = 1) -> tuple[str, ...]:
+    """(relevant, negative, ...) passage ids for one query: `negatives` distinct negatives where the query
+    has that many, else drawn with repeats."""
+    positive = example["positives"][int(rng.integers(len(example["positives"])))]
+    pool = example["negatives"]
+    picked = rng.choice(len(pool), size=negatives, replace=len(pool) < negatives)
+    return (positive, *(pool[int(i)] for i in picked))
 
 
 def train(examples: list[dict], valid: list[dict], passages: dict[str, str], start, out_dir, state_dir,
@@ -139,21 +162,29 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
     model = model.to(loop.device())
     max_length = usable_length(model, train_cfg["max_length"])
 
-    def batch_loss(rows: list[dict], picks: list[tuple[str, str]]) -> torch.Tensor:
-        queries = [r["query"] for r in rows] * 2
-        docs = [passages[p] for p, _ in picks] + [passages[n] for _, n in picks]
-        labels = torch.tensor([1.0] * len(rows) + [0.0] * len(rows), device=loop.device())
+    listwise = train_cfg["loss"] == "listwise"
+    negatives = train_cfg["group_size"] - 1 if listwise else 1
+
+    def batch_loss(rows: list[dict], picks: list[tuple[str, ...]]) -> torch.Tensor:
+        group = 1 + negatives   # row-major: each query's passages side by side, the relevant one first
+        queries = [r["query"] for r in rows for _ in range(group)]
+        docs = [passages[p] for pick in picks for p in pick]
         logits = model(**tokenize_pairs(tokenizer, queries, docs, max_length, loop.device())).logits
-        return torch.nn.functional.binary_cross_entropy_with_logits(relevance(logits.float()), labels)
+        scores = relevance(logits.float()).view(len(rows), group)
+        if listwise:
+            return torch.nn.functional.cross_entropy(scores, torch.zeros(len(rows), dtype=torch.long, device=scores.device))
+        labels = torch.zeros_like(scores)
+        labels[:, 0] = 1.0
+        return torch.nn.functional.binary_cross_entropy_with_logits(scores, labels)
 
     def loss_fn(step: int) -> torch.Tensor:
         rng = np.random.default_rng([seed, step])
         chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
-        return batch_loss(rows, [draw(r, rng) for r in rows])
+        return batch_loss(rows, [draw(r, rng, negatives) for r in rows])
 
     valid_rng = np.random.default_rng([seed, VALID_STREAM])
-    valid_picks = [draw(r, valid_rng) for r in valid]
+    valid_picks = [draw(r, valid_rng, negatives) for r in valid]
 
     def validate(step: int) -> dict:
         return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, train_cfg["batch_size"])

@@ -13,11 +13,19 @@ def first_stage_run(dataset, name, split):
     return f"{ART}/{dataset}/dense/{name}/{split}/run-{RB['index']}.trec"
 
 
+def mlm_encoder(w):
+    """The dataset's MLM encoder; a wikipedia-passages dataset's text is its articles dataset's, so it
+    reuses that dataset's encoder (and tokenizer) instead of pre-training a second one on the same text."""
+    spec = config["datasets"][w.dataset]
+    home = spec["articles"] if spec["kind"] == "wikipedia-passages" else w.dataset
+    return f"{ART}/{home}/encoders/mlm"
+
+
 rule train_repbert:
     # One shared BERT, token embeddings averaged, segment 0 for queries and 1 for passages, inner product;
     # eq. 4 over in-batch negatives (an in-batch passage the qrels call relevant counts as positive).
     input:
-        start=f"{ART}/{{dataset}}/encoders/mlm",     # paper profile: bert-base-uncased (encoder.hub_model)
+        start=mlm_encoder,     # paper profile: bert-base-uncased (encoder.hub_model)
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
@@ -75,7 +83,7 @@ rule train_cross_encoder:
     # Mini profile only: BERT over (query, passage), relevant passages against negatives from BM25's
     # top-k of each training query (as MS MARCO's train triples pair qrels with BM25's top 1000).
     input:
-        start=f"{ART}/{{dataset}}/encoders/mlm",
+        start=mlm_encoder,
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
@@ -88,6 +96,8 @@ rule train_cross_encoder:
         train=flags(RB["reranker"]["train"]),
         depth=RB["reranker"]["negatives_depth"],
         max_length=RB["reranker"]["max_length"],
+        loss=RB["reranker"]["loss"],
+        group_size=RB["reranker"]["group_size"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/crossenc-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
@@ -96,15 +106,26 @@ rule train_cross_encoder:
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} train-cross-encoder --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --run {input.run}"
-        " --negatives-depth {params.depth} --max-length {params.max_length} --out {output}"
+        " --negatives-depth {params.depth} --max-length {params.max_length} --loss {params.loss}"
+        " --group-size {params.group_size} --out {output}"
         " --state-dir {params.state} --seed {params.seed} {params.train} --log {params.steps_log} 2>&1 | tee {log}"
+
+
+RERANK_MAX = max(RB["rerank_depths"])
+
+
+def rerank_scorer(w):
+    """The cross-encoder scores the deepest reranking; a shallower one reuses those scores."""
+    if int(w.depth) < RERANK_MAX:
+        return {"scores": f"{ART}/{w.dataset}/rerank/{w.first}-d{RERANK_MAX}/{w.split}.trec"}
+    return {} if RB["reranker"]["hub_model"] else {"model": reranker(w)}
 
 
 rule rerank:
     # The first-stage run's top-k of each dev query, reordered by the cross-encoder
     input:
+        unpack(rerank_scorer),
         run=lambda w: first_stage_run(w.dataset, w.first, w.split),
-        model=lambda w: [] if RB["reranker"]["hub_model"] else reranker(w),
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
@@ -113,14 +134,14 @@ rule rerank:
         first="|".join(FIRST_STAGE),
         depth="[0-9]+",
     params:
-        model=reranker,
+        scorer=lambda w, input: f"--scores {input.scores}" if "scores" in input.keys() else f"--model {reranker(w)}",
         max_length=RB["reranker"]["max_length"],
         batch=RB["reranker"]["batch_size"],
     threads: config["torch_threads"]
     log:
         "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} rerank --model {params.model} --run {input.run}"
+        "OMP_NUM_THREADS={threads} {TOWERS} rerank {params.scorer} --run {input.run}"
         " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
         " --max-length {params.max_length} --batch-size {params.batch} --threads {threads}"
         " --tag rerank-{wildcards.first}-d{wildcards.depth} --out {output} 2>&1 | tee {log}"
