@@ -84,7 +84,7 @@ def pipeline(cores: int) -> dict:
                 kept.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(Path(tmp) / Path(table).with_suffix(suffix), kept)
         noop, again = timed([*snake, "-n"], tmp)
-        edit_params(Path(tmp), "  lr: 5.0e-4                      # paper: 5e-5", "  lr: 2.0e-3")
+        edit_params(Path(tmp), "  lr: 5.0e-4                      # paper: 5e-5", "  lr: 2.0e-3                      # paper: 5e-5")
         _, replan = timed([*snake, "-n"], tmp)
         model = Path(tmp) / "artifacts/enwiki-mini/dense/transformer-mlm-l2-d128/80-20/model"
         kept = ROOT / "benchmarks/out/model"
