@@ -1,10 +1,19 @@
+import hashlib
+import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
-from towers.training.ltre import delta_metric, ensure_relevant, labels_of, pairwise_loss
+from towers import vector_index
+from towers.io import StageError
+from towers.models import Tower, load_encoder, load_tokenizer, random_encoder
+from towers.tokenizer import train_wordpiece
+from towers.training import loop
+from towers.training.inbatch import tokenize_queries
+from towers.training.ltre import batch_mrr10, delta_metric, ensure_relevant, labels_of, pairwise_loss, train
 
 
 def sp(x: float) -> float:
@@ -136,3 +145,165 @@ def test_mrr_delta_only_counts_the_first_relevant_document():
     assert d[2, 3] == 0
     assert math.isclose(float(d[0, 3]), 1 / 2, rel_tol=1e-6)    # rank 1 now relevant: 1 - 1/2
     assert math.isclose(float(d[1, 2]), 1 / 2 - 1 / 3, rel_tol=1e-6)
+
+
+# ---- models.head "linear-ln" and loop.run extras
+
+def test_linear_ln_head_gives_layer_normed_embeddings(world):
+    batch = tokenize_queries(world.tokenizer, [q["text"] for q in world.queries], 16, torch.device("cpu"))
+    with torch.no_grad():
+        out = make_tower(world).eval()(**batch)
+        plain = make_tower(world, "linear").eval()(**batch)
+    assert out.shape == (12, 8) and isinstance(make_tower(world).projection[1], torch.nn.LayerNorm)
+    assert torch.allclose(out.mean(-1), torch.zeros(12), atol=1e-5)
+    assert torch.allclose(out.std(-1, unbiased=False), torch.ones(12), atol=1e-3)
+    assert not torch.allclose(plain.std(-1, unbiased=False), torch.ones(12), atol=1e-2)   # the norm does it
+
+
+def test_loop_run_logs_the_extras_a_loss_fn_returns(tmp_path):
+    model = torch.nn.Linear(2, 1)
+    loop.run(model, lambda step: (model(torch.ones(1, 2)).sum(), {"seen": float(step)}), steps=3, lr=0.1,
+             warmup_ratio=0.0, seed=0, state_dir=tmp_path / "a", checkpoint_every=2, settings={},
+             log_path=tmp_path / "a.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
+    assert [r["seen"] for r in records] == [0.0, 1.0, 2.0] and all(r["step_s"] > 0 for r in records)
+    loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), steps=3, lr=0.1, warmup_ratio=0.0, seed=0,
+             state_dir=tmp_path / "b", checkpoint_every=2, settings={}, log_path=tmp_path / "b.jsonl")
+    records = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
+    assert all(set(r) == {"step", "loss", "lr"} for r in records)   # a plain loss: records as before
+
+
+# ---- train (Algorithm 1) on a tiny world: 30 docs with random vectors, 12 queries, one relevant doc each
+
+TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(30)]
+ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
+CFG = {"steps": 6, "batch_size": 4, "lr": 1e-3, "warmup_ratio": 0.0, "checkpoint_every": 2, "top_n": 8,
+       "query_length": 16, "loss": "ranknet", "metric": "mrr@10", "reduction": "query-sum", "nprobe": 0}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ltre")
+    train_wordpiece(TEXTS, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
+    random_encoder(root / "tok", root / "enc", ARCH, seed=1)
+    return SimpleNamespace(root=root, tokenizer=load_tokenizer(root / "enc"), doc_ids=[f"d{i}" for i in range(30)],
+                           emb=np.random.default_rng(0).standard_normal((30, 8)).astype(np.float32),
+                           queries=[{"qid": f"q{i}", "text": f"when was lighthouse {i} lit?"} for i in range(12)],
+                           qrels={f"q{i}": {f"d{i}": 1} for i in range(12)})
+
+
+def make_tower(world, head_kind: str = "linear-ln") -> Tower:
+    torch.manual_seed(0)   # the same starting projection every time
+    return Tower(load_encoder(world.root / "enc"), "cls", 8, head_kind=head_kind)
+
+
+def run_train(world, state_dir, tower=None, emb=None, index=None, qrels=None, stop_after_step=None, **cfg):
+    emb = world.emb if emb is None else emb
+    index = vector_index.build(emb, "Flat") if index is None else index
+    tower = make_tower(world) if tower is None else tower
+    report = train(tower, world.tokenizer, world.queries, world.qrels if qrels is None else qrels, world.doc_ids,
+                   emb, index, state_dir, {**CFG, **cfg}, seed=3, log_path=state_dir.with_suffix(".jsonl"),
+                   stop_after_step=stop_after_step)
+    return tower, report
+
+
+def weights(tower) -> dict:
+    return {k: v.detach().cpu().clone() for k, v in tower.state_dict().items()}
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_batch_mrr10_reads_the_first_relevant_rank_in_the_top_10():
+    labels = np.array([[0] * 3 + [2] + [0] * 8, [0] * 10 + [1, 1], [1] + [1] * 11])
+    assert math.isclose(batch_mrr10(labels), (1 / 4 + 0 + 1) / 3)
+
+
+@pytest.mark.parametrize("loss,metric,reduction", [("ranknet", "mrr@10", "query-sum"),
+                                                   ("lambdarank", "ndcg@10", "pair-mean")])
+def test_train_moves_only_the_query_tower_and_leaves_docs_and_index_alone(world, tmp_path, loss, metric, reduction):
+    import faiss
+
+    emb = world.emb.copy()
+    index = vector_index.build(emb, "Flat")
+    before_emb, before_index = sha(emb.tobytes()), sha(faiss.serialize_index(index).tobytes())
+    start = weights(make_tower(world))
+    tower, report = run_train(world, tmp_path / "s", emb=emb, index=index, loss=loss, metric=metric,
+                              reduction=reduction)
+    after = weights(tower)
+    assert sha(emb.tobytes()) == before_emb and sha(faiss.serialize_index(index).tobytes()) == before_index
+    assert np.array_equal(emb, world.emb)
+    assert not torch.equal(after["projection.0.weight"], start["projection.0.weight"])
+    assert not torch.equal(after["encoder.embeddings.word_embeddings.weight"],
+                           start["encoder.embeddings.word_embeddings.weight"])
+    assert report["steps"] == 6 and report["train_queries"] == 12 and report["top_n"] == 8
+    assert report["resumed_from"] == 0
+
+
+def test_train_logs_step_timings_and_batch_mrr(world, tmp_path):
+    _, report = run_train(world, tmp_path / "s")
+    records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 7))
+    for r in records:
+        assert r["encode_s"] > 0 and r["search_s"] > 0 and r["step_s"] > r["encode_s"] + r["search_s"]
+        assert 0 <= r["mrr@10_batch"] <= 1
+    seconds = report["seconds_per_step"]
+    assert set(seconds) == {"encode", "search", "update", "total"} and seconds["update"] >= 0
+    assert math.isclose(seconds["total"], seconds["encode"] + seconds["search"] + seconds["update"], abs_tol=1e-5)
+    assert math.isclose(seconds["encode"], np.mean([r["encode_s"] for r in records]), abs_tol=1e-6)
+
+
+def test_batch_mrr_is_of_the_lists_as_retrieved(world, tmp_path):
+    # every relevant doc scores 0 for any query, below the ~half of the 18 random docs that score > 0,
+    # so it is never in a top 3: MRR@10 before the replacement is 0, after it would be 1/3
+    emb = world.emb.copy()
+    emb[:12] = 0.0
+    _, report = run_train(world, tmp_path / "s", emb=emb, top_n=3)
+    records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    assert all(r["mrr@10_batch"] == 0 for r in records)
+    assert all(r["loss"] > 0 for r in records)   # the replaced-in relevant doc gives each query its pairs
+
+
+def test_train_is_repeatable(world, tmp_path):
+    a, _ = run_train(world, tmp_path / "a")
+    b, _ = run_train(world, tmp_path / "b")
+    assert same(weights(a), weights(b))
+    logs = [[json.loads(line)["loss"] for line in (tmp_path / f"{n}.jsonl").read_text().splitlines()] for n in "ab"]
+    assert logs[0] == logs[1]
+
+
+def test_stopped_train_resumes_to_identical_weights(world, tmp_path):
+    whole, _ = run_train(world, tmp_path / "whole")
+    with pytest.raises(SystemExit):
+        run_train(world, tmp_path / "part", stop_after_step=2)
+    assert (tmp_path / "part" / "checkpoint.pt").exists()
+    resumed, report = run_train(world, tmp_path / "part")
+    assert report["resumed_from"] == 2 and report["history"][-1]["step"] == 6
+    assert same(weights(resumed), weights(whole))
+    assert len(report["seconds_per_step"]) == 4
+    steps = [json.loads(line)["step"] for line in (tmp_path / "part.jsonl").read_text().splitlines()]
+    assert steps[-4:] == [3, 4, 5, 6]   # the resumed run appends its steps to the log
+
+
+def test_checkpoint_of_other_settings_or_docs_is_not_resumed(world, tmp_path):
+    with pytest.raises(SystemExit):
+        run_train(world, tmp_path / "s", stop_after_step=2)
+    assert run_train(world, tmp_path / "s", lr=2e-3)[1]["resumed_from"] == 0
+    with pytest.raises(SystemExit):
+        run_train(world, tmp_path / "t", stop_after_step=2)
+    emb = world.emb.copy()
+    emb[5, 0] += 1.0
+    assert run_train(world, tmp_path / "t", emb=emb)[1]["resumed_from"] == 0
+
+
+@pytest.mark.parametrize("qrels_q3", [{"d99": 1}, {"d3": 0}, {}])
+def test_query_without_an_indexed_relevant_doc_is_a_stage_error(world, tmp_path, qrels_q3):
+    qrels = {**world.qrels, "q3": qrels_q3}
+    with pytest.raises(StageError, match="q3"):
+        run_train(world, tmp_path / "s", qrels=qrels)
+    assert not (tmp_path / "s" / "checkpoint.pt").exists()

@@ -141,12 +141,14 @@ def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def head(hidden: int, embedding_dim: int | None, kind: str = "linear") -> nn.Module:
-    """What follows pooling: a linear layer (Chang's [CLS] + linear), a two-layer tanh MLP (BoW-MLP),
-    or nothing (embedding_dim 0: the encoder's width)."""
+    """What follows pooling: a linear layer (Chang's [CLS] + linear), a linear layer then layer norm
+    (LTRe's encoder), a two-layer tanh MLP (BoW-MLP), or nothing (embedding_dim 0: the encoder's width)."""
     if not embedding_dim:
         return nn.Identity()
     if kind == "linear":
         return nn.Linear(hidden, embedding_dim)
+    if kind == "linear-ln":
+        return nn.Sequential(nn.Linear(hidden, embedding_dim), nn.LayerNorm(embedding_dim))
     if kind == "mlp":
         return nn.Sequential(nn.Linear(hidden, hidden), nn.Tanh(), nn.Linear(hidden, embedding_dim))
     raise ValueError(f"unknown head {kind!r}")

@@ -37,11 +37,14 @@ def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31)
 
 
-def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps: int, lr: float,
-        warmup_ratio: float, seed: int, state_dir, checkpoint_every: int, settings: dict,
+def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[torch.Tensor, dict]], *,
+        steps: int, lr: float, warmup_ratio: float, seed: int, state_dir, checkpoint_every: int, settings: dict,
         weight_decay: float = 0.01, log_path=None, on_checkpoint: Callable[[int], dict] | None = None,
         stop_after_step: int | None = None, patience: int = 0, desc: str = "train") -> dict:
     """Train `model` for `steps` steps; `loss_fn(step)` builds and scores the step's batch.
+
+    `loss_fn` may return (loss, extras): the dict of floats `extras` joins that step's log record,
+    with the step's wall seconds added to it as `step_s` (the caller, holding the dict, sees them too).
 
     `state_dir` holds checkpoint.pt; a checkpoint whose settings fingerprint differs is ignored.
     `stop_after_step` exits right after that step's checkpoint (used to test resuming).
@@ -75,13 +78,20 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor], *, steps
         torch.manual_seed(step_seed(seed, step))
         with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
             loss = loss_fn(step)
+        loss, extras = loss if isinstance(loss, tuple) else (loss, None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         scheduler.step()
-        seconds += time.perf_counter() - began
-        record = {"step": step + 1, "loss": round(float(loss.detach()), 5), "lr": scheduler.get_last_lr()[0]}
+        value = round(float(loss.detach()), 5)   # waits for the GPU, so the step's seconds cover its update
+        elapsed = time.perf_counter() - began
+        seconds += elapsed
+        record = {"step": step + 1, "loss": value, "lr": scheduler.get_last_lr()[0]}
+        if extras is not None:
+            # a regime timing its own phases needs the whole step's seconds to tell the update apart
+            extras["step_s"] = elapsed
+            record.update(extras)
         bar.set_postfix(loss=f"{record['loss']:.3f}")
         done = step + 1
         if done % checkpoint_every == 0 or done == steps:

@@ -1,13 +1,20 @@
-"""Tensor core of LTRe (Learning To Retrieve; Zhan et al. 2020, Algorithm 1), with no model or index.
+"""LTRe (Learning To Retrieve; Zhan et al. 2020, Algorithm 1): the tensor core, and train().
 
 Each step retrieves the top-n documents of a query with the fixed index, makes sure one of them is
 relevant, and trains the query tower with a pairwise loss over that ranked list: RankNet, or
 LambdaRank, which weights each pair by how much swapping it would change MRR@10 or NDCG@10."""
 from __future__ import annotations
 
+import hashlib
+import time
+
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+from .. import vector_index
+from ..io import StageError
+from . import inbatch, loop
 
 METRICS = ("mrr@10", "ndcg@10")
 LOSSES = ("ranknet", "lambdarank")
@@ -105,3 +112,105 @@ def pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, loss: str = "rankn
     has_pair = valid.flatten(1).any(1)
     # queries without a pair would only dilute the mean
     return terms.flatten(1).sum(1)[has_pair].mean() if bool(has_pair.any()) else terms.sum()
+
+
+def batch_mrr10(labels: np.ndarray) -> float:
+    """Mean MRR@10 of ranked lists given their (B, n) labels (relevant: label > 0)."""
+    top = np.asarray(labels)[:, :CUTOFF] > 0
+    first = top.argmax(1)
+    return float(np.where(top.any(1), 1.0 / (first + 1), 0.0).mean()) if len(top) else 0.0
+
+
+def _digest(arrays) -> str:
+    """sha256 of arrays' bytes, shapes and dtypes (the doc matrix, the starting weights)."""
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}{a.dtype}".encode())
+        h.update(memoryview(a.reshape(-1).view(np.uint8)))
+    return h.hexdigest()[:16]
+
+
+def _weights(module: torch.nn.Module):
+    # bytes as uint8, since numpy has no bfloat16
+    return (t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy() for t in module.state_dict().values())
+
+
+def judged_rows(queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str]) -> list[dict[int, int]]:
+    """Each query's judgements keyed by row of the doc matrix; a query with no relevant indexed doc
+    could never get a positive pair, so it stops the stage."""
+    row_of = {doc: i for i, doc in enumerate(doc_ids)}
+    judged = []
+    for q in queries:
+        rows = {row_of[d]: int(g) for d, g in qrels.get(q["qid"], {}).items() if d in row_of}
+        if not any(g > 0 for g in rows.values()):
+            raise StageError("qrels", f"training query {q['qid']} has no relevant document among the "
+                                      f"{len(doc_ids)} indexed docs")
+        judged.append(rows)
+    return judged
+
+
+def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
+          doc_embeddings: np.ndarray, index, state_dir, cfg: dict, seed: int, log_path=None,
+          stop_after_step=None) -> dict:
+    """Algorithm 1: train only `query_tower` against fixed doc embeddings (row i is doc_ids[i]) and a
+    fixed Faiss index over those rows. Each step draws cfg["batch_size"] queries from (seed, step),
+    encodes them, retrieves their top_n docs, puts a relevant doc last in a list holding none, scores
+    the lists against the stored doc vectors and applies the pairwise loss. The step log carries
+    encode_s, search_s, step_s and mrr@10_batch (of the lists as retrieved, before the replacement).
+    The tower is left on loop.device(), in eval mode."""
+    for name, allowed in (("loss", LOSSES), ("metric", METRICS), ("reduction", REDUCTIONS)):
+        _check(name, cfg[name], allowed)
+    if doc_embeddings.ndim != 2 or len(doc_embeddings) != len(doc_ids) or index.ntotal != len(doc_ids):
+        raise ValueError(f"{len(doc_ids)} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
+    judged = judged_rows(queries, qrels, doc_ids)
+    relevant = [{row for row, g in rows.items() if g > 0} for rows in judged]
+    settings = {"ltre": cfg, "seed": seed, "queries": loop.fingerprint(queries),
+                "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
+                "doc_embeddings": _digest([doc_embeddings]), "start": _digest(_weights(query_tower))}
+    dev = loop.device()
+    query_tower.to(dev)
+    size = min(cfg["batch_size"], len(queries))
+    timed = []   # this run's per-step extras; loop.run adds each step's step_s to them
+
+    def loss_fn(step: int):
+        rng = np.random.default_rng([seed, step])
+        picks = rng.choice(len(queries), size=size, replace=False)
+        began = time.perf_counter()
+        batch = inbatch.tokenize_queries(tokenizer, [queries[i]["text"] for i in picks], cfg["query_length"], dev)
+        q = query_tower(**batch)
+        vectors = np.ascontiguousarray(q.detach().float().cpu().numpy())   # the copy waits for the GPU
+        encoded = time.perf_counter()
+        _, ranked = vector_index.search(index, vectors, cfg["top_n"], cfg["nprobe"] or None)
+        searched = time.perf_counter()
+        if (ranked < 0).any():
+            raise StageError("index", f"step {step + 1}: fewer than {cfg['top_n']} docs retrieved; raise nprobe")
+        rows = [judged[i] for i in picks]
+        mrr = batch_mrr10(labels_of(ranked, rows))
+        ranked = ensure_relevant(ranked, [relevant[i] for i in picks], rng)
+        labels = torch.from_numpy(labels_of(ranked, rows))
+        docs = torch.from_numpy(doc_embeddings[ranked]).to(dev)   # (B, n, d): a copy, never trained
+        # an elementwise product and sum stay float32 under autocast, unlike a bmm
+        scores = (q.float().unsqueeze(1) * docs).sum(-1)
+        loss = pairwise_loss(scores, labels, cfg["loss"], cfg["metric"], cfg["reduction"])
+        extras = {"encode_s": encoded - began, "search_s": searched - encoded, "mrr@10_batch": round(mrr, 5)}
+        timed.append(extras)
+        return loss, extras
+
+    report = loop.run(query_tower, loss_fn, steps=cfg["steps"], lr=cfg["lr"], warmup_ratio=cfg["warmup_ratio"],
+                      seed=seed, state_dir=state_dir, checkpoint_every=cfg["checkpoint_every"], settings=settings,
+                      weight_decay=cfg.get("weight_decay", 0.01), log_path=log_path,
+                      stop_after_step=stop_after_step, desc="ltre")
+    report.update(train_queries=len(queries), top_n=cfg["top_n"], seconds_per_step=seconds_per_step(timed))
+    return report
+
+
+def seconds_per_step(timed: list[dict]) -> dict:
+    """Means over the steps run: encode, search, the rest of the step (loss, backward, optimiser
+    step: update) and the whole step."""
+    if not timed:
+        return {k: None for k in ("encode", "search", "update", "total")}
+    mean = {k: float(np.mean([t[k] for t in timed])) for k in ("encode_s", "search_s", "step_s")}
+    return {"encode": round(mean["encode_s"], 6), "search": round(mean["search_s"], 6),
+            "update": round(mean["step_s"] - mean["encode_s"] - mean["search_s"], 6),
+            "total": round(mean["step_s"], 6)}
