@@ -1,6 +1,7 @@
 # The whole workflow: `snakemake results/chang2020/table3.csv` (or `all`) on the active profile.
 # params.yaml is the embedded default; add `--configfile config/paper.yaml` for paper scale.
 import os
+import re
 import sys
 
 from snakemake.utils import min_version, validate
@@ -12,7 +13,7 @@ validate(config, "workflow/schemas/params.schema.yaml")
 
 PY = sys.executable          # the interpreter snakemake runs in (the project's venv)
 if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]
-        or config["quadrupletbert"]["pretrain"]["init_hub_model"]):
+        or config["quadrupletbert"]["pretrain"]["init_hub_model"] or config["ltre"]["start_hub_model"]):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
 TOWERS = f"{PY} -m towers"
 ART = "artifacts"
@@ -42,6 +43,7 @@ include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/repbert.smk"
+include: "workflow/rules/ltre.smk"
 
 
 rule all:
@@ -50,3 +52,4 @@ rule all:
         "results/table1.csv",
         "results/table2.csv",
         REPBERT_TARGETS,
+        LTRE_TARGETS,

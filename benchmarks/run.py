@@ -16,6 +16,10 @@ repbert: in a fresh copy, wall time of a clean `snakemake` of every results/repb
    default (goal: <= 40 min on 2 cores), and the latency the pipeline measured (ms per dev query, one at a
    time): RepBERT's query encoding + exact inner-product search against Pyserini BM25 on the same queries
    in the same run;
+ltre: in a fresh copy, wall time of a clean `snakemake` of every results/ltre/ target on the embedded default
+   (goal: <= 45 min on 2 cores), and LTRe's seconds per training step (encode, search, update) against the
+   asynchronous-refresh baseline's (ANCE: its re-encoding and re-indexing spread over its steps), both from
+   the step logs of that run, on the same data and machine;
 pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.generate_pairs) on enwiki-mini's
    parsed articles, per task (ict, bfs, wlp, ict+bfs+wlp): pairs generated per second, and peak memory (max
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
@@ -25,6 +29,7 @@ pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.gen
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -70,6 +75,27 @@ def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
     return time.perf_counter() - began, done
 
 
+@contextlib.contextmanager
+def clean_run(targets: list[str], cores: int):
+    """A fresh copy in which `targets` are planned, then built from nothing: (folder, plan, seconds)."""
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        fresh_copy(tmp)
+        snake = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores)]
+        _, plan = timed([*snake, "-n"], tmp)
+        seconds, _ = timed(snake, tmp)
+        yield Path(tmp), plan, seconds
+
+
+def keep_outputs(tmp: Path, targets: list[str], folder: str) -> None:
+    """Copy each table (CSV + JSON twin) or figure (PNG + CSV) to benchmarks/out/<folder>, so the committed
+    ones can be compared with them."""
+    for target in targets:
+        kept = ROOT / "benchmarks/out" / folder / Path(target).name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ((".csv", ".json") if target.endswith(".csv") else (".png", ".csv")):
+            shutil.copy(tmp / Path(target).with_suffix(suffix), kept.with_suffix(suffix))
+
+
 def pipeline(cores: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
         fresh_copy(tmp)
@@ -103,24 +129,35 @@ REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
 
 
 def repbert(cores: int) -> dict:
-    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
-        fresh_copy(tmp)
-        snake = [sys.executable, "-m", "snakemake", *REPBERT_TARGETS, "--cores", str(cores)]
-        _, plan = timed([*snake, "-n"], tmp)
-        seconds, _ = timed(snake, tmp)
+    with clean_run(REPBERT_TARGETS, cores) as (tmp, plan, seconds):
         latency = {name: json.loads((Path(tmp) / f"artifacts/enwiki-mini-passages/latency/{name}/dev.json").read_text())
                    for name in ("bm25", "repbert")}
-        for target in REPBERT_TARGETS:   # kept: the committed tables can be compared with them
-            kept = ROOT / "benchmarks/out/repbert" / Path(target).name
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(Path(tmp) / target, kept)
-            if target.endswith(".csv"):
-                shutil.copy(Path(tmp) / target.replace(".csv", ".json"), kept.with_suffix(".json"))
-            else:
-                shutil.copy(Path(tmp) / target.replace(".png", ".csv"), kept.with_suffix(".csv"))
+        keep_outputs(tmp, REPBERT_TARGETS, "repbert")
     return {"targets": REPBERT_TARGETS, "jobs": job_counts(plan.stdout), "clean_run_seconds": round(seconds, 1),
             "goal_seconds": 2400, "latency": latency,
             "repbert_over_bm25_ms_ratio": round(latency["repbert"]["ms_per_query"] / latency["bm25"]["ms_per_query"], 2)}
+
+
+LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]
+
+
+def step_log(path: Path) -> dict:
+    """Mean seconds per step of a training run, and its phases where it logged them."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    mean = {k: statistics.fmean(r.get(k, 0.0) for r in records) for k in ("step_s", "encode_s", "search_s", "refresh_s")}
+    return {"steps": len(records), "seconds": round(sum(r["step_s"] for r in records), 2),
+            "seconds_per_step": round(mean["step_s"], 4),
+            "phases_per_step": {k[:-2]: round(v, 4) for k, v in mean.items() if k != "step_s" and v}}
+
+
+def ltre(cores: int) -> dict:
+    with clean_run(LTRE_TARGETS, cores) as (tmp, plan, seconds):
+        steps = Path(tmp) / "artifacts/enwiki-mini-passages/ltre/steps"
+        ltre_run, ance = step_log(steps / "ltre-bm25-flat-dev.jsonl"), step_log(steps / "neg-bm25.async-dev.jsonl")
+        keep_outputs(tmp, LTRE_TARGETS, "ltre")
+    return {"targets": LTRE_TARGETS, "jobs": job_counts(plan.stdout), "clean_run_seconds": round(seconds, 1),
+            "goal_seconds": 2700, "ltre_flat": ltre_run, "async_refresh_ance": ance,
+            "ance_over_ltre_seconds_per_step": round(ance["seconds_per_step"] / ltre_run["seconds_per_step"], 2)}
 
 
 def quadrupletbert(cores: int) -> dict:
@@ -305,7 +342,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
-    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "pairs"],
+    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "pairs"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
@@ -325,6 +362,7 @@ def main() -> None:
                                           args.encode_limit, threads=1),
              "quadrupletbert": lambda: quadrupletbert(args.cores),
              "repbert": lambda: repbert(args.cores),
+             "ltre": lambda: ltre(args.cores),
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats)}
     for name, run in parts.items():
         if args.part in ("all", name):

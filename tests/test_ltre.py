@@ -197,12 +197,13 @@ def make_tower(world, head_kind: str = "linear-ln") -> Tower:
     return Tower(load_encoder(world.root / "enc"), "cls", 8, head_kind=head_kind)
 
 
-def run_train(world, state_dir, tower=None, emb=None, index=None, qrels=None, stop_after_step=None, **cfg):
+def run_train(world, state_dir, tower=None, emb=None, index=None, qrels=None, stop_after_step=None, bm25=None,
+              **cfg):
     emb = world.emb if emb is None else emb
     index = vector_index.build(emb, "Flat") if index is None else index
     tower = make_tower(world) if tower is None else tower
     report = train(tower, world.tokenizer, world.queries, world.qrels if qrels is None else qrels, world.doc_ids,
-                   emb, index, state_dir, {**CFG, **cfg}, seed=3, log_path=state_dir.with_suffix(".jsonl"),
+                   emb, index, state_dir, {**CFG, **cfg}, seed=3, bm25=bm25, log_path=state_dir.with_suffix(".jsonl"),
                    stop_after_step=stop_after_step)
     return tower, report
 
@@ -307,3 +308,110 @@ def test_query_without_an_indexed_relevant_doc_is_a_stage_error(world, tmp_path,
     with pytest.raises(StageError, match="q3"):
         run_train(world, tmp_path / "s", qrels=qrels)
     assert not (tmp_path / "s" / "checkpoint.pt").exists()
+
+
+# ---- negatives sampled against the fixed index (Figure 3's baselines) and the shared-encoder baselines
+
+def test_sample_negatives_draws_from_the_pool_outside_the_excluded_and_fills_with_random_rows():
+    from towers.training.ltre import sample_negatives
+
+    rng = np.random.default_rng(0)
+    picked = sample_negatives([5, 1, 7, 9], 3, 30, {1, 9}, rng)
+    assert sorted(picked[:2]) == [5, 7] and len(picked) == 3 and len(set(picked)) == 3
+    assert not {1, 9} & set(picked)
+    assert all(r not in {2, 3} for r in sample_negatives([], 25, 30, {2, 3}, rng))   # no pool: the corpus
+
+
+def test_sampled_lists_put_a_relevant_row_first():
+    from towers.training.ltre import sampled_lists
+
+    relevant = [{0}, {1, 2}]
+    lists = sampled_lists([0, 1], relevant, [[0, 4, 5], [1, 2, 6]], 1, 10, np.random.default_rng(3))
+    assert lists.shape == (2, 2) and lists[0, 0] == 0 and lists[1, 0] in {1, 2}
+    assert lists[0, 1] in {4, 5} and lists[1, 1] == 6
+
+
+def test_figure3_step_log_has_recall_and_overlaps(world, tmp_path):
+    bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
+    _, report = run_train(world, tmp_path / "s", probe_depth=5, refresh_every=2, bm25=bm25)
+    records = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    for r in records:
+        assert 0 <= r["r@5_batch"] <= 1 and 0 <= r["bm25_overlap"] <= 1 and 0 <= r["async_overlap"] <= 1
+    # right after a refresh the query tower is unchanged but in train mode (dropout): overlap stays high
+    assert [("refresh_s" in r) for r in records] == [True, False, True, False, True, False]
+    assert "refresh" in report["seconds_per_step"]
+
+
+@pytest.mark.parametrize("negatives", ["rand", "bm25", "async"])
+def test_sampled_negatives_train_only_the_query_tower(world, tmp_path, negatives):
+    bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
+    emb = world.emb.copy()
+    start = weights(make_tower(world))
+    tower, report = run_train(world, tmp_path / "s", emb=emb, negatives=negatives, refresh_every=3, bm25=bm25,
+                              negatives_per_query=2, negative_depth=6, probe_depth=5)
+    assert np.array_equal(emb, world.emb) and report["negatives"] == negatives
+    assert not torch.equal(weights(tower)["projection.0.weight"], start["projection.0.weight"])
+
+
+def test_unknown_negatives_and_missing_bm25_are_refused(world, tmp_path):
+    with pytest.raises(ValueError, match="negatives"):
+        run_train(world, tmp_path / "a", negatives="bm26")
+    with pytest.raises(ValueError, match="BM25"):
+        run_train(world, tmp_path / "b", negatives="bm25")
+
+
+def test_hardest_in_batch_skips_relevant_documents():
+    from towers.training.negatives import hardest_in_batch
+
+    scores = torch.tensor([[5.0, 4.0, 1.0], [2.0, 9.0, 3.0], [1.0, 1.0, 1.0]])
+    relevant = torch.tensor([[True, True, False], [False, True, False], [True, True, True]])
+    assert hardest_in_batch(scores, relevant).tolist() == [2, 2, -1]
+
+
+def shared_model(world):
+    from towers.models import TwoTower
+
+    cfg = {"pooling": "cls", "embedding_dim": 8, "shared": True, "normalize": False, "query_length": 16,
+           "doc_length": 24, "doc_text": "contents", "head": "linear-ln"}
+    return TwoTower.from_encoder(world.root / "enc", cfg, seed=0), world.tokenizer
+
+
+NEG_CFG = {"steps": 4, "batch_size": 4, "lr": 1e-3, "warmup_ratio": 0.0, "checkpoint_every": 2,
+           "negatives_per_query": 1, "negative_depth": 5, "refresh_every": 2}
+
+
+@pytest.mark.parametrize("negatives", ["rand", "bm25", "nce", "bm25+rand", "async"])
+def test_negative_sampling_baselines_train_the_shared_encoder(world, tmp_path, negatives):
+    from towers.training import negatives as neg
+
+    model, tok = shared_model(world)
+    before = weights(model)
+    bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
+    report = neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
+                       {**NEG_CFG, "negatives": negatives}, seed=1, bm25=bm25, log_path=tmp_path / "s.jsonl")
+    assert not same(before, weights(model)) and model.shared
+    assert report["refreshes"] == (2 if negatives == "async" else 0)
+    assert (report["refresh_seconds"] > 0) == (negatives == "async")
+    again, _ = shared_model(world)
+    neg.train(again, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "t",
+              {**NEG_CFG, "negatives": negatives}, seed=1, bm25=bm25)
+    assert same(weights(model), weights(again))   # seeded: the same run twice gives the same weights
+
+
+def test_bm25_negatives_come_from_the_bm25_pool(world, monkeypatch, tmp_path):
+    from towers.training import negatives as neg
+
+    seen = []
+    real = neg.sample_negatives
+
+    def spy(pool, count, n_docs, excluded, rng):
+        out = real(pool, count, n_docs, excluded, rng)
+        seen.append((list(pool), out, excluded))
+        return out
+
+    monkeypatch.setattr(neg, "sample_negatives", spy)
+    model, tok = shared_model(world)
+    bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(1, 6)] for i, q in enumerate(world.queries)}
+    neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
+              {**NEG_CFG, "negatives": "bm25"}, seed=1, bm25=bm25)
+    assert seen and all(set(out) <= set(pool) and not set(out) & excluded for pool, out, excluded in seen)

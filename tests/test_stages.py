@@ -89,6 +89,18 @@ def test_bad_faiss_factory(tmp_path):
     assert not (tmp_path / "i.faiss").exists()
 
 
+def test_index_too_small_to_train_is_one_line(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "e.npy", np.random.default_rng(0).standard_normal((9, 12)).astype(np.float32))
+    result = run_stage("build-index", "--embeddings", tmp_path / "e.npy", "--factory", "OPQ6,IVF1,PQ6", "--out",
+                       tmp_path / "i.faiss")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "OPQ6,IVF1,PQ6" in lines[-1] and "cannot train on 9 vectors" in lines[-1] and "256" in lines[-1]
+    assert not (tmp_path / "i.faiss").exists()
+
+
 def test_download_checks_sha256_and_keeps_nothing_on_mismatch(tmp_path):
     import hashlib
 

@@ -19,6 +19,7 @@ PAIRS_TABLE = "results/chang2020/table1.csv"
 CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
 REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
     [f"results/repbert/figure{n}.png" for n in (1, 2)]
+LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -33,7 +34,7 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, "--cores", 2,
+    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--cores", 2,
                      "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
@@ -128,8 +129,49 @@ def test_tiny_dag_builds_the_repbert_tables_and_figures(tiny_run):
 
 
 @pytest.mark.slow
+def test_tiny_dag_builds_the_ltre_tables_and_figure(tiny_run):
+    table1 = pd.read_csv(tiny_run / "results/ltre/table1.csv")
+    assert table1["key"].tolist() == ["BM25", "rand", "bm25", "nce", "bm25.async", "ltre:bm25"]
+    assert table1["method"].tolist()[-2:] == ["BM25 Neg -> Async ANN", "LTRe (BM25 Neg)"]
+    assert table1["RR@10 paper"].tolist() == [0.187, 0.261, 0.309, 0.256, 0.338, 0.329]
+    assert table1[["RR@10", "R@1000", "nDCG@10"]].stack().between(0, 1).all()
+    table3 = pd.read_csv(tiny_run / "results/ltre/table3.csv")
+    assert table3["key"].tolist() == ["start:bm25", "async:bm25.async", "ltre:flat", "ltre:pq2"]
+    assert table3.loc[1, "speed-up"] == 1.0 and (table3.loc[2:, "speed-up"] > 0).all()
+    assert (table3["index bytes"] > 0).all() and table3.loc[3, "index bytes"] < table3.loc[2, "index bytes"]
+    table4 = pd.read_csv(tiny_run / "results/ltre/table4.csv")
+    assert table4[["train index", "eval index"]].values.tolist() == [
+        ["flat", "flat"], ["flat", "pq2"], ["pq2", "flat"], ["pq2", "pq2"]]
+    # LTRe's doc tower is its start's, untouched, so its runs search the start's indexes: nothing re-encodes
+    import torch
+    from safetensors.torch import load_file
+    dense = tiny_run / "artifacts/enwiki-mini-passages/dense"
+    start = load_file(dense / "neg-bm25/dev/model/query/model.safetensors")
+    kept = load_file(dense / "ltre-bm25-flat/dev/model/doc/model.safetensors")
+    assert start.keys() == kept.keys() and all(torch.equal(start[k], kept[k]) for k in start)
+    assert not (dense / "ltre-bm25-flat/dev/candidates.npy").exists()
+    figure = pd.read_csv(tiny_run / "results/ltre/figure3.csv")
+    assert set(figure["method"]) == {"ltre", "rand", "bm25", "async"}
+    assert set(figure["measure"]) == {"MRR@10", "R@3", "BM25 overlap", "async overlap"}
+    assert (tiny_run / "results/ltre/figure3.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_ltre_change_retrains_only_the_query_towers(tiny_run):
+    changed = (tiny_run / "fixtures/tiny.yaml").read_text().replace(
+        "  train: {steps: 4, batch_size: 4, lr: 1.0e-3, warmup_ratio: 0.1, checkpoint_every: 2, top_n: 5",
+        "  train: {steps: 4, batch_size: 4, lr: 2.0e-3, warmup_ratio: 0.1, checkpoint_every: 2, top_n: 5")
+    (tiny_run / "fixtures/ltre.yaml").write_text(changed)
+    plan = snakemake(tiny_run, *LTRE_TARGETS, "--cores", 2, "--configfile", "fixtures/ltre.yaml", "-n")
+    counts = job_counts(plan.stdout)
+    # LTRe at both training indexes and the 3 figure-3 query-only runs; no baseline retrains or re-encodes
+    assert counts["train_ltre"] == 2 + 3 and "train_negatives" not in counts
+    assert "encode_candidates" not in counts and "faiss_index" not in counts and counts["ltre_figure3"] == 1
+
+
+@pytest.mark.slow
 def test_second_run_has_nothing_to_do(tiny_run):
-    again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, "--cores", 2,
+    again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--cores", 2,
                       "--configfile", "fixtures/tiny.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
@@ -245,3 +287,16 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
     # the cross-encoder scores each first-stage run once, at the deepest depth; shallower ones reuse it
     assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 and plan.stdout.count("--scores ") == 2 * 4
     assert "--steps 350000 --batch-size 52 --lr 3e-06" in plan.stdout
+
+
+def test_paper_profile_plans_the_ltre_targets(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *LTRE_TARGETS, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    # 8 baselines; LTRe at 6 training indexes plus 3 figure-3 runs; 6 x 6 evaluations for Table 4
+    assert counts["train_negatives"] == 8 and counts["train_ltre"] == 6 + 3
+    assert counts["ltre_table"] == 3 and counts["ltre_figure3"] == 1
+    assert "--start roberta-base" in plan.stdout and "--factory 'OPQ96,IVF1,PQ96'" in plan.stdout
+    assert "--steps 60000 --batch-size 32 --lr 5e-06" in plan.stdout
+

@@ -697,6 +697,114 @@ def train_repbert(a):
     return a.out, report
 
 
+# --- LTRe (Zhan et al. 2020): negative-sampling baselines and training against a fixed index ------
+
+def ltre_training_data(a):
+    """The split's training queries, the qrels, every candidate's id and passage, BM25's ranked doc ids."""
+    qrels = read_qrels(a.qrels)
+    queries = [{"qid": qid, "text": text} for qid, text in read_split(a.train).items()]
+    if not queries:
+        raise StageError(a.train, "no training queries")
+    candidates = load_candidates(a.candidates)
+    bm25 = {qid: [doc for doc, _ in ranked] for qid, ranked in read_run(a.bm25_run).items()} if a.bm25_run else None
+    return queries, qrels, candidates, bm25
+
+
+def ltre_args():
+    return (arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
+            arg("--train", required=True, help="training queries TSV"),
+            arg("--bm25-run", default="", help="TREC run of BM25 over the training queries"),
+            arg("--loss", default="ranknet", choices=["ranknet", "lambdarank"]),
+            arg("--metric", default="mrr@10", choices=["mrr@10", "ndcg@10"], help="LambdaRank's |delta metric|"),
+            arg("--reduction", default="query-sum", choices=["query-sum", "pair-mean"]),
+            arg("--negatives-per-query", type=int, default=1), arg("--negative-depth", type=int, default=200),
+            arg("--refresh-every", type=int, default=0), arg("--nprobe", type=int, default=0),
+            arg("--threads", type=int, default=0), arg("--out", required=True), *schedule_args())
+
+
+def ltre_cfg(a, **extra) -> dict:
+    return {**schedule_of(a), "loss": a.loss, "metric": a.metric, "reduction": a.reduction,
+            "negatives": a.negatives, "negatives_per_query": a.negatives_per_query,
+            "negative_depth": a.negative_depth, "refresh_every": a.refresh_every, "nprobe": a.nprobe, **extra}
+
+
+@stage("train-negatives", arg("--start", required=True,
+                              help="encoder folder or hub name (towers start from it), or a saved model (a warm start)"),
+       arg("--negatives", required=True, choices=["rand", "bm25", "nce", "bm25+rand", "async"]),
+       arg("--index-factory", default="Flat", help="async: the index each refresh builds"),
+       arg("--query-length", type=int, default=32), arg("--doc-length", type=int, default=512),
+       arg("--embedding-dim", type=int, default=768), arg("--pooling", default="cls"),
+       arg("--head", default="linear-ln", choices=["linear", "linear-ln"]), *ltre_args())
+def train_negatives(a):
+    """LTRe Table 1's negative-sampling baselines: one shared encoder, (relevant, negative) pairs."""
+    from .models import TwoTower, doc_input
+    from .training import loop, negatives
+
+    seed_everything(a.seed)
+    set_threads(a.threads)
+    if a.negatives in ("bm25", "bm25+rand") and not a.bm25_run:
+        raise StageError("--bm25-run", f"{a.negatives} negatives need a BM25 run")
+    queries, qrels, candidates, bm25 = ltre_training_data(a)
+    towers = {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": True, "normalize": False,
+              "query_length": a.query_length, "doc_length": a.doc_length, "doc_text": "contents", "head": a.head}
+    model, tokenizer, towers = TwoTower.start(a.start, towers, a.seed)
+    negatives.require_shared(model, a.start)
+    docs = [doc_input(c, "contents") for c in candidates]
+    start_key = loop.folder_digest(a.start) if Path(a.start).is_dir() else str(a.start)
+    cfg = ltre_cfg(a, index=a.index_factory)
+    report = negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates], docs, a.state_dir, cfg,
+                             a.seed, bm25, start_key, a.log, a.stop_after_step)
+    with atomic_path(a.out) as tmp:
+        model.cpu().save(tmp, tokenizer)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("train-ltre", arg("--start", required=True, help="a saved model: its doc tower is fixed, its query tower trained"),
+       arg("--embeddings", required=True, help="the start's doc vectors (encode-candidates)"),
+       arg("--ids", required=True), arg("--index", required=True, help="Faiss index over --embeddings"),
+       arg("--negatives", default="ltre", choices=["ltre", "rand", "bm25", "async"],
+           help="ltre: Algorithm 1; the others sample negatives against the same fixed index (Figure 3)"),
+       arg("--top-n", type=int, default=200),
+       arg("--probe-depth", type=int, default=200, help="depth of the step log's recall and overlaps (Figure 3)"),
+       *ltre_args())
+def train_ltre(a):
+    """LTRe: only the query tower learns, from full retrieval over a fixed index of fixed doc vectors."""
+    import copy
+
+    import faiss
+    import numpy as np
+
+    from .models import TwoTower
+    from .training import loop, ltre
+
+    seed_everything(a.seed)
+    set_threads(a.threads)
+    if a.negatives == "bm25" and not a.bm25_run:
+        raise StageError("--bm25-run", "BM25 negatives need a BM25 run")
+    queries, qrels, candidates, bm25 = ltre_training_data(a)
+    start, tokenizer = TwoTower.load(a.start)
+    ids = require_file(a.ids).read_text().split()
+    if ids != [c["id"] for c in candidates]:
+        raise StageError(a.ids, f"its ids are not those of {a.candidates}, in order")
+    try:
+        vectors = np.load(require_file(a.embeddings))
+    except ValueError as err:
+        raise StageError(a.embeddings, f"not a NumPy array file ({err})") from None
+    index = faiss.read_index(str(require_file(a.index)))
+    if index.ntotal != len(ids) or vectors.shape[0] != len(ids):
+        raise StageError(a.index, f"{index.ntotal} vectors indexed, {vectors.shape[0]} embeddings, {len(ids)} ids")
+    # the doc tower stays the start's; the query tower is a copy that learns
+    model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
+    cfg = ltre_cfg(a, top_n=a.top_n, probe_depth=a.probe_depth, query_length=start.config["query_length"])
+    report = ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, a.state_dir, cfg, a.seed, bm25,
+                        a.log, a.stop_after_step)
+    with atomic_path(a.out) as tmp:
+        model.cpu().save(tmp, tokenizer)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
 @stage("encode-candidates", arg("--model", required=True), arg("--candidates", required=True),
        arg("--embeddings", required=True), arg("--ids", required=True), arg("--batch-size", type=int, default=128),
        arg("--threads", type=int, default=0))
@@ -809,6 +917,8 @@ def mine_hard_negatives(a):
        arg("--loss", default="pointwise", choices=["pointwise", "listwise"],
            help="pointwise: BCE on one relevant and one negative (monoBERT); listwise: softmax over a group"),
        arg("--group-size", type=int, default=8, help="listwise: the relevant passage and group-size - 1 negatives"),
+       arg("--pooling", default="cls", choices=["cls", "mean"],
+           help="cls: the [CLS] classifier (monoBERT); mean: a head on the mean of the token states"),
        arg("--out", required=True), *schedule_args())
 def train_cross_encoder(a):
     """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
@@ -832,7 +942,7 @@ def train_cross_encoder(a):
     require_texts(passages, positives, a.qrels, a.candidates)
     require_texts(passages, negatives, a.run, a.candidates)
     train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
-             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
+             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2, "pooling": a.pooling}
     with atomic_path(a.out) as tmp:
         report = rerank.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
                               a.stop_after_step)
@@ -1087,10 +1197,16 @@ REPBERT_ROWS = {"table1": ["method", "eval", "latency"], "table2": ["method", "d
                 "table3": ["first", "second", "fusion", "eval"], "table4": ["first", "second", "fusion", "eval"]}
 
 
-@stage("repbert-table", arg("--table", required=True, choices=sorted(REPBERT_ROWS)), arg("--paper", required=True),
-       arg("--profile", required=True), arg("--note", required=True),
-       arg("--row", required=True, action="append", help="'|'-separated fields; see REPBERT_ROWS"),
-       arg("--csv", required=True), arg("--json", required=True))
+def paper_table_args(rows: dict, name: str):
+    """A paper's table stage: --table (a key of `rows`), its paper values, the profile and note, --row
+    values ('|'-separated fields, one list of fields per table in `rows`) and the CSV and JSON out."""
+    return (arg("--table", required=True, choices=sorted(rows)), arg("--paper", required=True),
+            arg("--profile", required=True), arg("--note", required=True),
+            arg("--row", required=True, action="append", help=f"'|'-separated fields; see {name}"),
+            arg("--csv", required=True), arg("--json", required=True))
+
+
+@stage("repbert-table", *paper_table_args(REPBERT_ROWS, "REPBERT_ROWS"))
 def repbert_table(a):
     """RepBERT Tables 1-4: first-stage retrieval, reranking by depth, run fusion."""
     from . import repbert_report as report
@@ -1129,6 +1245,38 @@ def repbert_figure(a):
         panels = [(frame, "depth", "C", "consistency with BM25's top 1000")]
     report.save_figure(panels, a.csv, a.png, a.note)
     return a.csv, {"panels": len(panels)}
+
+
+LTRE_ROWS = {"table1": ["key", "eval"], "table3": ["key", "eval", "steps", "index", "before"],
+             "table4": ["train", "test", "eval"]}
+
+
+@stage("ltre-table", *paper_table_args(LTRE_ROWS, "LTRE_ROWS"))
+def ltre_table(a):
+    """LTRe Tables 1, 3 and 4: baselines and LTRe, training indexes and time, train x evaluation index."""
+    from . import ltre_report as report
+
+    rows = parse_rows(a.row, LTRE_ROWS[a.table], may_be_empty=["before"])
+    frame, twin = getattr(report, a.table)(rows, a.paper, a.profile, a.note)
+    return write_table(frame, twin, a.csv, a.json)
+
+
+@stage("ltre-figure", arg("--run", required=True, action="append", help="method|step log of train-ltre"),
+       arg("--probe-depth", type=int, required=True), arg("--note", required=True),
+       arg("--csv", required=True), arg("--png", required=True))
+def ltre_figure(a):
+    """LTRe Figure 3: per training step, MRR@10, R@depth, overlap with BM25 and with the async retrieval."""
+    from . import ltre_report as report
+    from .repbert_report import save_figure
+
+    frame = report.figure3_frame(parse_rows(a.run, ["method", "steps"]), a.probe_depth)
+    window = report.window_for(frame)
+    titles = {"MRR@10": "(a) MRR@10", f"R@{a.probe_depth}": f"(b) R@{a.probe_depth}",
+              "BM25 overlap": f"(c) overlap with BM25's top {a.probe_depth}",
+              "async overlap": f"(d) overlap with the async top {a.probe_depth}"}
+    panels = [(report.smoothed(frame, measure, window), "step", measure, title) for measure, title in titles.items()]
+    save_figure(panels, a.csv, a.png, f"{a.note}; batch values, running mean over {window} steps", log_x=False)
+    return a.csv, {"methods": int(frame["method"].nunique()), "steps": int(frame["step"].max())}
 
 
 # --- entry point --------------------------------------------------------------------------------

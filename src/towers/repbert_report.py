@@ -93,10 +93,10 @@ def recall_curve(rows: list[dict], depths: list[int]) -> pd.DataFrame:
                          for r in rows for k in depths])
 
 
-def plot(frame: pd.DataFrame, x: str, y: str, title: str, ax) -> None:
+def plot(frame: pd.DataFrame, x: str, y: str, title: str, ax, log_x: bool = True) -> None:
     for method, part in frame.groupby("method", sort=False):
-        ax.plot(part[x], part[y], marker="o", label=method)
-    ax.set_xscale("log")
+        ax.plot(part[x], part[y], marker="o" if log_x else None, label=method)
+    ax.set_xscale("log" if log_x else "linear")
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title)
@@ -104,7 +104,8 @@ def plot(frame: pd.DataFrame, x: str, y: str, title: str, ax) -> None:
     ax.grid(True, alpha=0.3)
 
 
-def save_figure(panels: list[tuple[pd.DataFrame, str, str, str]], csv_path, png_path, note: str) -> None:
+def save_figure(panels: list[tuple[pd.DataFrame, str, str, str]], csv_path, png_path, note: str,
+                log_x: bool = True) -> None:
     """One PNG with a panel per (frame, x, y, title), and the CSV behind it (all panels, long form)."""
     import matplotlib
 
@@ -115,7 +116,7 @@ def save_figure(panels: list[tuple[pd.DataFrame, str, str, str]], csv_path, png_
 
     figure, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
     for (frame, x, y, title), ax in zip(panels, axes[0]):
-        plot(frame, x, y, title, ax)
+        plot(frame, x, y, title, ax, log_x)
     figure.text(0.01, 0.01, note, fontsize=7, wrap=True)
     figure.tight_layout(rect=(0, 0.08, 1, 1))
     with atomic_path(png_path) as tmp:

@@ -16,7 +16,11 @@ def build(embeddings: np.ndarray, factory: str):
     except RuntimeError as err:
         raise StageError("faiss.index_factory", f"bad factory string {factory!r}: {str(err).splitlines()[0]}") from None
     if not index.is_trained:   # IVF / PQ: k-means with Faiss's fixed default seed, so repeatable
-        index.train(embeddings)
+        try:
+            index.train(embeddings)
+        except RuntimeError as err:   # e.g. fewer vectors than a quantiser has centroids
+            reason = str(err).strip().splitlines()[0].rpartition("failed: ")[2]
+            raise StageError(f"faiss {factory!r}", f"cannot train on {len(embeddings)} vectors: {reason}") from None
     index.add(embeddings)
     return index
 

@@ -48,8 +48,20 @@ rule faiss_index:
         " 2>&1 | tee {log}"
 
 
+# A model trained against a fixed doc side (LTRe and Figure 3's query-only runs: <method>-<start>-<index>,
+# workflow/rules/ltre.smk) has its start's doc tower, hence its start's doc vectors: it is searched
+# through the start's indexes, as LTRe's paper does, instead of re-encoding and re-indexing the corpus.
+FIXED_DOC_SIDE = r"(ltre|qrand|qbm25|qasync)-(?P<start>[a-z0-9+.]+)-[a-z0-9]+"
+
+
+def index_owner(model):
+    """The model whose doc vectors and indexes serve `model`."""
+    fixed = re.fullmatch(FIXED_DOC_SIDE, model)
+    return f"neg-{fixed['start']}" if fixed else model
+
+
 def dense_files(dataset, model, split, index):
-    folder = f"{ART}/{dataset}/dense/{model}/{split}"
+    folder = f"{ART}/{dataset}/dense/{index_owner(model)}/{split}"
     return {"model": f"{ART}/{base_of(dataset)}/dense/{model}/{split}/model", "index": f"{folder}/index-{index}.faiss",
             "ids": f"{folder}/candidates.ids"}
 

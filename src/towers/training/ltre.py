@@ -19,6 +19,7 @@ from . import inbatch, loop
 METRICS = ("mrr@10", "ndcg@10")
 LOSSES = ("ranknet", "lambdarank")
 REDUCTIONS = ("query-sum", "pair-mean")
+NEGATIVES = ("ltre", "rand", "bm25", "async")   # how a step's lists are made (train())
 CUTOFF = 10
 
 
@@ -150,30 +151,110 @@ def judged_rows(queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: 
     return judged
 
 
-def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          doc_embeddings: np.ndarray, index, state_dir, cfg: dict, seed: int, log_path=None,
-          stop_after_step=None) -> dict:
-    """Algorithm 1: train only `query_tower` against fixed doc embeddings (row i is doc_ids[i]) and a
-    fixed Faiss index over those rows. Each step draws cfg["batch_size"] queries from (seed, step),
-    encodes them, retrieves their top_n docs, puts a relevant doc last in a list holding none, scores
-    the lists against the stored doc vectors and applies the pairwise loss. The step log carries
-    encode_s, search_s, step_s and mrr@10_batch (of the lists as retrieved, before the replacement).
-    The tower is left on loop.device(), in eval mode."""
-    for name, allowed in (("loss", LOSSES), ("metric", METRICS), ("reduction", REDUCTIONS)):
-        _check(name, cfg[name], allowed)
-    if doc_embeddings.ndim != 2 or len(doc_embeddings) != len(doc_ids) or index.ntotal != len(doc_ids):
-        raise ValueError(f"{len(doc_ids)} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
+def indexed_judgements(queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
+                       bm25: dict[str, list[str]] | None):
+    """Per training query: its judgements by doc row, its relevant rows, and BM25's ranked rows (None
+    without a run), the row-indexed views both LTRe and the baselines draw from."""
     judged = judged_rows(queries, qrels, doc_ids)
     relevant = [{row for row, g in rows.items() if g > 0} for rows in judged]
+    row_of = {doc: i for i, doc in enumerate(doc_ids)}
+    bm25_rows = None if bm25 is None else [[row_of[d] for d in bm25.get(q["qid"], []) if d in row_of] for q in queries]
+    return judged, relevant, bm25_rows
+
+
+def overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean share of row i of `a` that row i of `b` also holds (Figure 3c/3d's top-200 overlap)."""
+    return float(np.mean([len(set(map(int, x)) & set(map(int, y))) / max(len(x), 1) for x, y in zip(a, b)]))
+
+
+def recall(ranked: np.ndarray, relevant: list[set[int]]) -> float:
+    """Mean share of each query's relevant rows that its ranked row holds."""
+    return float(np.mean([len(rel & set(map(int, row))) / len(rel) for row, rel in zip(ranked, relevant)]))
+
+
+def sample_negatives(pool, count: int, n_docs: int, excluded: set[int], rng) -> list[int]:
+    """`count` distinct rows from `pool` (ranked rows: BM25's or an asynchronous retrieval's top) outside
+    `excluded`; random rows of the corpus make up a pool too short for it."""
+    pool = [int(r) for r in pool if int(r) not in excluded]
+    picked = [pool[int(i)] for i in rng.choice(len(pool), size=min(count, len(pool)), replace=False)] if pool else []
+    while len(picked) < count:
+        row = int(rng.integers(n_docs))
+        if row not in excluded and row not in picked:
+            picked.append(row)
+    return picked
+
+
+def sampled_lists(picks, relevant: list[set[int]], pools: list | None, count: int, n_docs: int, rng) -> np.ndarray:
+    """(B, 1 + count): a relevant row then `count` negatives of each picked query, from its pool
+    (None: uniformly from the corpus, Rand Neg)."""
+    lists = []
+    for i in picks:
+        positive = int(rng.choice(sorted(relevant[i])))
+        pool = pools[i] if pools is not None else ()
+        lists.append([positive, *sample_negatives(pool, count, n_docs, relevant[i], rng)])
+    return np.asarray(lists, dtype=np.int64)
+
+
+def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
+          doc_embeddings: np.ndarray, index, state_dir, cfg: dict, seed: int, bm25: dict[str, list[str]] | None = None,
+          log_path=None, stop_after_step=None) -> dict:
+    """Train only `query_tower` against fixed doc embeddings (row i is doc_ids[i]) and a fixed Faiss index
+    over those rows. Each step draws cfg["batch_size"] queries from (seed, step), encodes them and
+    retrieves their top documents from the whole index, then builds each query's list for the
+    pairwise loss by cfg["negatives"] (default "ltre"):
+      ltre: Algorithm 1, the top_n retrieved, a relevant doc put last in a list holding none;
+      rand / bm25 / async: a relevant doc and negatives_per_query negatives drawn uniformly from the
+      corpus, from BM25's top negative_depth (`bm25`: qid -> ranked doc ids), or from the top
+      negative_depth of the last asynchronous retrieval (every refresh_every steps, all training
+      queries, current weights in eval mode; ANCE's negatives, here with the doc side fixed as in the
+      paper's Figure 3). Sampled lists are sorted by their current scores, so LambdaRank's positions
+      are ranks. RankNet over one (relevant, negative) pair is the 2-way softmax loss those baselines use.
+    Scores are inner products with the stored doc vectors. The step log carries encode_s, search_s,
+    step_s and, of the lists as retrieved (before any replacement), mrr@10_batch; with probe_depth > 0
+    also r@<probe>_batch, bm25_overlap (with `bm25`) and async_overlap (with refresh_every) at that depth
+    (the paper's Figure 3). The tower is left on loop.device(), in eval mode.
+    A resumed async run retrieves anew at its first step (the table is not checkpointed)."""
+    for name, allowed in (("loss", LOSSES), ("metric", METRICS), ("reduction", REDUCTIONS),
+                          ("negatives", NEGATIVES)):
+        _check(name, cfg.get(name, "ltre"), allowed)
+    method = cfg.get("negatives", "ltre")
+    probe, refresh_every = cfg.get("probe_depth", 0), cfg.get("refresh_every", 0)
+    if doc_embeddings.ndim != 2 or len(doc_embeddings) != len(doc_ids) or index.ntotal != len(doc_ids):
+        raise ValueError(f"{len(doc_ids)} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
+    if method == "bm25" and bm25 is None:
+        raise ValueError("BM25 negatives need a BM25 run")
+    if method == "async" and not refresh_every:
+        raise ValueError("asynchronous negatives need refresh_every > 0")
+    judged, relevant, bm25_rows = indexed_judgements(queries, qrels, doc_ids, bm25)
     settings = {"ltre": cfg, "seed": seed, "queries": loop.fingerprint(queries),
                 "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
-                "doc_embeddings": _digest([doc_embeddings]), "start": _digest(_weights(query_tower))}
+                "bm25": loop.fingerprint(bm25_rows), "doc_embeddings": _digest([doc_embeddings]),
+                "start": _digest(_weights(query_tower))}
     dev = loop.device()
     query_tower.to(dev)
     size = min(cfg["batch_size"], len(queries))
+    depth = max(cfg["top_n"], probe)
     timed = []   # this run's per-step extras; loop.run adds each step's step_s to them
+    pool_depth = cfg.get("negative_depth", cfg["top_n"])
+    asynchronous = {"ranked": None}   # the last asynchronous retrieval of every training query
+
+    def refresh() -> None:
+        was_training = query_tower.training
+        query_tower.eval()
+        with torch.no_grad():
+            vectors = np.concatenate([query_tower(**inbatch.tokenize_queries(
+                tokenizer, [q["text"] for q in queries[i:i + 256]], cfg["query_length"], dev)).float().cpu().numpy()
+                for i in range(0, len(queries), 256)])
+        asynchronous["ranked"] = vector_index.search(index, np.ascontiguousarray(vectors),
+                                                     max(probe, pool_depth), cfg["nprobe"] or None)[1]
+        query_tower.train(was_training)
 
     def loss_fn(step: int):
+        extras = {}
+        if refresh_every and (step % refresh_every == 0 or asynchronous["ranked"] is None):
+            began = time.perf_counter()
+            refresh()
+            extras["refresh_s"] = time.perf_counter() - began
         rng = np.random.default_rng([seed, step])
         picks = rng.choice(len(queries), size=size, replace=False)
         began = time.perf_counter()
@@ -181,36 +262,54 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         q = query_tower(**batch)
         vectors = np.ascontiguousarray(q.detach().float().cpu().numpy())   # the copy waits for the GPU
         encoded = time.perf_counter()
-        _, ranked = vector_index.search(index, vectors, cfg["top_n"], cfg["nprobe"] or None)
+        _, ranked = vector_index.search(index, vectors, depth, cfg["nprobe"] or None)
         searched = time.perf_counter()
-        if (ranked < 0).any():
+        if (ranked[:, :cfg["top_n"]] < 0).any():
             raise StageError("index", f"step {step + 1}: fewer than {cfg['top_n']} docs retrieved; raise nprobe")
         rows = [judged[i] for i in picks]
-        mrr = batch_mrr10(labels_of(ranked, rows))
-        ranked = ensure_relevant(ranked, [relevant[i] for i in picks], rng)
-        labels = torch.from_numpy(labels_of(ranked, rows))
-        docs = torch.from_numpy(doc_embeddings[ranked]).to(dev)   # (B, n, d): a copy, never trained
+        extras.update(encode_s=encoded - began, search_s=searched - encoded,
+                      **{"mrr@10_batch": round(batch_mrr10(labels_of(ranked[:, :max(cfg["top_n"], CUTOFF)], rows)), 5)})
+        if probe:
+            extras[f"r@{probe}_batch"] = round(recall(ranked[:, :probe], [relevant[i] for i in picks]), 5)
+            if bm25_rows is not None:
+                extras["bm25_overlap"] = round(overlap(ranked[:, :probe], [bm25_rows[i][:probe] for i in picks]), 5)
+            if refresh_every:
+                extras["async_overlap"] = round(overlap(asynchronous["ranked"][picks, :probe], ranked[:, :probe]), 5)
+        if method == "ltre":
+            lists = ensure_relevant(ranked[:, :cfg["top_n"]], [relevant[i] for i in picks], rng)
+        else:
+            pools = {"rand": None, "bm25": bm25_rows, "async": asynchronous["ranked"]}[method]
+            pools = None if pools is None else [pools[i][:pool_depth] for i in range(len(queries))]
+            lists = sampled_lists(picks, relevant, pools, cfg.get("negatives_per_query", 1), len(doc_ids), rng)
+        labels = torch.from_numpy(labels_of(lists, rows))
+        docs = torch.from_numpy(doc_embeddings[lists]).to(dev)   # (B, n, d): a copy, never trained
         # an elementwise product and sum stay float32 under autocast, unlike a bmm
         scores = (q.float().unsqueeze(1) * docs).sum(-1)
+        if method != "ltre":   # ranks for LambdaRank's positions
+            order = scores.detach().argsort(dim=1, descending=True)
+            scores, labels = scores.gather(1, order), labels.gather(1, order.cpu())
         loss = pairwise_loss(scores, labels, cfg["loss"], cfg["metric"], cfg["reduction"])
-        extras = {"encode_s": encoded - began, "search_s": searched - encoded, "mrr@10_batch": round(mrr, 5)}
         timed.append(extras)
         return loss, extras
 
     report = loop.run(query_tower, loss_fn, steps=cfg["steps"], lr=cfg["lr"], warmup_ratio=cfg["warmup_ratio"],
                       seed=seed, state_dir=state_dir, checkpoint_every=cfg["checkpoint_every"], settings=settings,
                       weight_decay=cfg.get("weight_decay", 0.01), log_path=log_path,
-                      stop_after_step=stop_after_step, desc="ltre")
-    report.update(train_queries=len(queries), top_n=cfg["top_n"], seconds_per_step=seconds_per_step(timed))
+                      stop_after_step=stop_after_step, desc=f"ltre-{method}" if method != "ltre" else "ltre")
+    report.update(train_queries=len(queries), top_n=cfg["top_n"], negatives=method,
+                  seconds_per_step=seconds_per_step(timed))
     return report
 
 
 def seconds_per_step(timed: list[dict]) -> dict:
     """Means over the steps run: encode, search, the rest of the step (loss, backward, optimiser
-    step: update) and the whole step."""
+    step: update), the whole step and, when there were any, the asynchronous retrievals (refresh)."""
     if not timed:
         return {k: None for k in ("encode", "search", "update", "total")}
-    mean = {k: float(np.mean([t[k] for t in timed])) for k in ("encode_s", "search_s", "step_s")}
-    return {"encode": round(mean["encode_s"], 6), "search": round(mean["search_s"], 6),
-            "update": round(mean["step_s"] - mean["encode_s"] - mean["search_s"], 6),
-            "total": round(mean["step_s"], 6)}
+    mean = {k: float(np.mean([t.get(k, 0.0) for t in timed])) for k in ("encode_s", "search_s", "step_s", "refresh_s")}
+    out = {"encode": round(mean["encode_s"], 6), "search": round(mean["search_s"], 6),
+           "update": round(mean["step_s"] - mean["encode_s"] - mean["search_s"] - mean["refresh_s"], 6),
+           "total": round(mean["step_s"], 6)}
+    if any("refresh_s" in t for t in timed):   # asynchronous retrievals, spread over the steps
+        out["refresh"] = round(mean["refresh_s"], 6)
+    return out

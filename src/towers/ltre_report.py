@@ -1,0 +1,156 @@
+"""LTRe's tables and figure (results/ltre/): reproduced values beside the paper's.
+
+table1: MRR@10, R@1000 and nDCG@10 of BM25, every negative-sampling baseline and LTRe on the dev queries;
+table3: per training index, its size, its search quality before training (the start model through it),
+        LTRe's measured training time and speed-up against the asynchronous-refresh baseline (ANCE), and
+        the trained model's quality through the exact index;
+table4: the LTRe model trained with each index, evaluated through each index;
+figure3: per training step, the batch's MRR@10 and R@<depth> under full retrieval, the overlap of the
+        dense top-<depth> with BM25's, and with the last asynchronous retrieval's."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import StageError, read_json
+from .repbert_report import metric
+from .tables import read_paper
+
+LABELS = {"rand": "Rand Neg", "bm25": "BM25 Neg", "nce": "NCE Neg", "bm25+rand": "BM25 + Rand Neg",
+          "async": "Async ANN"}
+METRICS = ("RR@10", "R@1000", "nDCG@10")
+
+
+def label(key: str) -> str:
+    """'bm25.async' -> 'BM25 Neg -> Async ANN'; 'ltre:bm25' -> 'LTRe (BM25 Neg)'."""
+    if key.startswith("ltre:"):
+        return f"LTRe ({label(key[5:])})"
+    return " -> ".join(LABELS.get(part, part) for part in key.split("."))
+
+
+def paper_lookup(paper_csv, table: str):
+    paper = read_paper(paper_csv, dtype=str)
+    paper = paper[paper["table"] == table]
+    if paper.empty:
+        raise StageError(paper_csv, f"no values for {table}")
+
+    def value(key: str, name: str) -> float | None:
+        hit = paper[(paper["key"] == key) & (paper["metric"] == name)]
+        return float(hit["value"].iloc[0]) if len(hit) else None
+    return value
+
+
+def steps_seconds(path) -> tuple[int, float]:
+    """Steps and wall seconds of a training run, from its step log (loop.run's step_s per step)."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    if not records or any("step_s" not in r for r in records):
+        raise StageError(path, "not a step log with step_s (train-negatives / train-ltre --log)")
+    return records[-1]["step"], float(sum(r["step_s"] for r in records))
+
+
+def size_of(path) -> int:
+    """Bytes of an index file, or of every file in an index folder (Lucene's)."""
+    path = Path(path)
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else path.stat().st_size
+
+
+def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """rows: {'key', 'eval'}; key 'BM25', a baseline chain, or 'ltre:<start chain>'."""
+    paper = paper_lookup(paper_csv, "table1")
+    records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
+    for row in rows:
+        result = read_json(row["eval"])
+        record = {"method": label(row["key"]), "key": row["key"], "profile": profile, "dev_queries": result["queries"]}
+        for name in METRICS:
+            record[name] = round(metric(row["eval"], name), 4)
+            record[f"{name} paper"] = paper(row["key"], name)
+        records.append(record)
+        twin["rows"][row["key"]] = {name: record[name] for name in METRICS}
+    frame = pd.DataFrame(records)
+    frame["note"] = (note + "; MRR@10 = RR@10 on the dev queries; the paper's nDCG@10 is TREC DL 2019's "
+                     "(graded), here nDCG@10 of the same dev queries' qrels")
+    return frame, twin
+
+
+def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """rows: {'key', 'eval', 'steps', 'index', 'before'}: 'start:<chain>' (the fixed start, with the BM25
+    index its negatives came from), 'async:<chain>' (ANCE) and 'ltre:<index>' rows; 'before' is the
+    evaluation of what the index serves before training (BM25; the start model through the index)."""
+    paper = paper_lookup(paper_csv, "table3")
+    anchor = next((r for r in rows if r["key"].startswith("async:")), None)
+    anchor_seconds = steps_seconds(anchor["steps"])[1] if anchor else None
+    start_eval = next((r["eval"] for r in rows if r["key"].startswith("start:")), None)
+    records, twin = [], {"table": "table3", "profile": profile, "rows": {}}
+    for row in rows:
+        kind, _, name = row["key"].partition(":")
+        steps, seconds = steps_seconds(row["steps"])
+        size = size_of(row["index"])
+        before = row.get("before") or (start_eval if kind == "async" else row["eval"])
+        record = {"method": {"start": label(name), "async": label(name)}.get(kind, f"LTRe, index {name}"),
+                  "key": row["key"], "profile": profile,
+                  "index bytes": size, "memory GB paper": paper(row["key"], "memory GB"),
+                  "quality RR@10": round(metric(before, "RR@10"), 4),
+                  "quality RR@10 paper": paper(row["key"], "quality RR@10"),
+                  "steps": steps, "train seconds": round(seconds, 1) if kind != "start" else None,
+                  "hours paper": paper(row["key"], "hours"),
+                  "speed-up": (round(anchor_seconds / seconds, 2) if anchor_seconds and kind != "start" else None),
+                  "speed-up paper": paper(row["key"], "speed-up")}
+        for name_ in METRICS:
+            record[name_] = round(metric(row["eval"], name_), 4)
+            record[f"{name_} paper"] = paper(row["key"], name_)
+        records.append(record)
+        twin["rows"][row["key"]] = {k: record[k] for k in ("index bytes", "quality RR@10", "train seconds", "speed-up",
+                                                           *METRICS)}
+    frame = pd.DataFrame(records)
+    frame["note"] = (note + "; quality = RR@10 of the start model searched through the index, before training "
+                     "(ANCE: its start through the exact index; BM25 Neg: BM25 through its Lucene index); train seconds: the step log's wall time on this "
+                     "machine (ANCE's includes its re-encoding and re-indexing); speed-up = ANCE's seconds over "
+                     "the row's; after-training metrics through the exact index")
+    return frame, twin
+
+
+def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+    """rows: {'train', 'test', 'eval'}: the LTRe model trained with index `train`, searched through `test`."""
+    paper = paper_lookup(paper_csv, "table4")
+    records, twin = [], {"table": "table4", "profile": profile, "rows": {}}
+    for row in rows:
+        key = f"{row['train']}|{row['test']}"
+        record = {"train index": row["train"], "eval index": row["test"], "profile": profile,
+                  "nDCG@10": round(metric(row["eval"], "nDCG@10"), 4), "nDCG@10 paper": paper(key, "nDCG@10"),
+                  "RR@10": round(metric(row["eval"], "RR@10"), 4)}
+        records.append(record)
+        twin["rows"][key] = {"nDCG@10": record["nDCG@10"], "RR@10": record["RR@10"]}
+    frame = pd.DataFrame(records)
+    frame["note"] = note + "; the paper's nDCG@10 is TREC DL 2019's (graded), here the dev queries'"
+    return frame, twin
+
+
+def figure3_frame(runs: list[dict], depth: int) -> pd.DataFrame:
+    """runs: {'method', 'steps'}: one row per (method, step) with Figure 3's four measures."""
+    columns = {"mrr@10_batch": "MRR@10", f"r@{depth}_batch": f"R@{depth}", "bm25_overlap": "BM25 overlap",
+               "async_overlap": "async overlap"}
+    rows = []
+    for run in runs:
+        records = [json.loads(line) for line in Path(run["steps"]).read_text().splitlines() if line.strip()]
+        missing = [c for c in columns if records and c not in records[0]]
+        if not records or missing:
+            raise StageError(run["steps"], f"a step log without {', '.join(missing) or 'steps'} "
+                                           f"(train-ltre with --probe-depth {depth} and --refresh-every)")
+        rows += [{"method": run["method"], "step": r["step"], **{name: r[c] for c, name in columns.items()}}
+                 for r in records]
+    return pd.DataFrame(rows)
+
+
+def smoothed(frame: pd.DataFrame, measure: str, window: int) -> pd.DataFrame:
+    """A measure's running mean over `window` steps per method (batch metrics are noisy)."""
+    out = frame[["method", "step"]].copy()
+    out[measure] = frame.groupby("method", sort=False)[measure].transform(
+        lambda s: s.rolling(window, min_periods=1).mean()).round(5)
+    return out
+
+
+def window_for(frame: pd.DataFrame) -> int:
+    return max(1, int(np.ceil(frame["step"].max() / 20)))
