@@ -1,6 +1,7 @@
 import hashlib
 import json
 import math
+import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,11 +10,12 @@ import torch
 
 from towers import vector_index
 from towers.io import StageError
+from towers.losses import delta_metric, pairwise_loss
 from towers.models import Tower, load_encoder, load_tokenizer, random_encoder
 from towers.tokenizer import train_wordpiece
 from towers.training import loop
 from towers.training.inbatch import tokenize_queries
-from towers.training.ltre import batch_mrr10, delta_metric, ensure_relevant, labels_of, pairwise_loss, train
+from towers.training.ltre import batch_mrr10, ensure_relevant, labels_of, train
 
 
 def sp(x: float) -> float:
@@ -415,3 +417,49 @@ def test_bm25_negatives_come_from_the_bm25_pool(world, monkeypatch, tmp_path):
     neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
               {**NEG_CFG, "negatives": "bm25"}, seed=1, bm25=bm25)
     assert seen and all(set(out) <= set(pool) and not set(out) & excluded for pool, out, excluded in seen)
+
+
+# ---- the stages' bad input: one line naming the file, nothing written
+
+def saved_world(world, tmp_path):
+    """A saved shared-encoder model, the world's candidates, qrels, training queries and doc vectors."""
+    model, tok = shared_model(world)
+    model.save(tmp_path / "start", tok)
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n"
+                                                       for d, t in zip(world.doc_ids, TEXTS)))
+    (tmp_path / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(12)))
+    (tmp_path / "train.tsv").write_text("".join(f"{q['qid']}\t{q['text']}\n" for q in world.queries))
+    np.save(tmp_path / "emb.npy", world.emb)
+    (tmp_path / "ids.txt").write_text("\n".join(world.doc_ids) + "\n")
+    import faiss
+    faiss.write_index(vector_index.build(world.emb, "Flat"), str(tmp_path / "index.faiss"))
+    return tmp_path
+
+
+def ltre_stage(root, *extra):
+    from conftest import run_stage
+
+    return run_stage("train-ltre", "--start", root / "start", "--embeddings", root / "emb.npy", "--ids",
+                     root / "ids.txt", "--index", root / "index.faiss", "--candidates", root / "candidates.jsonl",
+                     "--qrels", root / "qrels.txt", "--train", root / "train.tsv", "--top-n", 5, "--probe-depth", 5,
+                     "--steps", 2, "--batch-size", 4, "--lr", 1e-3, "--warmup-ratio", 0, "--checkpoint-every", 2,
+                     "--state-dir", root / "state", "--seed", 1, "--out", root / "out", *extra)
+
+
+def test_train_ltre_stage_trains_and_refuses_ids_of_another_corpus(world, tmp_path):
+    root = saved_world(world, tmp_path)
+    done = ltre_stage(root)
+    assert done.returncode == 0, done.stderr
+    assert (root / "out" / "query").is_dir() and (root / "out" / "doc").is_dir()   # the query tower apart
+    shutil.rmtree(root / "out")
+    (root / "ids.txt").write_text("\n".join(reversed(world.doc_ids)) + "\n")
+    bad = ltre_stage(root)
+    last = bad.stderr.strip().splitlines()[-1]
+    assert bad.returncode == 1 and "ids.txt" in last and "not those of" in last and not (root / "out").exists()
+
+
+def test_train_ltre_stage_needs_a_bm25_run_for_bm25_negatives(world, tmp_path):
+    root = saved_world(world, tmp_path)
+    bad = ltre_stage(root, "--negatives", "bm25")
+    assert bad.returncode == 1 and "--bm25-run" in bad.stderr.strip().splitlines()[-1]
+    assert not (root / "out").exists()

@@ -61,3 +61,82 @@ def multilabel_margin(scores: torch.Tensor, positives: torch.Tensor) -> torch.Te
     order = torch.sort((~positives).to(torch.int8), dim=1, stable=True).indices
     target = torch.where(torch.gather(positives, 1, order), torch.gather(columns, 1, order), -1)
     return F.multilabel_margin_loss(scores.float(), target)
+
+
+# --- pairwise losses over ranked lists (LTRe, sec. 4.3) ---------------------------------------
+
+METRICS = ("mrr@10", "ndcg@10")
+LOSSES = ("ranknet", "lambdarank")
+REDUCTIONS = ("query-sum", "pair-mean")
+CUTOFF = 10
+
+
+def check_choice(kind: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {kind} {value!r}; expected one of {', '.join(allowed)}")
+
+
+def _ranks(labels: torch.Tensor) -> torch.Tensor:
+    return torch.arange(1, min(labels.shape[-1], CUTOFF) + 1, dtype=labels.dtype, device=labels.device)
+
+
+def _dcg10(labels: torch.Tensor) -> torch.Tensor:
+    return ((2.0 ** labels[..., :CUTOFF] - 1.0) / torch.log2(_ranks(labels) + 1.0)).sum(-1)
+
+
+def _metric_at10(labels: torch.Tensor, metric: str, ideal: torch.Tensor) -> torch.Tensor:
+    """MRR@10 or NDCG@10 of lists labels (..., n); ideal is the ideal DCG@10, broadcast over (...)."""
+    if metric == "mrr@10":
+        top = labels[..., :CUTOFF]
+        # the largest reciprocal rank among relevant documents is that of the first one
+        return torch.where(top > 0, 1.0 / _ranks(labels), torch.zeros_like(top)).amax(-1)
+    dcg = _dcg10(labels)
+    return torch.where(ideal > 0, dcg / ideal.clamp_min(1e-12), torch.zeros_like(dcg))
+
+
+@torch.no_grad()
+def delta_metric(labels: torch.Tensor, metric: str) -> torch.Tensor:
+    """(B, n, n): |metric change| when positions s and t of each ranked list are swapped."""
+    check_choice("metric", metric, METRICS)
+    labels = labels.detach()
+    labels = labels if labels.is_floating_point() else labels.float()
+    b, n = labels.shape
+    # a swap leaves the label multiset, hence the ideal DCG, unchanged: compute it once
+    ideal = _dcg10(labels.sort(dim=-1, descending=True).values)
+    base = _metric_at10(labels, metric, ideal)
+    delta = torch.zeros(b, n, n, dtype=labels.dtype, device=labels.device)
+    k = min(n, CUTOFF)
+    t, top = torch.arange(n, device=labels.device), torch.arange(k, device=labels.device)
+    # both metrics only see ranks 1..10, so a swap of two positions past rank 10 changes nothing,
+    # and each swapped list needs only its first k positions
+    for s in range(k):
+        swapped = labels[:, :k].unsqueeze(1).repeat(1, n, 1)   # [b, t]: top k of list b, s and t swapped
+        swapped[:, t, s] = labels
+        swapped[:, top, top] = labels[:, s:s + 1].expand(b, k)
+        change = (_metric_at10(swapped, metric, ideal.unsqueeze(1)) - base.unsqueeze(1)).abs()
+        delta[:, s, :] = change
+        delta[:, :, s] = change
+    delta[:, t, t] = 0.0
+    return delta
+
+
+def pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, loss: str = "ranknet", metric: str = "mrr@10",
+                  reduction: str = "query-sum") -> torch.Tensor:
+    """RankNet (or metric-weighted LambdaRank) loss over every pair (s, t) with labels s > t."""
+    check_choice("loss", loss, LOSSES)
+    check_choice("metric", metric, METRICS)
+    check_choice("reduction", reduction, REDUCTIONS)
+    if scores.shape != labels.shape or scores.dim() != 2:
+        raise ValueError(f"scores {tuple(scores.shape)} and labels {tuple(labels.shape)} must both be (B, n)")
+    labels = labels.to(scores.device)
+    valid = labels.unsqueeze(2) > labels.unsqueeze(1)                  # [b, s, t]
+    terms = F.softplus(scores.unsqueeze(1) - scores.unsqueeze(2))      # log(1 + exp(r_t - r_s))
+    if loss == "lambdarank":
+        terms = terms * delta_metric(labels, metric).to(terms.dtype)
+    terms = torch.where(valid, terms, torch.zeros_like(terms))
+    if reduction == "pair-mean":
+        count = int(valid.sum())
+        return terms.sum() / count if count else terms.sum()
+    has_pair = valid.flatten(1).any(1)
+    # queries without a pair would only dilute the mean
+    return terms.flatten(1).sum(1)[has_pair].mean() if bool(has_pair.any()) else terms.sum()

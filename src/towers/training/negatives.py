@@ -24,7 +24,8 @@ from ..io import StageError
 from ..models import TwoTower
 from . import loop
 from .inbatch import tokenize_docs, tokenize_queries
-from .ltre import indexed_judgements, labels_of, pairwise_loss, sample_negatives
+from ..losses import pairwise_loss
+from .ltre import indexed_judgements, labels_of, sample_negatives
 
 SOURCES = ("rand", "bm25", "nce", "bm25+rand", "async")
 
