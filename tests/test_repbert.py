@@ -321,29 +321,3 @@ def test_rerank_with_a_document_or_query_missing_gives_one_line_and_no_output(se
     assert result.returncode == 1 and len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith(f"error: {setup / 'no-such-model'}: cannot load a sequence classifier")
     assert not out.exists()
-
-
-def test_mean_pooled_cross_encoder_trains_saves_and_reranks_with_its_own_head(setup, tmp_path):
-    from towers.rerank import MEAN_POOLED, load, score_pairs
-
-    ce = tmp_path / "ce-mean"
-    result = run_stage("train-cross-encoder", "--start", setup / "enc", "--candidates", setup / "candidates.jsonl",
-                       "--qrels", setup / "qrels.txt", "--train", setup / "train.tsv", "--valid", setup / "valid.tsv",
-                       "--run", setup / "bm25.run", "--negatives-depth", 10, "--max-length", 48, "--pooling", "mean",
-                       "--out", ce, "--state-dir", f"{ce}.state", "--seed", 2, "--steps", 3, "--batch-size", 4,
-                       "--lr", 1e-3, "--warmup-ratio", 0.1, "--checkpoint-every", 3)
-    assert result.returncode == 0, result.stderr
-    assert (ce / MEAN_POOLED).is_file() and (ce / "head.safetensors").is_file()
-    model, tok = load(ce)
-    pairs = [("when was lighthouse 5 lit?", TEXTS[i]) for i in range(5)]
-    scores = score_pairs(model, tok, pairs, 48, 2, desc=None)
-    # the head reads the mean of the token states: recomputed by hand from the encoder
-    batch = tok([q for q, _ in pairs], [p for _, p in pairs], max_length=48, truncation="longest_first",
-                padding=True, return_tensors="pt")
-    with torch.no_grad():
-        states = model.encoder(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).float()
-        by_hand = model.head((states * mask).sum(1) / mask.sum(1))[:, 0]
-    assert torch.allclose(torch.from_numpy(scores).float(), by_hand, atol=1e-5)
-    again, _ = load(ce)
-    assert np.allclose(score_pairs(again, tok, pairs, 48, 2, desc=None), scores)   # the saved head is reloaded

@@ -917,8 +917,6 @@ def mine_hard_negatives(a):
        arg("--loss", default="pointwise", choices=["pointwise", "listwise"],
            help="pointwise: BCE on one relevant and one negative (monoBERT); listwise: softmax over a group"),
        arg("--group-size", type=int, default=8, help="listwise: the relevant passage and group-size - 1 negatives"),
-       arg("--pooling", default="cls", choices=["cls", "mean"],
-           help="cls: the [CLS] classifier (monoBERT); mean: a head on the mean of the token states"),
        arg("--out", required=True), *schedule_args())
 def train_cross_encoder(a):
     """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
@@ -942,7 +940,7 @@ def train_cross_encoder(a):
     require_texts(passages, positives, a.qrels, a.candidates)
     require_texts(passages, negatives, a.run, a.candidates)
     train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
-             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2, "pooling": a.pooling}
+             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
     with atomic_path(a.out) as tmp:
         report = rerank.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
                               a.stop_after_step)

@@ -42,60 +42,14 @@ def first_line(err: Exception) -> str:
     return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
-MEAN_POOLED = "mean_pooled_cross_encoder.json"   # marks a MeanPooledCrossEncoder folder
-
-
-class MeanPooledCrossEncoder(torch.nn.Module):
-    """A cross-encoder whose relevance logit reads the mean of the pair's token states, not [CLS]: the
-    [CLS] state of an encoder pre-trained by MLM alone carries little (the mini profile's case)."""
-
-    def __init__(self, encoder):
-        super().__init__()
-        self.encoder = encoder
-        self.config = encoder.config
-        self.config.num_labels = 1
-        self.head = torch.nn.Linear(encoder.config.hidden_size, 1)
-
-    def forward(self, input_ids, attention_mask, token_type_ids=None):
-        from types import SimpleNamespace
-
-        from .models import pool
-
-        states = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
-        return SimpleNamespace(logits=self.head(pool(states, attention_mask, "mean")))
-
-    def save_pretrained(self, folder) -> None:
-        from safetensors.torch import save_file
-
-        self.encoder.save_pretrained(folder)
-        save_file({k: v.contiguous() for k, v in self.head.state_dict().items()}, str(Path(folder) / "head.safetensors"))
-        (Path(folder) / MEAN_POOLED).write_text('{"pooling": "mean"}\n')
-
-    @classmethod
-    def from_pretrained(cls, folder, new_head: bool = False) -> "MeanPooledCrossEncoder":
-        from safetensors.torch import load_file
-        from transformers import AutoModel
-
-        model = cls(AutoModel.from_pretrained(str(folder)))
-        if not new_head:
-            model.head.load_state_dict(load_file(str(Path(folder) / "head.safetensors")))
-        return model
-
-
-def load(model_name, tokenizer_name=None, num_labels: int | None = None, pooling: str = "cls"):
+def load(model_name, tokenizer_name=None, num_labels: int | None = None):
     """A sequence-pair classifier and its tokenizer from a folder or a hub name (one-line error if not).
-    `num_labels` is given when a new head starts on a plain encoder (training); pooling "mean" puts a
-    MeanPooledCrossEncoder head on it instead of the [CLS] classifier."""
+    `num_labels` is given when a new head starts on a plain encoder (training)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     extra = {"num_labels": num_labels} if num_labels else {}
-    mean_pooled = (Path(str(model_name)) / MEAN_POOLED).is_file()
     try:
-        if mean_pooled or pooling == "mean":
-            model = MeanPooledCrossEncoder.from_pretrained(model_name, new_head=not mean_pooled)
-        else:
-            model = AutoModelForSequenceClassification.from_pretrained(str(model_name), **extra)
+        model = AutoModelForSequenceClassification.from_pretrained(str(model_name), **extra)
     except (OSError, ValueError, KeyError, RuntimeError) as err:   # RuntimeError: a head of another size
         raise StageError(model_name, f"cannot load a sequence classifier ({first_line(err)})") from None
     try:
@@ -204,7 +158,7 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
     """examples: training_examples(); passages: doc id -> text. `start`: an encoder folder (the MLM
     encoder; the head is new) or hub name, or a cross-encoder to continue."""
     torch.manual_seed(seed)   # the new head's (and pooler's) initial weights
-    model, tokenizer = load(start, num_labels=train_cfg["num_labels"], pooling=train_cfg.get("pooling", "cls"))
+    model, tokenizer = load(start, num_labels=train_cfg["num_labels"])
     model = model.to(loop.device())
     max_length = usable_length(model, train_cfg["max_length"])
 

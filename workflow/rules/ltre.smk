@@ -84,7 +84,7 @@ rule train_ltre:
     params:
         negatives=lambda w: "ltre" if w.method == "ltre" else w.method[1:],
         seed=config["seed"],
-        train=flags({k: v for k, v in LT["train"].items()}),
+        train=flags(LT["train"]),
         sampled=flags({k: LT["negatives"][k] for k in ("negatives_per_query", "negative_depth")}),
         probe=LT["figure3"]["probe_depth"],
         refresh=LT["figure3"]["refresh_every"],
