@@ -64,6 +64,7 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
     depth, count = cfg["negative_depth"], cfg.get("negatives_per_query", 1)
     segment = model.config.get("doc_segment", 0)
     asynchronous = {"ranked": None, "refreshes": 0}
+    timed = []   # this run's per-step extras
 
     def refresh() -> None:
         """ANCE's refresh: re-encode the corpus and every training query, index, retrieve."""
@@ -110,19 +111,13 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
             labels = torch.from_numpy(labels_of(ranked, [judged[i] for i in picks]))
         loss = pairwise_loss(lists, labels, cfg.get("loss", "ranknet"), cfg.get("metric", "mrr@10"),
                              cfg.get("reduction", "query-sum"))
+        timed.append(extras)   # loop.run adds the step's step_s to it
         return loss, extras
 
     settings = {"negatives": cfg, "seed": seed, "start": start_key, "queries": loop.fingerprint(queries),
                 "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
                 "docs": loop.fingerprint(docs), "bm25": loop.fingerprint(bm25_rows)}
-    timed = []
-
-    def logged(step: int):
-        loss, extras = loss_fn(step)
-        timed.append(extras)
-        return loss, extras
-
-    report = loop.run(model, logged, steps=cfg["steps"], lr=cfg["lr"], warmup_ratio=cfg["warmup_ratio"], seed=seed,
+    report = loop.run(model, loss_fn, steps=cfg["steps"], lr=cfg["lr"], warmup_ratio=cfg["warmup_ratio"], seed=seed,
                       state_dir=state_dir, checkpoint_every=cfg["checkpoint_every"], settings=settings,
                       weight_decay=cfg.get("weight_decay", 0.01), log_path=log_path, stop_after_step=stop_after_step,
                       desc=f"neg-{method}")
