@@ -43,6 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+from towers.ltre_report import read_step_log  # noqa: E402
 from towers.workflow import copy_workflow, job_counts  # noqa: E402
 
 CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
@@ -143,7 +144,7 @@ LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltr
 
 def step_log(path: Path) -> dict:
     """Mean seconds per step of a training run, and its phases where it logged them."""
-    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = read_step_log(path)
     mean = {k: statistics.fmean(r.get(k, 0.0) for r in records) for k in ("step_s", "encode_s", "search_s", "refresh_s")}
     return {"steps": len(records), "seconds": round(sum(r["step_s"] for r in records), 2),
             "seconds_per_step": round(mean["step_s"], 4),

@@ -787,10 +787,7 @@ def train_ltre(a):
     ids = require_file(a.ids).read_text().split()
     if ids != [c["id"] for c in candidates]:
         raise StageError(a.ids, f"its ids are not those of {a.candidates}, in order")
-    try:
-        vectors = np.load(require_file(a.embeddings))
-    except ValueError as err:
-        raise StageError(a.embeddings, f"not a NumPy array file ({err})") from None
+    vectors = load_embeddings(a.embeddings)
     index = faiss.read_index(str(require_file(a.index)))
     if index.ntotal != len(ids) or vectors.shape[0] != len(ids):
         raise StageError(a.index, f"{index.ntotal} vectors indexed, {vectors.shape[0]} embeddings, {len(ids)} ids")
@@ -839,6 +836,16 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
+def load_embeddings(path):
+    """A float32 matrix saved by encode-candidates; one line if the file is not a NumPy array."""
+    import numpy as np
+
+    try:
+        return np.load(require_file(path))
+    except ValueError as err:
+        raise StageError(path, f"not a NumPy array file ({err})") from None
+
+
 @stage("build-index", arg("--embeddings", required=True), arg("--factory", required=True), arg("--out", required=True))
 def build_index(a):
     import faiss
@@ -846,10 +853,7 @@ def build_index(a):
 
     from . import vector_index
 
-    try:
-        vectors = np.load(require_file(a.embeddings))
-    except ValueError as err:
-        raise StageError(a.embeddings, f"not a NumPy array file ({err})") from None
+    vectors = load_embeddings(a.embeddings)
     index = vector_index.build(vectors, a.factory)
     with atomic_path(a.out) as tmp:
         faiss.write_index(index, str(tmp))

@@ -9,14 +9,13 @@ figure3: per training step, the batch's MRR@10 and R@<depth> under full retrieva
         dense top-<depth> with BM25's, and with the last asynchronous retrieval's."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .io import StageError, read_json
-from .repbert_report import metric
+from .io import StageError, read_json, read_jsonl
+from .repbert_report import metric, paper_value
 from .tables import read_paper
 
 LABELS = {"rand": "Rand Neg", "bm25": "BM25 Neg", "nce": "NCE Neg", "bm25+rand": "BM25 + Rand Neg",
@@ -32,20 +31,21 @@ def label(key: str) -> str:
 
 
 def paper_lookup(paper_csv, table: str):
+    """value(key, metric) -> the paper's number for `table`, or None where the paper has none."""
     paper = read_paper(paper_csv, dtype=str)
-    paper = paper[paper["table"] == table]
-    if paper.empty:
+    if not (paper["table"] == table).any():
         raise StageError(paper_csv, f"no values for {table}")
+    return lambda key, name: paper_value(paper, table, key=key, metric=name)
 
-    def value(key: str, name: str) -> float | None:
-        hit = paper[(paper["key"] == key) & (paper["metric"] == name)]
-        return float(hit["value"].iloc[0]) if len(hit) else None
-    return value
+
+def read_step_log(path) -> list[dict]:
+    """A training run's step log (loop.run's records, one JSON line a step)."""
+    return list(read_jsonl(path))
 
 
 def steps_seconds(path) -> tuple[int, float]:
     """Steps and wall seconds of a training run, from its step log (loop.run's step_s per step)."""
-    records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    records = read_step_log(path)
     if not records or any("step_s" not in r for r in records):
         raise StageError(path, "not a step log with step_s (train-negatives / train-ltre --log)")
     return records[-1]["step"], float(sum(r["step_s"] for r in records))
@@ -134,7 +134,7 @@ def figure3_frame(runs: list[dict], depth: int) -> pd.DataFrame:
                "async_overlap": "async overlap"}
     rows = []
     for run in runs:
-        records = [json.loads(line) for line in Path(run["steps"]).read_text().splitlines() if line.strip()]
+        records = read_step_log(run["steps"])
         missing = [c for c in columns if records and c not in records[0]]
         if not records or missing:
             raise StageError(run["steps"], f"a step log without {', '.join(missing) or 'steps'} "
