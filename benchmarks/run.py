@@ -20,6 +20,11 @@ ltre: in a fresh copy, wall time of a clean `snakemake` of every results/ltre/ t
    (goal: <= 45 min on 2 cores), and LTRe's seconds per training step (encode, search, update) against the
    asynchronous-refresh baseline's (ANCE: its re-encoding and re-indexing spread over its steps), both from
    the step logs of that run, on the same data and machine;
+plan: the time to plan the paper profile's whole DAG (`snakemake all --configfile config/paper.yaml -n`, goal:
+   <= 30 s), the same through profiles/slurm, against planning the embedded default's DAG in the same run,
+   in a fresh copy; the median of 3 each;
+gpu_hours: estimated GPU-hours per paper table at paper scale, from the paper profile's planned jobs and FLOP
+   rates measured on this CPU in the same run (assumptions: benchmarks/gpu_hours.py);
 pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.generate_pairs) on enwiki-mini's
    parsed articles, per task (ict, bfs, wlp, ict+bfs+wlp): pairs generated per second, and peak memory (max
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
@@ -43,6 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.ltre_report import read_step_log  # noqa: E402
 from towers.workflow import copy_workflow, job_counts  # noqa: E402
 
@@ -159,6 +165,41 @@ def ltre(cores: int) -> dict:
     return {"targets": LTRE_TARGETS, "jobs": job_counts(plan.stdout), "clean_run_seconds": round(seconds, 1),
             "goal_seconds": 2700, "ltre_flat": ltre_run, "async_refresh_ance": ance,
             "ance_over_ltre_seconds_per_step": round(ance["seconds_per_step"] / ltre_run["seconds_per_step"], 2)}
+
+
+def plan(repeats: int = 3) -> dict:
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        fresh_copy(tmp)
+        commands = {"mini": ["all", "-n"], "paper": ["all", "--configfile", "config/paper.yaml", "-n"],
+                    "paper_slurm": ["all", "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "-n"]}
+        out = {}
+        for name, args in commands.items():
+            runs = [timed([sys.executable, "-m", "snakemake", *args], tmp) for _ in range(repeats)]
+            out[name] = {"seconds": round(statistics.median(seconds for seconds, _ in runs), 2),
+                         "jobs": sum(job_counts(runs[0][1].stdout).values())}
+    return {**out, "goal_seconds": 30, "paper_over_mini": round(out["paper"]["seconds"] / out["mini"]["seconds"], 2),
+            "note": f"median of {repeats} dry runs each, fresh copy (no artifacts: every job planned)"}
+
+
+PAPER_TABLES = [*CHANG_TABLES, "results/table1.csv", "results/table2.csv",
+                *[f"results/repbert/table{n}.csv" for n in range(1, 5)], *[f"results/ltre/table{n}.csv" for n in (1, 3, 4)]]
+
+
+def gpu_hours() -> dict:
+    import yaml
+
+    import gpu_hours as estimate
+
+    rates = estimate.measure_cpu()
+    paper = {**yaml.safe_load((ROOT / "params.yaml").read_text()), **yaml.safe_load((ROOT / "config/paper.yaml").read_text())}
+    lengths = {"chang": paper["two_tower"]["doc_length"], "quadrupletbert": paper["quadrupletbert"]["towers"]["doc_length"],
+               "repbert": paper["repbert"]["towers"]["doc_length"], "ltre": paper["ltre"]["towers"]["doc_length"]}
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        fresh_copy(tmp)
+        tables = estimate.estimate(Path(tmp), PAPER_TABLES, lengths, rates)
+    return {"assumptions": estimate.__doc__.split("\n\n", 1)[1].replace("\n", " "),
+            "gpu_flops_assumed": estimate.GPU_FLOPS, "cpu_flops_measured": {k: round(v / 1e9, 1) for k, v in rates.items()},
+            "cpu_flops_unit": "GFLOP/s, 2 threads", "doc_lengths": lengths, "tables": tables}
 
 
 def quadrupletbert(cores: int) -> dict:
@@ -343,7 +384,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
-    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "pairs"],
+    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
@@ -364,6 +405,8 @@ def main() -> None:
              "quadrupletbert": lambda: quadrupletbert(args.cores),
              "repbert": lambda: repbert(args.cores),
              "ltre": lambda: ltre(args.cores),
+             "plan": plan,
+             "gpu_hours": gpu_hours,
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats)}
     for name, run in parts.items():
         if args.part in ("all", name):

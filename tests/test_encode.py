@@ -43,3 +43,54 @@ def test_two_tower_save_and_load(tmp_path, tower):
     a = encode(pair.query, tok, TEXTS, "query", 16, 4)
     b = encode(loaded.query, tok2, TEXTS, "query", 16, 4)
     assert np.allclose(a, b, atol=1e-6)
+
+
+def test_shards_cover_every_row_once():
+    from towers.encode import shard_range
+
+    for count, shards in [(10, 3), (7, 7), (5, 8), (0, 2)]:
+        rows = [i for s in range(shards) for i in range(*shard_range(count, s, shards))]
+        assert rows == list(range(count))
+
+
+def test_sharded_encoding_merges_to_the_whole_encoding(tmp_path, tower):
+    """encode-candidates --shard i --shards 3, then merge-embeddings: the matrix and ids of one job."""
+    import json
+    from conftest import run_stage
+
+    model, tok = tower
+    TwoTower(model, None, {"pooling": "cls", "embedding_dim": 8, "shared": True, "query_length": 16,
+                           "doc_length": 32, "doc_text": "sentence"}).save(tmp_path / "m", tok)
+    candidates = tmp_path / "c.jsonl"
+    candidates.write_text("".join(json.dumps({"id": f"d{i}", "sentence": t}) + "\n" for i, t in enumerate(TEXTS * 2)))
+    common = ["encode-candidates", "--model", tmp_path / "m", "--candidates", candidates, "--batch-size", 3]
+    assert run_stage(*common, "--embeddings", tmp_path / "all.npy", "--ids", tmp_path / "all.ids").returncode == 0
+    for shard in range(3):
+        done = run_stage(*common, "--embeddings", tmp_path / f"{shard}.npy", "--ids", tmp_path / f"{shard}.ids",
+                         "--shard", shard, "--shards", 3)
+        assert done.returncode == 0, done.stderr
+    merged = run_stage("merge-embeddings", "--parts", *[tmp_path / f"{s}.npy" for s in range(3)],
+                       "--part-ids", *[tmp_path / f"{s}.ids" for s in range(3)],
+                       "--embeddings", tmp_path / "merged.npy", "--ids", tmp_path / "merged.ids")
+    assert merged.returncode == 0, merged.stderr
+    assert (tmp_path / "merged.ids").read_text() == (tmp_path / "all.ids").read_text()
+    assert np.allclose(np.load(tmp_path / "merged.npy"), np.load(tmp_path / "all.npy"), atol=1e-5)
+
+
+def test_merge_refuses_a_part_that_does_not_match_its_ids(tmp_path):
+    from conftest import run_stage
+
+    np.save(tmp_path / "a.npy", np.zeros((3, 4), dtype=np.float32))
+    (tmp_path / "a.ids").write_text("x\ny\n")
+    result = run_stage("merge-embeddings", "--parts", tmp_path / "a.npy", "--part-ids", tmp_path / "a.ids",
+                       "--embeddings", tmp_path / "m.npy", "--ids", tmp_path / "m.ids")
+    assert result.returncode != 0 and "a.npy" in result.stderr and "does not match" in result.stderr
+    assert not (tmp_path / "m.npy").exists() and not (tmp_path / "m.ids").exists()
+
+
+def test_a_shard_outside_the_range_is_refused(tmp_path):
+    from conftest import run_stage
+
+    result = run_stage("encode-candidates", "--model", tmp_path / "m", "--candidates", tmp_path / "c.jsonl",
+                       "--embeddings", tmp_path / "e.npy", "--ids", tmp_path / "e.ids", "--shard", 3, "--shards", 3)
+    assert result.returncode != 0 and "--shard" in result.stderr and "0..2" in result.stderr

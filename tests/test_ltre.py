@@ -463,3 +463,25 @@ def test_train_ltre_stage_needs_a_bm25_run_for_bm25_negatives(world, tmp_path):
     bad = ltre_stage(root, "--negatives", "bm25")
     assert bad.returncode == 1 and "--bm25-run" in bad.stderr.strip().splitlines()[-1]
     assert not (root / "out").exists()
+
+
+def test_an_index_goes_to_one_gpu_to_all_gpus_or_stays_on_the_cpu():
+    from towers.vector_index import placement
+
+    gib = 2**30
+    assert placement(20 * gib, [80 * gib]) == "gpu"
+    assert placement(70 * gib, [80 * gib]) == "cpu"            # 80% of one GPU at most: room for queries
+    assert placement(70 * gib, [80 * gib] * 2) == "shard"
+    assert placement(200 * gib, [80 * gib] * 2) == "cpu"
+    assert placement(1, []) == "cpu"                           # no GPU
+
+
+def test_the_cpu_build_keeps_indexes_on_the_cpu():
+    import faiss
+
+    from towers import vector_index
+
+    index = vector_index.build(np.eye(4, dtype=np.float32), "Flat")
+    assert vector_index.stored_bytes(index) == 4 * 4 * 4
+    if not hasattr(faiss, "StandardGpuResources"):
+        assert vector_index.gpu_count() == 0 and vector_index.to_device(index) is index

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from towers.workflow import copy_workflow as copy_workflow_files, job_counts
+from towers.workflow import copy_workflow as copy_workflow_files, job_counts, planned_jobs
 
 from conftest import FIXTURES
 
@@ -34,8 +34,8 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--cores", 2,
-                     "--configfile", "fixtures/tiny.yaml")
+    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "results/report.html",
+                     "--cores", 2, "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]
     return work
 
@@ -170,6 +170,42 @@ def test_ltre_change_retrains_only_the_query_towers(tiny_run):
 
 
 @pytest.mark.slow
+def test_tiny_report_holds_every_table_figure_and_the_rule_graph(tiny_run):
+    page = (tiny_run / "results" / "report.html").read_text()
+    tables = CHANG_TABLES + QUADRUPLET_TABLES + [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".csv")]
+    figures = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
+    assert all(f"<h3>{t}</h3>" in page for t in tables + figures)
+    assert page.count("data:image/png;base64,") == len(figures) + 1   # + the rule graph
+    assert "R@10 paper" in page and "R@10 diff" in page and ("#d9f2d9" in page or "#f7d4d4" in page)
+    assert "tiny end-to-end test configuration" in page and "transformers" in page and "git commit" in page
+    assert (tiny_run / "results" / "dag.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_table_found_without_a_record_is_rebuilt_not_trusted(tmp_path):
+    """A fresh clone holds the committed tables but no Snakemake record of them: they are planned again
+    (with everything they need), not taken as up to date."""
+    work = copy_workflow(tmp_path)
+    (work / "results").mkdir()
+    (work / "results" / "table1.csv").write_text("committed by another profile\n")
+    plan = snakemake(work, "results/table1.csv", "--configfile", "fixtures/tiny.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["quadrupletbert_table1"] == 1 and counts["train_quadruplet"] >= 1
+
+
+def test_switching_profile_reruns_the_tables_only(tiny_run, tmp_path):
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text("profile: tiny-renamed\n")
+    plan = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--configfile",
+                     "fixtures/tiny.yaml", renamed, "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert set(counts) == {"chang2020_table1", "chang2020_table2", "chang2020_table3",
+                           "chang2020_table4", "chang2020_table5", "chang2020_table6", "quadrupletbert_table1",
+                           "quadrupletbert_table2", "repbert_table", "repbert_figure1", "repbert_figure2",
+                           "ltre_table", "ltre_figure3"}
+
+
 def test_second_run_has_nothing_to_do(tiny_run):
     again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--cores", 2,
                       "--configfile", "fixtures/tiny.yaml", "-n")
@@ -280,7 +316,8 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
     # BM25 and RepBERT on MS MARCO dev small; the hub's monoBERT reranks, so no cross-encoder is trained
     assert job_counts(plan.stdout) == {
         "download": 1, "passages": 1, "bm25_index": 1, "bm25_search": 1, "tokenizer": 1, "pretrain_mlm": 1,
-        "train_repbert": 1, "encode_candidates": 1, "faiss_index": 1, "dense_search": 1, "latency": 2,
+        "train_repbert": 1, "encode_shard": 8, "merge_embeddings": 1, "faiss_index": 1, "dense_search": 1,
+        "latency": 2,
         "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
         "repbert_table": 4, "repbert_figure1": 1, "repbert_figure2": 1}
     assert "collectionandqueries.tar.gz" in plan.stdout and "--model castorini/monobert-large-msmarco" in plan.stdout
@@ -300,3 +337,54 @@ def test_paper_profile_plans_the_ltre_targets(tmp_path):
     assert "--start roberta-base" in plan.stdout and "--factory 'OPQ96,IVF1,PQ96'" in plan.stdout
     assert "--steps 60000 --batch-size 32 --lr 5e-06" in plan.stdout
 
+
+
+def job_blocks(plan: str) -> dict[str, list[str]]:
+    """rule name -> the text of each of its jobs in a `snakemake -n` plan."""
+    blocks: dict[str, list[str]] = {}
+    for rule, block in planned_jobs(plan):
+        blocks.setdefault(rule, []).append(block)
+    return blocks
+
+
+def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *REPBERT_TARGETS, "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "Using profile profiles/slurm" in plan.stdout + plan.stderr
+    blocks = job_blocks(plan.stdout)
+    # the corpus is encoded as 8 one-GPU jobs, then merged; GPU rules go to the GPU partition
+    assert len(blocks["encode_shard"]) == 8 and len(blocks["merge_embeddings"]) == 1
+    for rule in ("train_repbert", "encode_shard", "rerank", "dense_search"):
+        for job in blocks[rule]:
+            assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
+    for rule in ("bm25_index", "bm25_search"):
+        assert "mem_mb=32000" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
+    for rule in ("download", "fuse_runs", "repbert_table"):
+        assert "slurm_partition=cpu" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
+
+
+def test_kubernetes_profile_plans_through_the_shared_volume(tmp_path):
+    work = copy_workflow(tmp_path)
+    volume = tmp_path / "volume"   # stands for the claim every pod mounts: the repository's data/ lives there
+    shutil.copytree(work / "data", volume / "data")
+    plan = snakemake(work, *LTRE_TARGETS, "--profile", "profiles/kubernetes", "--configfile", "config/paper.yaml",
+                     "--default-storage-prefix", volume, "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    blocks = job_blocks(plan.stdout)
+    assert len(blocks["train_negatives"]) == 8 and len(blocks["train_ltre"]) == 6 + 3
+    job = blocks["train_ltre"][0]
+    assert "gpu=1" in job and "gpu_manufacturer=nvidia" in job and f"{volume}/artifacts/msmarco-passage" in job
+
+
+def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):
+    """encode.shards splits the corpora it names, on any profile."""
+    work = copy_workflow(tmp_path)
+    (work / "sharded.yaml").write_text("encode: {batch_size: 128, shards: {enwiki-mini-passages: 3}}\n")
+    plan = snakemake(work, "results/repbert/table1.csv", "results/chang2020/table3.csv", "--configfile",
+                     "sharded.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    # RepBERT's passages in 3 parts and a merge; Chang's enwiki-mini models still one job each
+    assert counts["encode_shard"] == 3 and counts["merge_embeddings"] == 1
+    assert counts["encode_candidates"] == job_counts(snakemake(work, "results/chang2020/table3.csv", "-n").stdout)["encode_candidates"]

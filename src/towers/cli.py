@@ -775,6 +775,7 @@ def train_ltre(a):
     import faiss
     import numpy as np
 
+    from . import vector_index
     from .models import TwoTower
     from .training import loop, ltre
 
@@ -791,6 +792,7 @@ def train_ltre(a):
     index = faiss.read_index(str(require_file(a.index)))
     if index.ntotal != len(ids) or vectors.shape[0] != len(ids):
         raise StageError(a.index, f"{index.ntotal} vectors indexed, {vectors.shape[0]} embeddings, {len(ids)} ids")
+    index = vector_index.to_device(index)
     # the doc tower stays the start's; the query tower is a copy that learns
     model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
     cfg = ltre_cfg(a, top_n=a.top_n, probe_depth=a.probe_depth, query_length=start.config["query_length"])
@@ -804,16 +806,20 @@ def train_ltre(a):
 
 @stage("encode-candidates", arg("--model", required=True), arg("--candidates", required=True),
        arg("--embeddings", required=True), arg("--ids", required=True), arg("--batch-size", type=int, default=128),
-       arg("--threads", type=int, default=0))
+       arg("--threads", type=int, default=0),
+       arg("--shard", type=int, default=0, help="encode only this part of --shards equal parts (merge-embeddings joins them)"),
+       arg("--shards", type=int, default=1))
 def encode_candidates(a):
     import numpy as np
 
-    from .encode import encode
+    from .encode import encode, shard_range
     from .models import TwoTower, doc_input
 
+    shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
     model, tok = TwoTower.load(a.model)
     candidates = load_candidates(a.candidates)
+    candidates = candidates[slice(*shard_range(len(candidates), a.shard, a.shards))]
     doc_text = model.config.get("doc_text", "sentence+paragraph")
     try:
         docs = [doc_input(c, doc_text) for c in candidates]
@@ -834,6 +840,18 @@ def set_threads(threads: int) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+@stage("merge-embeddings", arg("--parts", nargs="+", required=True, help="encode-candidates --shard outputs, in order"),
+       arg("--part-ids", nargs="+", required=True), arg("--embeddings", required=True), arg("--ids", required=True))
+def merge_embeddings(a):
+    """The shards of one corpus encoding, joined in order into one matrix and one id list."""
+    from .encode import merge_parts
+
+    if len(a.parts) != len(a.part_ids):
+        raise StageError("--part-ids", f"{len(a.part_ids)} id files for {len(a.parts)} embedding parts")
+    shape = merge_parts([require_file(p) for p in a.parts], [require_file(p) for p in a.part_ids], a.embeddings, a.ids)
+    return a.embeddings, {"parts": len(a.parts), "candidates": shape[0], "dim": shape[1]}
 
 
 def load_embeddings(path):
@@ -874,6 +892,7 @@ def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: 
     index = faiss.read_index(str(require_file(index_path)))
     if index.ntotal != len(ids):
         raise StageError(ids_path, f"{len(ids)} ids for an index of {index.ntotal} vectors")
+    index = vector_index.to_device(index)
     vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
                      batch_size, desc="encode queries")
     scores, rows = vector_index.search(index, vectors, depth, nprobe)
@@ -1279,6 +1298,24 @@ def ltre_figure(a):
     panels = [(report.smoothed(frame, measure, window), "step", measure, title) for measure, title in titles.items()]
     save_figure(panels, a.csv, a.png, f"{a.note}; batch values, running mean over {window} steps", log_x=False)
     return a.csv, {"methods": int(frame["method"].nunique()), "steps": int(frame["step"].max())}
+
+
+@stage("report", arg("--table", action="append", default=[], help="a results CSV (repeatable)"),
+       arg("--figure", action="append", default=[], help="a results PNG (repeatable)"),
+       arg("--rulegraph", required=True, help="`snakemake --rulegraph` output (Graphviz dot text)"),
+       arg("--dag-png", required=True), arg("--title", required=True), arg("--note", required=True),
+       arg("--out", required=True))
+def report(a):
+    """Every table (reproduced vs paper, difference coloured), figure, the rule graph, versions and hardware."""
+    from . import report as html_report
+
+    tables, figures = [require_file(t) for t in a.table], [require_file(f) for f in a.figure]
+    dot = require_file(a.rulegraph).read_text()
+    if not html_report.parse_rulegraph(dot)[0]:
+        raise StageError(a.rulegraph, "no rules in it (expected `snakemake --rulegraph` output)")
+    html_report.draw_rulegraph(dot, Path(a.dag_png))
+    html_report.write(tables, figures, Path(a.dag_png), Path(a.out), a.title, a.note)
+    return a.out, {"tables": len(tables), "figures": len(figures)}
 
 
 # --- entry point --------------------------------------------------------------------------------

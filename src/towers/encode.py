@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from .io import StageError, atomic_path
 from .training import loop
 from .training.inbatch import tokenize_docs, tokenize_queries
 
@@ -42,3 +43,38 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
             out = np.zeros((len(items), vectors.shape[1]), dtype=np.float32)
         out[idx] = vectors
     return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
+
+def shard_range(count: int, shard: int, shards: int) -> tuple[int, int]:
+    """[start, stop) of part `shard` of `count` items cut into `shards` near-equal contiguous parts."""
+    if shards < 1 or not 0 <= shard < shards:
+        raise StageError("--shard", f"must be in 0..{shards - 1} (--shards {shards}), not {shard}")
+    return count * shard // shards, count * (shard + 1) // shards
+
+
+def merge_parts(parts: list, part_ids: list, embeddings_path, ids_path) -> tuple[int, int]:
+    """Concatenate .npy parts (and their id files) in order, writing through a memory map so a corpus
+    larger than RAM never sits in memory whole. Returns the merged shape."""
+    headers = []
+    for part, ids in zip(parts, part_ids):
+        matrix = np.load(part, mmap_mode="r")
+        count = len(ids.read_text().split())
+        if matrix.ndim != 2 or matrix.shape[0] != count:
+            raise StageError(part, f"shape {matrix.shape} does not match the {count} ids of {ids}")
+        headers.append(matrix.shape)
+    dims = {shape[1] for shape in headers}
+    if len(dims) != 1:
+        raise StageError(parts[0], f"parts differ in width: {sorted(dims)}")
+    shape = (sum(rows for rows, _ in headers), dims.pop())
+    with atomic_path(embeddings_path) as tmp:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
+        row = 0
+        for part in parts:
+            matrix = np.load(part, mmap_mode="r")
+            out[row:row + matrix.shape[0]] = matrix
+            row += matrix.shape[0]
+        out.flush()
+        del out
+    with atomic_path(ids_path) as tmp:
+        tmp.write_text("".join(ids.read_text() for ids in part_ids))
+    return shape

@@ -65,7 +65,7 @@ def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) ->
     from .models import TwoTower
 
     model, tokenizer = TwoTower.load(model_dir)
-    index = faiss.read_index(str(index_path))
+    index = vector_index.to_device(faiss.read_index(str(index_path)))
     length = model.config["query_length"]
 
     def answer(text: str):

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-WORKFLOW_FILES = ("Snakefile", "params.yaml", "workflow", "data", "config")
+WORKFLOW_FILES = ("Snakefile", "params.yaml", "workflow", "data", "config", "profiles", "envs")
 
 
 def copy_workflow(dest: Path, root: Path = ROOT) -> Path:
@@ -25,3 +25,8 @@ def job_counts(output: str) -> dict[str, int]:
     """Jobs per rule from the 'Job stats' table that `snakemake -n` prints."""
     table = output.split("Job stats:", 1)[1].split("\n\n", 1)[0]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M) if m.group(1) != "total"}
+
+
+def planned_jobs(output: str) -> list[tuple[str, str]]:
+    """(rule, the job's block of text) for every job a `snakemake -n` plan prints, in its order."""
+    return [(block.split(":", 1)[0], block) for block in output.split("\nrule ")[1:]]

@@ -8,6 +8,10 @@ rule bm25_index:
     output:
         directory(f"{ART}/{{dataset}}/bm25/index"),
     threads: config["threads"]
+    resources:
+        **JAVA_JOB,
+    conda:
+        JAVA_ENV
     log:
         "logs/{dataset}/bm25_index.log",
     shell:
@@ -25,6 +29,10 @@ rule bm25_search:
         b=config["bm25"]["b"],
         depth=lambda w: run_depth(w.dataset, config["bm25"]["depth"]),
     threads: config["threads"]
+    resources:
+        **JAVA_JOB,
+    conda:
+        JAVA_ENV
     log:
         "logs/{dataset}/bm25_search.log",
     shell:

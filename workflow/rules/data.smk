@@ -199,6 +199,8 @@ rule parse_wiki:
         max_articles=lambda w: dataset_cfg(w.dataset).get("max_articles", 0),
     log:
         "logs/{dataset}/parse_wiki.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 '{params.sha256}' --max-articles {params.max_articles}"
         " --articles {output.articles} --redirects {output.redirects} --stats {output.stats} 2>&1 | tee {log}"
@@ -216,6 +218,8 @@ rule download:
     retries: 3
     log:
         "logs/{dataset}/download_{name}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} download --url {params.url:q} {params.check} --out {output} 2>&1 | tee {log}"
 
@@ -276,6 +280,8 @@ rule reqa_open:
         seed=config["seed"],
     log:
         "logs/{dataset}/reqa.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} reqa-open --candidates {input.candidates} --queries {input.queries} --qrels {input.qrels}"
         " --articles {input.articles} --max-extra {params.max_extra} --seed {params.seed} --id-prefix {params.prefix:q}"
@@ -327,6 +333,8 @@ rule passage_triples:
         max_triples=lambda w: dataset_cfg(w.dataset).get("max_triples", 0),
     log:
         "logs/{dataset}/passage_triples.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} passages-triples --triples {input.triples:q} {params.check} --candidates {input.candidates}"
         " --queries {input.train} --qrels {input.qrels} --max-triples {params.max_triples} --out {output}"
@@ -349,6 +357,8 @@ rule split:
         out_dir=lambda w: f"{ART}/{w.dataset}/splits/{w.split}",
     log:
         "logs/{dataset}/split_{split}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} split --queries {input.queries} --train-fraction {params.fraction} --valid-fraction {params.valid}"
         " --seed {params.seed} --out-dir {params.out_dir} 2>&1 | tee {log}"

@@ -16,7 +16,13 @@ def split_questions(part):
     return lambda w: f"{ART}/{base_of(w.dataset)}/splits/{w.split}/{part}.tsv"
 
 
+SHARDS = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
+SHARDED = [name for name, parts in SHARDS.items() if parts > 1]
+ONE_PART = "|".join(re.escape(name) for name in SHARDED)
+
+
 rule encode_candidates:
+    # the corpus of a dataset that encode.shards does not split, in one job
     input:
         model=model_dir,
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
@@ -25,13 +31,67 @@ rule encode_candidates:
         ids=f"{DENSE}/candidates.ids",
     params:
         batch=config["encode"]["batch_size"],
+    wildcard_constraints:
+        dataset=f"(?!(?:{ONE_PART})/)[a-z0-9-]+" if SHARDED else "[a-z0-9-]+",   # not a sharded one (next: "/")
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/encode_{model}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
         " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
         " 2>&1 | tee {log}"
+
+
+rule encode_shard:
+    # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them
+    input:
+        model=model_dir,
+        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+    output:
+        embeddings=f"{DENSE}/shards/{{shard}}.npy",
+        ids=f"{DENSE}/shards/{{shard}}.ids",
+    params:
+        batch=config["encode"]["batch_size"],
+        shards=lambda w: SHARDS[w.dataset],
+    wildcard_constraints:
+        shard="[0-9]+",
+    threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
+    log:
+        "logs/{dataset}/encode_{model}_{split}_{shard}.log",
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
+        " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
+        " --shard {wildcards.shard} --shards {params.shards} 2>&1 | tee {log}"
+
+
+def encoded_shards(suffix):
+    return lambda w: [f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/shards/{i}.{suffix}" for i in range(SHARDS[w.dataset])]
+
+
+rule merge_embeddings:
+    input:
+        parts=encoded_shards("npy"),
+        ids=encoded_shards("ids"),
+    output:
+        embeddings=f"{DENSE}/candidates.npy",
+        ids=f"{DENSE}/candidates.ids",
+    wildcard_constraints:
+        dataset=ONE_PART or "(?!)",   # only datasets encode.shards splits ("(?!)" matches nothing)
+    conda:
+        CPU_ENV
+    log:
+        "logs/{dataset}/merge_embeddings_{model}_{split}.log",
+    shell:
+        "{TOWERS} merge-embeddings --parts {input.parts} --part-ids {input.ids} --embeddings {output.embeddings}"
+        " --ids {output.ids} 2>&1 | tee {log}"
 
 
 rule faiss_index:
@@ -43,6 +103,8 @@ rule faiss_index:
         factory=lambda w: config["faiss"]["indexes"][w.index],
     log:
         "logs/{dataset}/faiss_{model}_{split}_{index}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} build-index --embeddings {input} --factory '{params.factory}' --out {output}"
         " 2>&1 | tee {log}"
@@ -76,6 +138,10 @@ rule dense_search:
         depth=lambda w: run_depth(w.dataset, config["faiss"]["depth"]),
         nprobe=config["faiss"]["nprobe"],
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/dense_search_{model}_{split}_{index}.log",
     shell:
@@ -98,6 +164,10 @@ rule mine_hard_negatives:
         depth=config["mining"]["depth"],
         nprobe=config["faiss"]["nprobe"],
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/mine_{model}_{split}.log",
     shell:

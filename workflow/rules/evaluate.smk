@@ -25,6 +25,8 @@ rule evaluate:
         metrics=lambda w: " ".join(metrics_for(w.dataset)),
     log:
         "logs/{dataset}/eval_{model}_{split}_{index}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
         " --metrics {params.metrics} --out {output} 2>&1 | tee {log}"

@@ -53,6 +53,10 @@ rule train_negatives:
         towers=flags(LT["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/neg-{w.chain}-{w.split}",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/train_neg-{chain}_{split}.log",
     shell:
@@ -91,6 +95,10 @@ rule train_ltre:
         nprobe=config["faiss"]["nprobe"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.method}-{w.start}-{w.index}-{w.split}",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/train_{method}-{start}-{index}_{split}.log",
     shell:
@@ -149,6 +157,7 @@ def lt_files(table):
 
 rule ltre_table:
     input:
+        profile=PROFILE_INPUT,
         files=lambda w: lt_files(w.table),
         paper="data/papers/ltre.csv",
     output:
@@ -162,6 +171,8 @@ rule ltre_table:
         note=LT_NOTE,
     log:
         "logs/tables/ltre_{table}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} ltre-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
         " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
@@ -174,7 +185,8 @@ def figure3_runs():
 
 rule ltre_figure3:
     input:
-        [path for _, path in figure3_runs()],
+        profile=PROFILE_INPUT,
+        steps=[path for _, path in figure3_runs()],
     output:
         csv="results/ltre/figure3.csv",
         png="results/ltre/figure3.png",
@@ -184,6 +196,8 @@ rule ltre_figure3:
         note=LT_NOTE,
     log:
         "logs/tables/ltre_figure3.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} ltre-figure {params.runs} --probe-depth {params.probe} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

@@ -17,6 +17,8 @@ rule pretraining_pairs:
         per_article=config["chang2020"]["pretraining"]["per_article"],
     log:
         "logs/{dataset}/pairs_{task}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} pretraining-pairs --articles {input.articles} --redirects {input.redirects} --task '{wildcards.task}'"
         " --seed {params.seed} --per-article {params.per_article} --tokenizer {input.tokenizer} --out {output.pairs} --stats {output.stats}"
@@ -25,6 +27,7 @@ rule pretraining_pairs:
 
 rule chang2020_table1:
     input:
+        profile=PROFILE_INPUT,
         stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
         paper="data/papers/chang2020_table1.csv",
     output:
@@ -35,6 +38,8 @@ rule chang2020_table1:
         note=config["profile_note"],
     log:
         "logs/tables/chang2020_table1.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} pairs-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
         " --stats {input.stats} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
@@ -51,6 +56,8 @@ rule reqa_statistics:
         f"{ART}/{{dataset}}/reqa/table2-stats.json",
     log:
         "logs/{dataset}/reqa_statistics.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} reqa-statistics --candidates {input.candidates} --queries {input.queries} --qrels {input.qrels}"
         " --tokenizer {input.tokenizer} --out {output} 2>&1 | tee {log}"
@@ -59,6 +66,7 @@ rule reqa_statistics:
 rule chang2020_table2:
     # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
     input:
+        profile=PROFILE_INPUT,
         stats=[f"{ART}/{d['name']}/reqa/table2-stats.json" for d in config["chang2020"]["table2"]["datasets"]],
         paper="data/papers/chang2020_table2.csv",
     output:
@@ -71,6 +79,8 @@ rule chang2020_table2:
                       for d in config["chang2020"]["table2"]["datasets"]),
     log:
         "logs/tables/chang2020_table2.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} reqa-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
         " {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"

@@ -27,6 +27,8 @@ rule tokenizer:
         hub=config["tokenizer"]["hub_model"],
     log:
         "logs/{dataset}/tokenizer.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} tokenizer --candidates {input} --out {output} --vocab-size {params.vocab}"
         " --min-frequency {params.min_freq} --lowercase {params.lowercase} --hub-model '{params.hub}' 2>&1 | tee {log}"
@@ -46,6 +48,8 @@ rule init_random:
         hub=config["encoder"]["hub_model"],
     log:
         "logs/{dataset}/init_random_l{layers}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} init-random --tokenizer {input} --out {output} --seed {params.seed} {params.arch}"
         " --hub-model '{params.hub}' 2>&1 | tee {log}"
@@ -64,6 +68,10 @@ rule pretrain_mlm:
         train=flags(config["pretrain_mlm"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/pretrain_mlm.log",
     shell:
@@ -87,6 +95,10 @@ rule pretrain_mlm_nsp:
         init=config["quadrupletbert"]["pretrain"]["init_hub_model"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/pretrain_mlm_nsp.log",
     shell:
@@ -116,5 +128,7 @@ rule init_bag_of_words:
         encoder=lambda w: BAG_OF_WORDS[w.bow],
     log:
         "logs/{dataset}/init_{bow}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} init-bow --out {output} --seed {params.seed} {params.encoder} 2>&1 | tee {log}"

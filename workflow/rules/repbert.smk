@@ -39,6 +39,10 @@ rule train_repbert:
         state=lambda w: f"{ART}/{w.dataset}/train-state/repbert-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_repbert_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/train_repbert_{split}.log",
     shell:
@@ -68,6 +72,8 @@ rule latency:
     threads: 1
     log:
         "logs/{dataset}/latency_{name}_{split}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} latency --method {params.method} --index {input.index} {params.model} --queries {input.queries}"
         " --depth {params.depth} --limit {params.limit} --k1 {params.k1} --b {params.b} --nprobe {params.nprobe}"
@@ -101,6 +107,10 @@ rule train_cross_encoder:
         state=lambda w: f"{ART}/{w.dataset}/train-state/crossenc-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/train_crossenc_{split}.log",
     shell:
@@ -138,6 +148,10 @@ rule rerank:
         max_length=RB["reranker"]["max_length"],
         batch=RB["reranker"]["batch_size"],
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     shell:
@@ -165,6 +179,8 @@ rule fuse_runs:
         normalisation=RB["fusion"]["normalisation"],
     log:
         "logs/{dataset}/fuse_{fusion}_{a}+{b}_{split}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} fuse-runs --runs {input} --method {params.method} {params.union} --depth {params.depth}"
         " --rrf-k {params.k} --normalisation {params.normalisation} --tag {wildcards.fusion}"
@@ -184,6 +200,8 @@ rule consistency:
         reference_depth=RB["depth"],
     log:
         "logs/{dataset}/consistency_{name}_{split}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} consistency --run {input.run} --reference {input.reference} --queries {input.queries}"
         " --depths {params.depths} --reference-depth {params.reference_depth} --out {output} 2>&1 | tee {log}"
@@ -223,6 +241,7 @@ def rb_table_files(table):
 
 rule repbert_table:
     input:
+        profile=PROFILE_INPUT,
         files=lambda w: rb_table_files(w.table),
         paper="data/papers/repbert.csv",
     output:
@@ -236,6 +255,8 @@ rule repbert_table:
         note=config["profile_note"],
     log:
         "logs/tables/repbert_{table}.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} repbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
         " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
@@ -246,6 +267,7 @@ RB_RECALL_DEPTHS = [int(m[2:]) for m in RB["metrics"] if m.startswith("R@") and 
 
 rule repbert_figure1:
     input:
+        profile=PROFILE_INPUT,
         recall=[first_eval(n) for n in FIRST_STAGE],
         rerank=[rb_eval(f"{n}-d{d}", "rerank") for n in FIRST_STAGE for d in RB["rerank_depths"]],
     output:
@@ -259,6 +281,8 @@ rule repbert_figure1:
         note=config["profile_note"],
     log:
         "logs/tables/repbert_figure1.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} repbert-figure --figure figure1 {params.recall} --depths {params.depths} {params.rerank}"
         " --note {params.note:q} --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
@@ -266,7 +290,8 @@ rule repbert_figure1:
 
 rule repbert_figure2:
     input:
-        [f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json" for n in FIRST_STAGE],
+        profile=PROFILE_INPUT,
+        consistency=[f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json" for n in FIRST_STAGE],
     output:
         csv="results/repbert/figure2.csv",
         png="results/repbert/figure2.png",
@@ -276,6 +301,8 @@ rule repbert_figure2:
         note=config["profile_note"],
     log:
         "logs/tables/repbert_figure2.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

@@ -44,6 +44,7 @@ CHANG_TABLE = (
 rule chang2020_table3:
     # Table 3 (SQuAD) and Table 4 (NQ); the mini profile's one dataset stands in for both.
     input:
+        profile=PROFILE_INPUT,
         evals=[r[3] for r in chang_rows("table3")],
         paper="data/papers/chang2020.csv",
     output:
@@ -55,12 +56,15 @@ rule chang2020_table3:
         **chang_table_params("table3"),
     log:
         "logs/tables/chang2020_{table}.log",
+    conda:
+        CPU_ENV
     shell:
         CHANG_TABLE
 
 
 use rule chang2020_table3 as chang2020_table4 with:
     input:
+        profile=PROFILE_INPUT,
         evals=[r[3] for r in chang_rows("table4")],
         paper="data/papers/chang2020.csv",
     wildcard_constraints:
@@ -71,6 +75,7 @@ use rule chang2020_table3 as chang2020_table4 with:
 
 use rule chang2020_table3 as chang2020_table6 with:
     input:
+        profile=PROFILE_INPUT,
         evals=[r[3] for r in chang_rows("table6")],
         paper="data/papers/chang2020.csv",
     wildcard_constraints:
@@ -89,6 +94,7 @@ def ablation_rows():
 
 rule chang2020_table5:
     input:
+        profile=PROFILE_INPUT,
         evals=[r[-1] for r in ablation_rows()],
         paper="data/papers/chang2020_table5.csv",
     output:
@@ -102,6 +108,8 @@ rule chang2020_table5:
         note=config["profile_note"],
     log:
         "logs/tables/chang2020_table5.log",
+    conda:
+        CPU_ENV
     shell:
         "{TOWERS} ablation-table --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
         " --note {params.note:q} --metric {params.metric} {params.rows} --csv {output.csv} --json {output.json}"
@@ -160,6 +168,7 @@ SEEDED_TABLE = (
 
 rule quadrupletbert_table1:
     input:
+        profile=PROFILE_INPUT,
         evals=[e for r in qb_table1_rows() for e in r[-1]],
         paper="data/papers/quadrupletbert.csv",
     output:
@@ -171,12 +180,15 @@ rule quadrupletbert_table1:
         **seeded_table_params(qb_table1_rows()),
     log:
         "logs/tables/quadrupletbert_{table}.log",
+    conda:
+        CPU_ENV
     shell:
         SEEDED_TABLE
 
 
 use rule quadrupletbert_table1 as quadrupletbert_table2 with:
     input:
+        profile=PROFILE_INPUT,
         evals=[e for r in qb_table2_rows() for e in r[-1]],
         paper="data/papers/quadrupletbert.csv",
     wildcard_constraints:

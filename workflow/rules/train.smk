@@ -84,6 +84,10 @@ rule pretrain_two_tower:
         state=lambda w: f"{ART}/{w.dataset}/train-state/pretrain-{w.model}",
         steps_log=lambda w: f"logs/{w.dataset}/pretrain_{w.model}.steps.jsonl",
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/pretrain_{model}.log",
     shell:
@@ -107,6 +111,10 @@ rule finetune_two_tower:
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.model}-{w.split}",
         steps_log=lambda w: train_log(w, w.model),
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/finetune_{model}_{split}.log",
     shell:
@@ -137,6 +145,10 @@ rule train_three_tower:
         state=lambda w: f"{ART}/{w.dataset}/train-state/threet-{w.kind}-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/train_threet-{kind}-m{margin}-s{seed}_{split}.log",
     shell:
@@ -161,6 +173,10 @@ rule train_quadruplet:
         state=lambda w: f"{ART}/{w.dataset}/train-state/quadbert-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: train_log(w, f"quadbert-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
+    resources:
+        **GPU_JOB,
+    conda:
+        TORCH_ENV
     log:
         "logs/{dataset}/train_quadbert-m{margin}-s{seed}_{split}.log",
     shell:

@@ -1,0 +1,144 @@
+"""Estimated GPU-hours per paper table at paper scale (benchmarks/run.py --part gpu_hours).
+
+What is counted: the transformer work of every job the paper profile plans for a table (a dry run in a
+fresh copy): training examples (steps x batch) and the tokens each one passes through its towers, corpus
+encodings, ANCE's periodic re-encoding, and the cross-encoder's reranking. FLOPs per token follow the
+usual dense-transformer count (2 x 12 L h^2 for the weights plus 4 L T h for attention, per forward
+token; training = 3 x forward). Not counted: bag-of-words models, Faiss index building and search, BM25,
+data preparation, query encoding at search time, and validation passes; a job shared by several tables
+(a pre-trained encoder, a baseline) counts in each.
+
+Measured here, in the same run: seconds per forward token and per training token of a BERT-base-shaped
+model (random weights, no hub), and per forward token of a BERT-large-shaped one, on this machine's CPU.
+From them: the FLOP rates this CPU reaches, the CPU-hours a table would take here, and the GPU-hours at
+an assumed sustained GPU rate (GPU_FLOPS below: an A100's 312 TFLOP/s bf16 peak at 40% utilisation)."""
+from __future__ import annotations
+
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from towers.workflow import planned_jobs
+
+GPU_FLOPS = 0.40 * 312e12
+SHAPES = {"base": (12, 768), "large": (24, 1024)}
+# corpus sizes at paper scale: ReQA candidates (Chang et al. Table 2), MS MARCO passage, Table 6's 1M extra
+CORPUS = {"squad": 101_951, "nq": 239_008, "nq-open": 239_008 + 1_000_000, "msmarco-passage": 8_841_823}
+RERANK_QUERIES = 6_980   # MS MARCO dev small
+
+
+def forward_flops(tokens: float, length: int, shape: str) -> float:
+    layers, hidden = SHAPES[shape]
+    return tokens * (24 * layers * hidden ** 2 + 4 * layers * length * hidden)
+
+
+def flag(command: str, name: str, default=None):
+    match = re.search(rf"--{name} ('?)([^ ']+)\1", command)
+    return match.group(2) if match else default
+
+
+def job_work(rule: str, command: str, lengths: dict[str, int]) -> dict[str, float]:
+    """FLOPs of one planned job by kind (train_base, forward_base, forward_large); {} for what is not counted."""
+    train, forward = _job_work(rule, command, lengths)
+    large = rule == "rerank" and "large" in flag(command, "model", "")
+    return {k: v for k, v in {"train_base": train, "forward_large" if large else "forward_base": forward}.items() if v}
+
+
+def _job_work(rule: str, command: str, lengths: dict[str, int]) -> tuple[float, float]:
+    dataset = re.search(r"artifacts/([a-z0-9-]+)/", command)
+    dataset = dataset.group(1) if dataset else ""
+    if "bow" in command.split("--out")[0] and rule != "rerank" or "hashed-bow" in command:
+        return 0.0, 0.0                              # bag-of-words towers: no transformer
+    steps, batch = int(flag(command, "steps", 0)), int(flag(command, "batch-size", 0))
+    query, doc = int(flag(command, "query-length", 0)), int(flag(command, "doc-length", 0))
+    if rule in ("pretrain_two_tower", "finetune_two_tower", "train_repbert"):
+        return forward_flops(steps * batch * query, query, "base") * 3 + forward_flops(steps * batch * doc, doc, "base") * 3, 0.0
+    if rule in ("train_three_tower", "train_quadruplet"):
+        docs = 3 if "--mined" in command else 2
+        return 3 * (forward_flops(steps * batch * query, query, "base") + forward_flops(steps * batch * docs * doc, doc, "base")), 0.0
+    if rule == "pretrain_mlm_nsp" or (rule == "pretrain_mlm" and "--hub-model ''" in command):
+        length = int(flag(command, "max-length"))
+        return 3 * forward_flops(steps * batch * length, length, "base"), 0.0
+    if rule == "train_negatives":
+        docs = 1 + int(flag(command, "negatives-per-query", 1))
+        train = 3 * (forward_flops(steps * batch * query, query, "base") + forward_flops(steps * batch * docs * doc, doc, "base"))
+        refreshes = steps // int(flag(command, "refresh-every")) if "--negatives async" in command else 0
+        return train, forward_flops(refreshes * CORPUS[dataset] * doc, doc, "base")
+    if rule == "train_ltre":   # only the query tower learns; the doc side is a fixed index
+        return 3 * forward_flops(steps * batch * query, query, "base"), 0.0
+    if rule in ("encode_candidates", "encode_shard"):
+        model = re.search(r"dense/([^/]+)/", command).group(1)
+        length = lengths["ltre" if model.startswith("neg-") else "repbert" if model == "repbert"
+                         else "quadrupletbert" if model.startswith(("threet-", "quadbert-")) else "chang"]
+        share = 1 / int(flag(command, "shards", 1))
+        return 0.0, forward_flops(CORPUS[dataset] * share * length, length, "base")
+    if rule == "rerank" and "--scores" not in command:
+        length, depth = int(flag(command, "max-length")), int(flag(command, "depth"))
+        shape = "large" if "large" in flag(command, "model", "") else "base"
+        return 0.0, forward_flops(RERANK_QUERIES * depth * length, length, shape)
+    return 0.0, 0.0
+
+
+def table_jobs(workdir: Path, target: str) -> list[tuple[str, str]]:
+    """(rule, shell command) of every job `snakemake -n -p` plans for `target` on the paper profile."""
+    plan = subprocess.run([sys.executable, "-m", "snakemake", target, "--configfile", "config/paper.yaml", "-n", "-p"],
+                          cwd=workdir, capture_output=True, text=True, check=True).stdout
+    return [(rule, next(iter(re.findall(r"^Shell command: (.*)$", block, re.M)), "")) for rule, block in planned_jobs(plan)]
+
+
+def measure_cpu(threads: int = 2, repeats: int = 3) -> dict[str, float]:
+    """FLOP/s this CPU reaches: BERT-base training and forward, BERT-large forward (random weights)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+
+    def model(shape):
+        layers, hidden = SHAPES[shape]
+        return BertModel(BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64,
+                                    intermediate_size=4 * hidden, max_position_embeddings=512))
+
+    def seconds(fn):
+        fn()   # warm-up
+        times = []
+        for _ in range(repeats):
+            began = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - began)
+        return statistics.median(times)
+
+    base, large = model("base"), model("large")
+    ids = lambda batch, length: torch.randint(1000, 20000, (batch, length))   # noqa: E731
+
+    def train_step():
+        base.train()
+        base(input_ids=ids(4, 128)).last_hidden_state.mean().backward()
+
+    def forward(net, batch, length):
+        net.eval()
+        with torch.no_grad():
+            net(input_ids=ids(batch, length))
+
+    return {"train_base": 3 * forward_flops(4 * 128, 128, "base") / seconds(train_step),
+            "forward_base": forward_flops(8 * 256, 256, "base") / seconds(lambda: forward(base, 8, 256)),
+            "forward_large": forward_flops(2 * 512, 512, "large") / seconds(lambda: forward(large, 2, 512))}
+
+
+def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: dict[str, float]) -> dict:
+    """Per table: planned jobs, PFLOPs by kind, CPU-hours here, GPU-hours at GPU_FLOPS."""
+    out = {}
+    for target in targets:
+        flops: dict[str, float] = {}
+        jobs = table_jobs(workdir, target)
+        for rule, command in jobs:
+            for kind, value in job_work(rule, command, lengths).items():
+                flops[kind] = flops.get(kind, 0.0) + value
+        total = sum(flops.values())
+        out[target] = {"jobs": len(jobs), "pflops": {k: round(v / 1e15, 1) for k, v in flops.items()},
+                       "cpu_hours_here": round(sum(v / rates[k] for k, v in flops.items()) / 3600),
+                       "gpu_hours": round(total / GPU_FLOPS / 3600, 1)}
+    return out
