@@ -111,6 +111,43 @@ def test_real_dl19_keeps_graded_qrels(tmp_path):
     assert read_qrels(tmp_path / "out/reqa/qrels.txt") == read_qrels(MSMARCO / "qrels.dl19-passage.txt")
 
 
+def _graded(tmp_path, queries, qrels, pids):
+    """passages-graded over a stand-in collection of `pids`: (exit code, stderr, output folder)."""
+    candidates = tmp_path / "base" / "candidates.jsonl"
+    candidates.parent.mkdir(parents=True, exist_ok=True)
+    candidates.write_text("".join(json.dumps({"id": pid, "contents": f"passage {pid}"}) + "\n" for pid in pids))
+    out = tmp_path / "graded"
+    done = run_stage("passages-graded", "--queries", queries, "--qrels", qrels, "--candidates", candidates,
+                     "--out-dir", out / "reqa", "--split-dir", out / "splits/dev")
+    return done.returncode, done.stderr, out
+
+
+@needs_shared
+def test_real_dl19_as_a_graded_set_over_the_collection(tmp_path):
+    """TREC DL 2019 the way the paper profile reads it: gzipped topics, graded qrels, MS MARCO's passages."""
+    topics = tmp_path / "msmarco-test2019-queries.tsv.gz"
+    with gzip.open(topics, "wt", encoding="utf-8") as handle:
+        handle.write((MSMARCO / "topics.dl19-passage.txt").read_text())
+        handle.write("999999999\tan unjudged test query\n")             # the official file has 157 of these
+    qrels = MSMARCO / "qrels.dl19-passage.txt"
+    pids = sorted({line.split()[2] for line in qrels.read_text().splitlines() if line.strip()})
+    code, err, out = _graded(tmp_path, topics, qrels, pids)
+    assert code == 0, err
+    assert len(read_queries(out / "splits/dev/test.tsv")) == 43 and (out / "splits/dev/train.tsv").read_text() == ""
+    assert read_qrels(out / "reqa/qrels.txt") == read_qrels(qrels)
+    stats = json.loads((out / "reqa/stats.json").read_text())
+    assert stats["grades"] == {"0": 5158, "1": 1601, "2": 1804, "3": 697} and stats["dropped_queries"] == {"unjudged": 1}
+
+
+def test_a_graded_set_refuses_a_passage_outside_the_collection(tmp_path):
+    queries, qrels = tmp_path / "q.tsv", tmp_path / "qrels.txt"
+    queries.write_text("1\tfirst query\n2\tsecond query\n")
+    qrels.write_text("1 Q0 p1 3\n1 Q0 p2 0\n2 Q0 p9 2\n")
+    code, err, out = _graded(tmp_path, queries, qrels, ["p1", "p2"])
+    assert code != 0 and "qrels.txt: line 3: query 2 judges passage p9, which is not in" in err
+    assert not (out / "reqa").exists() or not any((out / "reqa").iterdir())
+
+
 # --- MS MARCO TSV form: folder, gzipped files, the official tar.gz packing ------------------------
 
 def test_msmarco_folder(tmp_path):

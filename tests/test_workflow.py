@@ -336,6 +336,10 @@ def test_paper_profile_plans_the_ltre_targets(tmp_path):
     assert counts["ltre_table"] == 3 and counts["ltre_figure3"] == 1
     assert "--start roberta-base" in plan.stdout and "--factory 'OPQ96,IVF1,PQ96'" in plan.stdout
     assert "--steps 60000 --batch-size 32 --lr 5e-06" in plan.stdout
+    # nDCG@10 on TREC DL 2019: its queries searched through MS MARCO's indexes, nothing re-encoded for them
+    assert counts["passages_graded"] == 1 and "--queries artifacts/msmarco-dl19/splits/dev/test.tsv" in plan.stdout
+    assert "2f4be390198da108f6845c822e5ada14" in plan.stdout   # the qrels download, md5-checked
+    assert not any("encode-candidates" in line and "msmarco-dl19" in line for line in plan.stdout.splitlines())
 
 
 

@@ -15,6 +15,10 @@ Forms, each one loader:
 - Wikipedia paragraphs (`passages-wiki`): parsed articles (parse-wiki) and a ReQA question set: each
   paragraph is a passage, a question's relevant passage the paragraph holding its answer sentence, and
   ICT pseudo-queries (a paragraph's sentence -> that paragraph) join the training queries.
+- Graded evaluation sets (`passages-graded`): extra test queries with graded qrels over another passage
+  dataset's collection, such as TREC DL 2019 (msmarco-test2019-queries.tsv.gz, 2019qrels-pass.txt, grades
+  0-3) over MS MARCO's passages; only judged queries are kept, and every judged passage must be in the
+  collection. Such a dataset has no candidates of its own: searches go through its base's indexes.
 - Train triples (`passages-triples`): MS MARCO's triples.train.small.tsv (query, positive passage,
   negative passage, as text) mapped to ids, qid<TAB>positive pid<TAB>negative pid.
 
@@ -706,3 +710,52 @@ def triples_to_ids(triples: Iterable[tuple[int, str, str, str]], lookup: Passage
     if pending:
         flush()
     return counts
+
+
+# --- graded evaluation sets over another dataset's collection --------------------------------------
+
+def open_text(path) -> TextIO:
+    """A text file, gunzipped when its name ends in .gz."""
+    path = require_file(path)
+    binary = gzip.open(path) if path.suffix == ".gz" else open(path, "rb")
+    return io.TextIOWrapper(binary, encoding="utf-8")
+
+
+def collection_ids(candidates_path) -> set[int]:
+    """Hashes of the passage ids of a candidates.jsonl (64 bits each)."""
+    ids = set()
+    with open(require_file(candidates_path), encoding="utf-8") as handle:
+        for number, row in parse_jsonl(handle, candidates_path):
+            ids.add(text_hash(row["id"]))
+    return ids
+
+
+def build_graded(queries_path, qrels_path, candidates_path, out: dict[str, Path]) -> dict:
+    """The judged queries of `queries_path` and their graded qrels, checked against the base collection;
+    writes queries.tsv, qrels.txt, stats.json and the split's test.tsv (train and valid stay empty)."""
+    test = QuerySet("graded")
+    with open_text(queries_path) as handle:
+        test.add_queries(read_queries_tsv(handle, queries_path), queries_path)
+    with open_text(qrels_path) as handle:
+        test.add_qrels(read_qrels_trec(handle, qrels_path), qrels_path)
+    dropped = test.check_and_keep_judged()
+    known = collection_ids(candidates_path)
+    for qid, docs in test.qrels.items():
+        missing = next((d for d in docs if text_hash(d) not in known), None)
+        if missing is not None:
+            raise StageError(qrels_path, f"line {test.qrels_line[qid]}: query {qid} judges passage {missing}, "
+                                         f"which is not in {candidates_path}")
+    write_queries(out["queries.tsv"], test.queries)
+    write_qrels(out["qrels.txt"], test.qrels)
+    for name in SPLIT_FILES:
+        write_queries(out[f"split/{name}"], test.queries if name == "test.tsv" else {})
+    grades: dict[int, int] = {}
+    for docs in test.qrels.values():
+        for rel in docs.values():
+            grades[rel] = grades.get(rel, 0) + 1
+    stats = {"queries": len(test.queries), "judgements": sum(grades.values()),
+             "grades": {str(g): n for g, n in sorted(grades.items())}, "split": SPLIT,
+             "test_queries": len(test.queries), "dropped_queries": {"unjudged": dropped},
+             "collection": str(candidates_path)}
+    write_json(out["stats.json"], stats)
+    return stats

@@ -20,7 +20,7 @@ rule bm25_index:
 
 rule bm25_search:
     input:
-        index=f"{ART}/{{dataset}}/bm25/index",
+        index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",   # a graded set: its base's index
         queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
     output:
         f"{ART}/{{dataset}}/bm25/run.trec",

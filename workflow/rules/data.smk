@@ -6,7 +6,9 @@
 # a folder or archive of one's own), beir (BEIR JSONL form, a folder or zip), wikipedia-passages (a
 # wikipedia(-qa) dataset's paragraphs, its questions and ICT pseudo-queries). A passage dataset's
 # candidates are passages ({"id", "contents"}) and its one split, "dev" (test = the dataset's
-# evaluation queries), comes from its own rule, `passages`, not from rule `split`.
+# evaluation queries), comes from its own rule, `passages`, not from rule `split`. graded-passages (TREC DL
+# 2019): extra test queries with graded qrels over a passage dataset's collection, searched with its
+# base's models and indexes (rule passages_graded).
 
 import re
 import shlex
@@ -49,6 +51,22 @@ def check_passages(name):
                              f"not {cfg[key]!r}")
 
 
+def check_graded(name):
+    cfg = dataset_cfg(name)
+    base = cfg["base"]
+    if base not in config["datasets"] or dataset_cfg(base)["kind"] not in PASSAGE_KINDS:
+        raise ValueError(f"params.yaml: datasets.{name}.base must name a passage dataset "
+                         f"(kind {', '.join(PASSAGE_KINDS)}), not {base!r}")
+    names = [f["name"] for f in cfg.get("files", [])]
+    for key in ("queries", "qrels"):
+        if not cfg.get("local_dir") and cfg[key] not in names:
+            raise ValueError(f"params.yaml: datasets.{name}.{key} must name one of its files ({', '.join(names)}), "
+                             f"not {cfg[key]!r}")
+
+
+GRADED_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "graded-passages"]
+for _name in GRADED_DATASETS:
+    check_graded(_name)
 OPEN_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "open-domain"]
 for _name in OPEN_DATASETS:
     check_open_domain(_name)
@@ -65,7 +83,8 @@ def one_of(names):
 # to rule passages and every other one to reqa
 ONLY_OPEN = one_of(OPEN_DATASETS)
 ONLY_PASSAGES = one_of(PASSAGE_DATASETS)
-ONLY_REQA = f"(?!(?:{ONLY_OPEN}|{ONLY_PASSAGES})(?:/|$))[a-z0-9-]+"
+ONLY_GRADED = one_of(GRADED_DATASETS)
+ONLY_REQA = f"(?!(?:{ONLY_OPEN}|{ONLY_PASSAGES}|{ONLY_GRADED})(?:/|$))[a-z0-9-]+"
 
 
 def run_depth(dataset, default):
@@ -78,7 +97,19 @@ def metrics_for(dataset):
 
 
 def base_of(dataset):
-    """The dataset whose trained models and splits serve `dataset`: an open-domain dataset's base, else itself."""
+    """The dataset whose trained models serve `dataset`: an open-domain or graded dataset's base, else itself."""
+    cfg = config["datasets"].get(dataset, {})
+    return cfg["base"] if cfg.get("kind") in ("open-domain", "graded-passages") else dataset
+
+
+def corpus_of(dataset):
+    """The dataset whose candidates (and BM25 and Faiss indexes) `dataset` searches: a graded set's base."""
+    cfg = config["datasets"].get(dataset, {})
+    return cfg["base"] if cfg.get("kind") == "graded-passages" else dataset
+
+
+def questions_of(dataset):
+    """The dataset whose split files hold `dataset`'s test questions: an open-domain dataset's base."""
     cfg = config["datasets"].get(dataset, {})
     return cfg["base"] if cfg.get("kind") == "open-domain" else dataset
 
@@ -145,6 +176,14 @@ def triples_inputs(wildcards):
     return {"triples": dataset_file(wildcards.dataset, file_spec(wildcards.dataset, cfg["triples"])),
             "candidates": f"{ART}/{wildcards.dataset}/reqa/candidates.jsonl",
             "qrels": f"{ART}/{wildcards.dataset}/reqa/qrels.txt", "train": f"{split}/train.tsv"}
+
+
+def graded_file(dataset, key):
+    """A graded set's queries or qrels file: downloaded, or in its local_dir."""
+    cfg = dataset_cfg(dataset)
+    if cfg.get("local_dir"):
+        return f"{cfg['local_dir']}/{cfg[key]}"
+    return dataset_file(dataset, file_spec(dataset, cfg[key]))
 
 
 def dataset_file(dataset, spec):
@@ -318,6 +357,33 @@ rule passages:
         else:
             shell("{TOWERS} {params.command} --source {input.source:q}"
                   " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}")
+
+
+rule passages_graded:
+    # TREC DL 2019 style: judged test queries with graded qrels over the base dataset's collection
+    input:
+        queries=lambda w: graded_file(w.dataset, "queries"),
+        qrels=lambda w: graded_file(w.dataset, "qrels"),
+        candidates=lambda w: f"{ART}/{corpus_of(w.dataset)}/reqa/candidates.jsonl",
+    output:
+        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
+        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        stats=f"{ART}/{{dataset}}/reqa/stats.json",
+        train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
+        valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
+        test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
+    wildcard_constraints:
+        dataset=ONLY_GRADED,
+    params:
+        out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
+        split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
+    log:
+        "logs/{dataset}/passages_graded.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} passages-graded --queries {input.queries:q} --qrels {input.qrels:q} --candidates {input.candidates}"
+        " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}"
 
 
 rule passage_triples:

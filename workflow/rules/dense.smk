@@ -13,7 +13,7 @@ def model_dir(w):
 
 
 def split_questions(part):
-    return lambda w: f"{ART}/{base_of(w.dataset)}/splits/{w.split}/{part}.tsv"
+    return lambda w: f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/{part}.tsv"
 
 
 SHARDS = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
@@ -123,7 +123,7 @@ def index_owner(model):
 
 
 def dense_files(dataset, model, split, index):
-    folder = f"{ART}/{dataset}/dense/{index_owner(model)}/{split}"
+    folder = f"{ART}/{corpus_of(dataset)}/dense/{index_owner(model)}/{split}"
     return {"model": f"{ART}/{base_of(dataset)}/dense/{model}/{split}/model", "index": f"{folder}/index-{index}.faiss",
             "ids": f"{folder}/candidates.ids"}
 

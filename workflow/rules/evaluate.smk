@@ -18,7 +18,7 @@ rule evaluate:
     input:
         run=run_path,
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
-        queries=lambda w: f"{ART}/{base_of(w.dataset)}/splits/{w.split}/test.tsv",   # an open-domain dataset: its base's
+        queries=lambda w: f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/test.tsv",   # an open-domain dataset: its base's
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:

@@ -112,8 +112,13 @@ rule train_ltre:
 
 # --- results/ltre/ ---------------------------------------------------------------------------------
 
-def lt_eval(model, index="flat"):
-    return f"{ART}/{LT_DATA}/eval/{model}/{LT_SPLIT}/{index}.json"
+def lt_eval(model, index="flat", dataset=LT_DATA):
+    return f"{ART}/{dataset}/eval/{model}/{LT_SPLIT}/{index}.json"
+
+
+def lt_graded(model, index="flat"):
+    """The model's evaluation on ltre.graded_dataset (nDCG@10's queries), or "" when there is none."""
+    return lt_eval(model, index, LT["graded_dataset"]) if LT["graded_dataset"] else ""
 
 
 def lt_steps(model):
@@ -129,10 +134,10 @@ LT_INDEXES = [i["name"] for i in LT["indexes"]]
 def lt_rows(table):
     """The --row values of an LTRe table: label|file|file..."""
     if table == "table1":
-        rows = [("BM25", lt_eval("bm25", "lucene"))]
-        rows += [(chain, lt_eval(f"neg-{chain}")) for chain in LT["baselines"]]
-        rows += [(f"ltre:{LT_START}", lt_eval(f"ltre-{LT_START}-flat"))]
-        return rows
+        rows = [("BM25", lt_eval("bm25", "lucene"), lt_graded("bm25", "lucene"))]
+        rows += [(chain, lt_eval(f"neg-{chain}"), lt_graded(f"neg-{chain}")) for chain in LT["baselines"]]
+        model = f"ltre-{LT_START}-flat"
+        return rows + [(f"ltre:{LT_START}", lt_eval(model), lt_graded(model))]
     if table == "table3":
         # the start (BM25 Neg) trained on BM25's negatives: the paper lists the BM25 index and its quality
         rows = [(f"start:{LT_START}", lt_eval(f"neg-{LT_START}"), lt_steps(f"neg-{LT_START}"),
@@ -148,7 +153,8 @@ def lt_rows(table):
                          lt_eval(f"neg-{LT_START}", index)))
         return rows
     # table4: each training index x each evaluation index
-    return [(f"{train}|{test}", lt_eval(f"ltre-{LT_START}-{train}", test)) for train in LT_INDEXES for test in LT_INDEXES]
+    return [(f"{train}|{test}", lt_eval(f"ltre-{LT_START}-{train}", test), lt_graded(f"ltre-{LT_START}-{train}", test))
+            for train in LT_INDEXES for test in LT_INDEXES]
 
 
 def lt_files(table):
