@@ -28,6 +28,8 @@ SHAPES = {"base": (12, 768), "large": (24, 1024)}
 # corpus sizes at paper scale: ReQA candidates (Chang et al. Table 2), MS MARCO passage, Table 6's 1M extra
 CORPUS = {"squad": 101_951, "nq": 239_008, "nq-open": 239_008 + 1_000_000, "msmarco-passage": 8_841_823}
 RERANK_QUERIES = 6_980   # MS MARCO dev small
+# a job's model is bag-of-words when it starts from or encodes with one (BoW-MLP, Three-T Emb's hashed BoW)
+BAG_OF_WORDS = re.compile(r"bow|threet-emb")
 
 
 def forward_flops(tokens: float, length: int, shape: str) -> float:
@@ -50,7 +52,7 @@ def job_work(rule: str, command: str, lengths: dict[str, int]) -> dict[str, floa
 def _job_work(rule: str, command: str, lengths: dict[str, int]) -> tuple[float, float]:
     dataset = re.search(r"artifacts/([a-z0-9-]+)/", command)
     dataset = dataset.group(1) if dataset else ""
-    if "bow" in command.split("--out")[0] and rule != "rerank" or "hashed-bow" in command:
+    if BAG_OF_WORDS.search(flag(command, "start", "") + flag(command, "encoder", "") + flag(command, "model", "")):
         return 0.0, 0.0                              # bag-of-words towers: no transformer
     steps, batch = int(flag(command, "steps", 0)), int(flag(command, "batch-size", 0))
     query, doc = int(flag(command, "query-length", 0)), int(flag(command, "doc-length", 0))

@@ -41,10 +41,12 @@ def records(folder: Path):
             yield record, record.relative_to(folder)
 
 
+DVC = str(Path(sys.executable).with_name("dvc"))   # the venv's dvc
+
+
 def dvc(*args: str) -> str:
     """Run the venv's dvc; its stdout, or exit with a one-line error holding its last message line."""
-    exe = Path(sys.executable).with_name("dvc")
-    result = subprocess.run([str(exe), *args], capture_output=True, text=True)
+    result = subprocess.run([DVC, *args], capture_output=True, text=True)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no message"])[-1]
         sys.exit(f"error: dvc {' '.join(args)}: {last}")

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 from pathlib import Path
 
-from .cache import dvc
+from .cache import DVC, dvc
 
 
 def metrics_diff(base: str, out: Path, repro: bool = True) -> str:
     if repro:
-        subprocess.run([str(Path(sys.executable).with_name("dvc")), "repro"], check=True)
+        subprocess.run([DVC, "repro"], check=True)   # its progress shows as it goes
     sections = [f"# Parameters and metrics against {base}\n"]
     for what in ("params", "metrics"):
         table = dvc(what, "diff", base, "--md").strip()

@@ -353,6 +353,17 @@ class CollectionWriter:
                     first[pid] = number
         self.sorted = ordered
 
+    @classmethod
+    def of_candidates(cls, candidates_path) -> "CollectionWriter":
+        """The id hashes of an existing candidates.jsonl (nothing is written), ready for missing()."""
+        from .io import read_jsonl
+
+        known = cls(None, candidates_path)
+        for row in read_jsonl(require_file(candidates_path)):
+            known.hashes.append(text_hash(row["id"]))
+        known.finish()
+        return known
+
     def missing(self, ids: Iterable[str]) -> list[str]:
         """Those of `ids` that are not passage ids."""
         import numpy as np
@@ -714,36 +725,20 @@ def triples_to_ids(triples: Iterable[tuple[int, str, str, str]], lookup: Passage
 
 # --- graded evaluation sets over another dataset's collection --------------------------------------
 
-def open_text(path) -> TextIO:
-    """A text file, gunzipped when its name ends in .gz."""
-    path = require_file(path)
-    binary = gzip.open(path) if path.suffix == ".gz" else open(path, "rb")
-    return io.TextIOWrapper(binary, encoding="utf-8")
-
-
-def collection_ids(candidates_path) -> set[int]:
-    """Hashes of the passage ids of a candidates.jsonl (64 bits each)."""
-    ids = set()
-    with open(require_file(candidates_path), encoding="utf-8") as handle:
-        for number, row in parse_jsonl(handle, candidates_path):
-            ids.add(text_hash(row["id"]))
-    return ids
-
-
 def build_graded(queries_path, qrels_path, candidates_path, out: dict[str, Path]) -> dict:
     """The judged queries of `queries_path` and their graded qrels, checked against the base collection;
     writes queries.tsv, qrels.txt, stats.json and the split's test.tsv (train and valid stay empty)."""
     test = QuerySet("graded")
-    with open_text(queries_path) as handle:
+    with _text(open(require_file(queries_path), "rb"), str(queries_path)) as handle:
         test.add_queries(read_queries_tsv(handle, queries_path), queries_path)
-    with open_text(qrels_path) as handle:
+    with _text(open(require_file(qrels_path), "rb"), str(qrels_path)) as handle:
         test.add_qrels(read_qrels_trec(handle, qrels_path), qrels_path)
     dropped = test.check_and_keep_judged()
-    known = collection_ids(candidates_path)
+    collection = CollectionWriter.of_candidates(candidates_path)
     for qid, docs in test.qrels.items():
-        missing = next((d for d in docs if text_hash(d) not in known), None)
-        if missing is not None:
-            raise StageError(qrels_path, f"line {test.qrels_line[qid]}: query {qid} judges passage {missing}, "
+        missing = collection.missing(docs)
+        if missing:
+            raise StageError(qrels_path, f"line {test.qrels_line[qid]}: query {qid} judges passage {missing[0]}, "
                                          f"which is not in {candidates_path}")
     write_queries(out["queries.tsv"], test.queries)
     write_qrels(out["qrels.txt"], test.qrels)
