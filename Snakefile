@@ -24,9 +24,14 @@ if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]
 TOWERS = f"{PY} -m towers"
 ART = "artifacts"
 SPLITS = config["splits"]
-GPU_JOB = config["resources"]["gpu_jobs"]     # cluster requests of training/encoding jobs (profiles/)
-JAVA_JOB = config["resources"]["java_jobs"]   # and of Pyserini's
+GPU_JOB = config["resources"]["gpu_jobs"]       # cluster requests of encoding/search jobs (profiles/)
+TRAIN_JOB = config["resources"]["train_jobs"]   # of training jobs
+JAVA_JOB = config["resources"]["java_jobs"]     # and of Pyserini's
 TORCH_ENV = f"{ENVS}/gpu.yaml" if GPU_JOB.get("gpu", 0) else CPU_ENV
+TRAIN_ENV = f"{ENVS}/gpu.yaml" if TRAIN_JOB.get("gpu", 0) else CPU_ENV
+# A training job given several GPUs runs data-parallel, one process a GPU (towers.training.distributed).
+TRAIN_PROCESSES = max(1, TRAIN_JOB.get("gpu", 0))
+TRAIN = TOWERS if TRAIN_PROCESSES == 1 else f"{PY} -m towers.training.distributed {TRAIN_PROCESSES}"
 JAVA_ENV = f"{ENVS}/java.yaml"
 
 wildcard_constraints:

@@ -1,5 +1,6 @@
 """The DAG through snakemake: a tiny end-to-end run, caching, bad params, and the paper profile's plan."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -344,6 +345,25 @@ def test_paper_profile_plans_the_ltre_targets(tmp_path):
 
 
 
+TRAINING_RULES = ("pretrain_mlm", "pretrain_mlm_nsp", "pretrain_two_tower", "finetune_two_tower", "train_three_tower",
+                  "train_quadruplet", "train_repbert", "train_cross_encoder", "train_negatives", "train_ltre")
+
+
+def test_paper_training_runs_data_parallel_on_four_gpus(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, "all", "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    trained = 0
+    for rule, job in planned_jobs(plan.stdout):
+        launched = "-m towers.training.distributed 4 " in job
+        assert launched == (rule in TRAINING_RULES), rule   # encoding, search, tables: one process
+        if launched:
+            trained += 1
+            # each process scores a quarter of the batch: every batch must split evenly
+            assert all(int(size) % 4 == 0 for size in re.findall(r"--batch-size (\d+)", job)), job
+    assert trained > 100
+
+
 def job_blocks(plan: str) -> dict[str, list[str]]:
     """rule name -> the text of each of its jobs in a `snakemake -n` plan."""
     blocks: dict[str, list[str]] = {}
@@ -360,9 +380,11 @@ def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
     blocks = job_blocks(plan.stdout)
     # the corpus is encoded as 8 one-GPU jobs, then merged; GPU rules go to the GPU partition
     assert len(blocks["encode_shard"]) == 8 and len(blocks["merge_embeddings"]) == 1
-    for rule in ("train_repbert", "encode_shard", "rerank", "dense_search"):
+    for rule in ("encode_shard", "rerank", "dense_search"):
         for job in blocks[rule]:
             assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
+    for job in blocks["train_repbert"]:   # training: 4 GPUs of one node, one process each
+        assert "gpu=4" in job and "slurm_partition=gpu" in job and "mem_mb=128000" in job and "cpus_per_task=16" in job
     for rule in ("bm25_index", "bm25_search"):
         assert "mem_mb=32000" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
     for rule in ("download", "fuse_runs", "repbert_table"):
@@ -379,7 +401,7 @@ def test_kubernetes_profile_plans_through_the_shared_volume(tmp_path):
     blocks = job_blocks(plan.stdout)
     assert len(blocks["train_negatives"]) == 8 and len(blocks["train_ltre"]) == 6 + 3
     job = blocks["train_ltre"][0]
-    assert "gpu=1" in job and "gpu_manufacturer=nvidia" in job and f"{volume}/artifacts/msmarco-passage" in job
+    assert "gpu=4" in job and "gpu_manufacturer=nvidia" in job and f"{volume}/artifacts/msmarco-passage" in job
 
 
 def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):

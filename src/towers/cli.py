@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -1354,6 +1355,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     began = time.perf_counter()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:   # started by torchrun: data-parallel training
+        from .training import distributed
+        distributed.start()
     try:
         output, counts = args.func(args)
     except StageError as err:

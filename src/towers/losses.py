@@ -6,18 +6,22 @@ import torch.nn.functional as F
 
 
 def in_batch_softmax(query: torch.Tensor, doc: torch.Tensor, doc_keys: list | None = None,
-                     temperature: float = 1.0) -> torch.Tensor:
+                     temperature: float = 1.0, first: int = 0) -> torch.Tensor:
     """Sampled softmax over in-batch documents (Chang et al. eq. 3 with D = the batch's documents).
 
     Query i's positive is document i. With in-batch sampling every positive is drawn with the same
     probability, so the log-Q correction is a constant and cancels. When two rows share a document
-    (same key), the copy is masked out of the other row's denominator instead of counted as negative."""
+    (same key), the copy is masked out of the other row's denominator instead of counted as negative.
+    In data-parallel training `query` is one rank's share, rows first .. first + len(query) of the
+    batch, while `doc` (and `doc_keys`) hold the whole batch."""
     scores = query @ doc.T / temperature
+    own = torch.arange(first, first + len(query), device=scores.device)
     if doc_keys is not None:
-        same = torch.tensor([[a == b for b in doc_keys] for a in doc_keys], device=scores.device)
-        same.fill_diagonal_(False)
+        same = torch.tensor([[a == b for b in doc_keys] for a in doc_keys[first:first + len(query)]],
+                            device=scores.device)
+        same[torch.arange(len(query), device=scores.device), own] = False
         scores = scores.masked_fill(same, float("-inf"))
-    return F.cross_entropy(scores, torch.arange(len(query), device=scores.device))
+    return F.cross_entropy(scores, own)
 
 
 def cosine_distance(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

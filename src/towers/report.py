@@ -78,17 +78,33 @@ def with_differences(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     return out, diffs
 
 
-def colour(value) -> str:
-    if pd.isna(value) or value == 0:
+# which way is better for a metric column: costs are better lower, ranking quality higher; the rest
+# (counts and sizes of the data, model shapes) are facts to compare, neither better nor worse
+LOWER_IS_BETTER = re.compile(r"ms/query|hours|seconds|memory|bytes|GB\b")
+HIGHER_IS_BETTER = re.compile(r"^(MRR|RR|R@|nDCG|MAP|P@|quality|speed-up)")
+
+
+def better(metric: str) -> int:
+    """+1 when a higher value of `metric` is better, -1 when lower, 0 when neither."""
+    if LOWER_IS_BETTER.search(metric):
+        return -1
+    return 1 if HIGHER_IS_BETTER.search(metric) else 0
+
+
+def colour(value, sign: int) -> str:
+    """Green where the reproduction beats the paper, red where it falls short (`sign`: better())."""
+    if pd.isna(value) or value == 0 or sign == 0:
         return ""
-    return "background-color:#d9f2d9" if value > 0 else "background-color:#f7d4d4"
+    return "background-color:#d9f2d9" if value * sign > 0 else "background-color:#f7d4d4"
 
 
 def table_html(path: Path) -> str:
     table = pd.read_csv(path)
     notes = table.pop("note").dropna().unique().tolist() if "note" in table.columns else []
     table, diffs = with_differences(table)
-    styled = table.style.hide(axis="index").format(precision=4, na_rep="").map(colour, subset=diffs)
+    styled = table.style.hide(axis="index").format(precision=4, na_rep="")
+    for diff in diffs:
+        styled = styled.map(colour, sign=better(diff[:-len(" diff")]), subset=[diff])
     note = "".join(f'<p class="note">{html.escape(str(n))}</p>' for n in notes)
     return f"<h3>{html.escape(str(path))}</h3>{note}{styled.to_html()}"
 
@@ -117,8 +133,9 @@ def environment() -> dict[str, str]:
 def write(tables: list[Path], figures: list[Path], dag_png: Path, out: Path, title: str, profile_note: str) -> None:
     env = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in environment().items())
     body = [f"<h1>{html.escape(title)}</h1>", f'<p class="note">{html.escape(profile_note)}</p>',
-            "<p>Each metric M stands beside the paper's (M paper); M diff = reproduced - paper, "
-            "green where the reproduction is higher, red where lower.</p>",
+            "<p>Each metric M stands beside the paper's (M paper); M diff = reproduced - paper, green where "
+            "the reproduction is better (higher ranking quality, lower cost: ms/query, hours, memory), red "
+            "where worse, uncoloured for counts and sizes.</p>",
             "<h2>Tables</h2>", *map(table_html, tables), "<h2>Figures</h2>", *map(image_html, figures),
             "<h2>Workflow</h2>", image_html(dag_png), f"<h2>Software and hardware</h2><table>{env}</table>"]
     page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>" \

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .io import StageError
-from .training import loop
+from .training import distributed, loop
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
 
@@ -181,7 +181,7 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
         rng = np.random.default_rng([seed, step])
         chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
-        return batch_loss(rows, [draw(r, rng, negatives) for r in rows])
+        return batch_loss(*distributed.mine(rows, [draw(r, rng, negatives) for r in rows]))
 
     valid_rng = np.random.default_rng([seed, VALID_STREAM])
     valid_picks = [draw(r, valid_rng, negatives) for r in valid]

@@ -54,13 +54,13 @@ rule train_negatives:
         state=lambda w: f"{ART}/{w.dataset}/train-state/neg-{w.chain}-{w.split}",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/train_neg-{chain}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} train-negatives --start {params.start} --negatives {params.source}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-negatives --start {params.start} --negatives {params.source}"
         " --candidates {input.candidates} --qrels {input.qrels} --train {input.train} --bm25-run {input.bm25}"
         " {params.towers} {params.train} --out {output.model} --state-dir {params.state} --seed {params.seed}"
         " --threads {threads} --log {output.steps} 2>&1 | tee {log}"
@@ -96,13 +96,13 @@ rule train_ltre:
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.method}-{w.start}-{w.index}-{w.split}",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/train_{method}-{start}-{index}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} train-ltre --start {input.start} --embeddings {input.embeddings}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-ltre --start {input.start} --embeddings {input.embeddings}"
         " --ids {input.ids} --index {input.index} --negatives {params.negatives} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --bm25-run {input.bm25} {params.train} {params.sampled}"
         " --probe-depth {params.probe} --refresh-every {params.refresh} --nprobe {params.nprobe}"

@@ -69,13 +69,13 @@ rule pretrain_mlm:
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/pretrain_mlm.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} pretrain-mlm --candidates {input.candidates} --tokenizer {input.tokenizer}"
+        "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --candidates {input.candidates} --tokenizer {input.tokenizer}"
         " --out {output} --state-dir {params.state} --seed {params.seed} {params.train} {params.arch}"
         " --hub-model '{params.hub}' --log logs/{wildcards.dataset}/pretrain_mlm.steps.jsonl 2>&1 | tee {log}"
 
@@ -96,13 +96,13 @@ rule pretrain_mlm_nsp:
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/pretrain_mlm_nsp.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} pretrain-mlm --nsp 1 --init-hub-model '{params.init}'"
+        "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --nsp 1 --init-hub-model '{params.init}'"
         " --candidates {input.candidates} --tokenizer {input.tokenizer} --out {output} --state-dir {params.state}"
         " --seed {params.seed} {params.train} {params.arch}"
         " --log logs/{wildcards.dataset}/pretrain_mlm_nsp.steps.jsonl 2>&1 | tee {log}"

@@ -40,13 +40,13 @@ rule train_repbert:
         steps_log=lambda w: f"logs/{w.dataset}/train_repbert_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/train_repbert_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} train-repbert --start {input.start} --candidates {input.candidates}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-repbert --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
         " --state-dir {params.state} --seed {params.seed} {params.train} {params.lengths}"
         " --log {params.steps_log} 2>&1 | tee {log}"
@@ -108,13 +108,13 @@ rule train_cross_encoder:
         steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/train_crossenc_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} train-cross-encoder --start {input.start} --candidates {input.candidates}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-cross-encoder --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --run {input.run}"
         " --negatives-depth {params.depth} --max-length {params.max_length} --loss {params.loss}"
         " --group-size {params.group_size} --out {output}"

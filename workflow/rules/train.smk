@@ -85,13 +85,13 @@ rule pretrain_two_tower:
         steps_log=lambda w: f"logs/{w.dataset}/pretrain_{w.model}.steps.jsonl",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/pretrain_{model}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} pretrain-two-tower --start {input.start} --pairs {input.pairs}"
+        "OMP_NUM_THREADS={threads} {TRAIN} pretrain-two-tower --start {input.start} --pairs {input.pairs}"
         " --title-tasks {params.titles} --out {output} --state-dir {params.state} --seed {params.seed}"
         " {params.train} {params.towers} --log {params.steps_log} 2>&1 | tee {log}"
 
@@ -112,13 +112,13 @@ rule finetune_two_tower:
         steps_log=lambda w: train_log(w, w.model),
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/finetune_{model}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} finetune --encoder {input.encoder} --candidates {input.candidates}"
+        "OMP_NUM_THREADS={threads} {TRAIN} finetune --encoder {input.encoder} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
         " --state-dir {params.state} --seed {params.seed} {params.train} {params.towers}"
         " --log {params.steps_log} 2>&1 | tee {log}"
@@ -146,13 +146,13 @@ rule train_three_tower:
         steps_log=lambda w: train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/train_threet-{kind}-m{margin}-s{seed}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} train-margin --start {input.start} --candidates {input.candidates}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-margin --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
         " --margin {wildcards.margin} --seed {wildcards.seed} --state-dir {params.state}"
         " {params.train} {params.towers} --log {params.steps_log} 2>&1 | tee {log}"
@@ -174,13 +174,13 @@ rule train_quadruplet:
         steps_log=lambda w: train_log(w, f"quadbert-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **TRAIN_JOB,
     conda:
-        TORCH_ENV
+        TRAIN_ENV
     log:
         "logs/{dataset}/train_quadbert-m{margin}-s{seed}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TOWERS} train-margin --start {input.start} --mined {input.mined}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-margin --start {input.start} --mined {input.mined}"
         " --candidates {input.candidates} --qrels {input.qrels} --train {input.train} --valid {input.valid}"
         " --out {output} --margin {wildcards.margin} --seed {wildcards.seed} --state-dir {params.state}"
         " {params.train} {params.towers} --log {params.steps_log} 2>&1 | tee {log}"

@@ -10,7 +10,7 @@ import torch
 from ..losses import in_batch_softmax
 from ..io import StageError
 from ..models import TwoTower, doc_input
-from . import loop
+from . import distributed, loop
 
 
 def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
@@ -49,14 +49,16 @@ def _tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
 
 def softmax_loss(temperature: float) -> Callable:
     """Chang et al.'s loss for train(): rows sharing a 'key' are the same document."""
-    return lambda q, d, rows: in_batch_softmax(q, d, [r["key"] for r in rows], temperature)
+    return lambda q, d, rows, first: in_batch_softmax(q, d, [r["key"] for r in rows], temperature, first)
 
 
 def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, out_dir, state_dir, model_cfg: dict,
           train_cfg: dict, seed: int, fingerprint: dict, log_path=None, stop_after_step=None, desc="in-batch",
           loss: Callable | None = None, start_key: str | None = None) -> dict:
-    """draw(step) -> the step's rows {'query', 'doc' (text or text pair), ...}; loss(q, d, rows) scores
-    the batch's query and doc vectors (default: in-batch softmax over rows' 'key's).
+    """draw(step) -> the step's rows {'query', 'doc' (text or text pair), ...}; loss(q, d, rows, first)
+    scores the query vectors of rows first .. first + len(q) (this process's share of the batch; all
+    of them in one process) against the doc vectors of every row (default: in-batch softmax over
+    rows' 'key's).
 
     Towers start from `start_dir`: an encoder folder, or a saved two-tower model (a pre-trained one
     being fine-tuned). `fingerprint` names the data and `start_key` the start (default: the folder's
@@ -70,10 +72,11 @@ def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, o
     model = model.to(loop.device())
 
     def batch_loss(rows: list[dict]) -> torch.Tensor:
-        q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows], model_cfg["query_length"]))
-        d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows], model_cfg["doc_length"],
+        mine = distributed.share(len(rows))
+        q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows[mine]], model_cfg["query_length"]))
+        d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows[mine]], model_cfg["doc_length"],
                                       segment=model_cfg.get("doc_segment", 0)))
-        return loss(q, d, rows)
+        return loss(q, distributed.gather(d), rows, mine.start)
 
     def validate(step: int) -> dict:
         size = train_cfg["batch_size"]

@@ -1,7 +1,8 @@
 """The shared training loop: AdamW, linear warm-up and decay, periodic checkpoints, resume.
 
 Each step reseeds torch from (seed, step) and each regime draws its batch from (seed, step), so a
-run resumed from a checkpoint takes exactly the same steps as one that was never interrupted."""
+run resumed from a checkpoint takes exactly the same steps as one that was never interrupted. Under
+torchrun the same loop runs data-parallel (see distributed.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -16,6 +17,7 @@ from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..io import sha256_of
+from . import distributed
 
 
 def device() -> torch.device:
@@ -67,24 +69,30 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
             scheduler.load_state_dict(saved["scheduler"])
             start, history = saved["step"], saved["history"]
             print(f"resumed from step {start} of {steps} ({checkpoint_path})", flush=True)
+    distributed.broadcast_weights(model)
+    leader = distributed.leader()
     model.train()
     use_amp = device().type == "cuda"
     seconds = 0.0
     # a resumed run appends to its step log, a fresh one starts it over
-    log = open(log_path, "a" if start else "w", encoding="utf-8") if log_path else None
-    bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2)
+    log = open(log_path, "a" if start else "w", encoding="utf-8") if log_path and leader else None
+    bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2, disable=not leader)
     for step in bar:
         began, stop = time.perf_counter(), False
         torch.manual_seed(step_seed(seed, step))
-        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+        if distributed.rank():   # every rank masks the same batch (CPU generator), GPUs differ in dropout
+            torch.cuda.manual_seed(step_seed(seed, step) + distributed.rank())
+        with distributed.stepping(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
             loss = loss_fn(step)
         loss, extras = loss if isinstance(loss, tuple) else (loss, None)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        with distributed.stepping():
+            loss.backward()   # a gathered batch sends gradients to the other ranks' rows
+        distributed.average_gradients(params)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         scheduler.step()
-        value = round(float(loss.detach()), 5)   # waits for the GPU, so the step's seconds cover its update
+        value = round(distributed.mean_value(float(loss.detach())), 5)   # waits for the GPU: seconds cover the update
         elapsed = time.perf_counter() - began
         seconds += elapsed
         record = {"step": step + 1, "loss": value, "lr": scheduler.get_last_lr()[0]}
@@ -95,7 +103,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         bar.set_postfix(loss=f"{record['loss']:.3f}")
         done = step + 1
         if done % checkpoint_every == 0 or done == steps:
-            if on_checkpoint:
+            if on_checkpoint and leader:   # the leader alone validates; it decides early stopping for all
                 model.eval()
                 record.update(on_checkpoint(done))
                 model.train()
@@ -103,12 +111,14 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
             if patience:
                 scored = [h for h in history if "valid_loss" in h]
                 best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
-                if best is record:
+                if best is record and leader:
                     save_atomic({"fingerprint": key, "step": done, "model": model.state_dict()}, best_path)
-                stop = best is not None and sum(h["step"] > best["step"] for h in scored) >= patience
-            save_atomic({"fingerprint": key, "step": done, "model": model.state_dict(),
-                         "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                         "history": history}, checkpoint_path)
+                stop = distributed.leader_decides(
+                    best is not None and sum(h["step"] > best["step"] for h in scored) >= patience)
+            if leader:
+                save_atomic({"fingerprint": key, "step": done, "model": model.state_dict(),
+                             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                             "history": history}, checkpoint_path)
             if stop_after_step is not None and done >= stop_after_step and done < steps:
                 raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
         if log:
@@ -118,6 +128,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
             break
     if log:
         log.close()
+    distributed.finish()   # other ranks exit here: the leader writes the outputs
     report = {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2), "history": history}
     if patience and best_path.exists():
         saved = torch.load(best_path, map_location="cpu", weights_only=False)

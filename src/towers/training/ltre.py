@@ -15,7 +15,7 @@ import torch
 from .. import vector_index
 from ..losses import CUTOFF, LOSSES, METRICS, REDUCTIONS, check_choice, pairwise_loss
 from ..io import StageError
-from . import inbatch, loop
+from . import distributed, inbatch, loop
 
 NEGATIVES = ("ltre", "rand", "bm25", "async")   # how a step's lists are made (train())
 
@@ -184,9 +184,11 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         rng = np.random.default_rng([seed, step])
         picks = rng.choice(len(queries), size=size, replace=False)
         began = time.perf_counter()
-        batch = inbatch.tokenize_queries(tokenizer, [queries[i]["text"] for i in picks], cfg["query_length"], dev)
+        mine = distributed.share(size)   # this process encodes its share; every process searches them all
+        batch = inbatch.tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]], cfg["query_length"], dev)
         q = query_tower(**batch)
-        vectors = np.ascontiguousarray(q.detach().float().cpu().numpy())   # the copy waits for the GPU
+        # the copy waits for the GPU
+        vectors = np.ascontiguousarray(distributed.gather(q.detach()).float().cpu().numpy())
         encoded = time.perf_counter()
         _, ranked = vector_index.search(index, vectors, depth, cfg["nprobe"] or None)
         searched = time.perf_counter()
@@ -207,8 +209,8 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
             pools = {"rand": None, "bm25": bm25_rows, "async": asynchronous["ranked"]}[method]
             pools = None if pools is None else [pools[i][:pool_depth] for i in range(len(queries))]
             lists = sampled_lists(picks, relevant, pools, cfg.get("negatives_per_query", 1), len(doc_ids), rng)
-        labels = torch.from_numpy(labels_of(lists, rows))
-        docs = torch.from_numpy(doc_embeddings[lists]).to(dev)   # (B, n, d): a copy, never trained
+        labels = torch.from_numpy(labels_of(lists, rows))[mine]
+        docs = torch.from_numpy(doc_embeddings[lists[mine]]).to(dev)   # (B, n, d): a copy, never trained
         # an elementwise product and sum stay float32 under autocast, unlike a bmm
         scores = (q.float().unsqueeze(1) * docs).sum(-1)
         if method != "ltre":   # ranks for LambdaRank's positions

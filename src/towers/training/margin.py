@@ -10,7 +10,7 @@ import torch
 
 from ..losses import quadruplet
 from ..models import TwoTower, doc_input
-from . import loop
+from . import distributed, loop
 from .inbatch import tokenize_docs, tokenize_queries
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
@@ -59,7 +59,7 @@ def train(examples: list[dict], valid: list[dict], candidates: list[dict], start
         rng = np.random.default_rng([seed, step])
         chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
-        return batch_loss(rows, [draw(r, rng, len(docs), mined) for r in rows])
+        return batch_loss(*distributed.mine(rows, [draw(r, rng, len(docs), mined) for r in rows]))
 
     valid_rng = np.random.default_rng([seed, VALID_STREAM])
     valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoTokenizer, BertForMaskedLM, BertForPreTraining, DataCollatorForLanguageModeling
 
 from ..models import small_bert_config
-from . import loop
+from . import distributed, loop
 
 
 def chunk_corpus(texts: list[str], tokenizer, max_length: int) -> list[list[int]]:
@@ -67,25 +67,29 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, tr
     def masked_lm_loss(batch, hidden) -> torch.Tensor:
         # Score only the masked positions: the vocabulary-wide output layer over every token dominated the step.
         masked = batch["labels"] != -100
-        return torch.nn.functional.cross_entropy(model.cls.predictions(hidden[masked]), batch["labels"][masked])
+        loss = torch.nn.functional.cross_entropy(model.cls.predictions(hidden[masked]), batch["labels"][masked])
+        return loss * distributed.share_weight(masked.sum())   # a mean over every rank's masked tokens
+
+    def my_share(batch: dict) -> dict:
+        # each rank masks the whole batch (the collator draws from torch's seed) and keeps its rows
+        mine = distributed.share(len(batch["input_ids"]))
+        return {k: v[mine].to(loop.device()) for k, v in batch.items()}
 
     def loss_fn(step: int) -> torch.Tensor:
         rng = np.random.default_rng([seed, step])
         picks = rng.choice(count, size=min(train["batch_size"], count), replace=False)
         if paragraphs is None:
-            batch = collator([{"input_ids": blocks[i]} for i in picks])
-            batch = {k: v.to(loop.device()) for k, v in batch.items()}
+            batch = my_share(collator([{"input_ids": blocks[i]} for i in picks]))
             hidden = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
             return masked_lm_loss(batch, hidden)
         firsts, seconds, is_random = next_sentence_batch(paragraphs, positions, picks, rng)
         encoded = tokenizer(firsts, seconds, truncation="longest_first", max_length=train["max_length"])
-        batch = collator([{"input_ids": i, "token_type_ids": t}
-                          for i, t in zip(encoded["input_ids"], encoded["token_type_ids"])])
-        batch = {k: v.to(loop.device()) for k, v in batch.items()}
+        batch = my_share(collator([{"input_ids": i, "token_type_ids": t}
+                                   for i, t in zip(encoded["input_ids"], encoded["token_type_ids"])]))
         out = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          token_type_ids=batch["token_type_ids"])
         nsp = torch.nn.functional.cross_entropy(model.cls.seq_relationship(out.pooler_output),
-                                                is_random.to(loop.device()))
+                                                distributed.mine(is_random)[0].to(loop.device()))
         return masked_lm_loss(batch, out.last_hidden_state) + nsp
 
     settings = {"arch": arch, "train": train, "seed": seed, "data": data_key, "init": init_hub_model,

@@ -22,7 +22,7 @@ from .. import vector_index
 from ..encode import encode
 from ..io import StageError
 from ..models import TwoTower
-from . import loop
+from . import distributed, loop
 from .inbatch import tokenize_docs, tokenize_queries
 from ..losses import pairwise_loss
 from .ltre import indexed_judgements, labels_of, sample_negatives
@@ -86,16 +86,19 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
         rng = np.random.default_rng([seed, step])
         picks = rng.choice(len(queries), size=size, replace=False)
         positives = [int(rng.choice(sorted(relevant[i]))) for i in picks]
-        q = model.query(**tokenize_queries(tokenizer, [queries[i]["text"] for i in picks], model.config["query_length"]))
+        mine = distributed.share(size)   # this process's queries (all of them in one process)
+        q = model.query(**tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]],
+                                           model.config["query_length"]))
         if method == "nce":
-            d = model.doc(**tokenize_docs(tokenizer, [docs[r] for r in positives], model.config["doc_length"],
-                                          segment=segment))
+            d = distributed.gather(model.doc(**tokenize_docs(tokenizer, [docs[r] for r in positives[mine]],
+                                                             model.config["doc_length"], segment=segment)))
             scores = q.float() @ d.float().T
-            in_batch_relevant = torch.tensor([[positives[j] in relevant[i] for j in range(size)] for i in picks],
+            in_batch_relevant = torch.tensor([[positives[j] in relevant[i] for j in range(size)] for i in picks[mine]],
                                              device=scores.device)
             hardest = hardest_in_batch(scores, in_batch_relevant)
             keep = hardest >= 0
-            lists = torch.stack([scores.diagonal(), scores.gather(1, hardest.clamp_min(0).unsqueeze(1)).squeeze(1)], 1)[keep]
+            own = scores[torch.arange(len(q)), torch.arange(mine.start, mine.stop)]
+            lists = torch.stack([own, scores.gather(1, hardest.clamp_min(0).unsqueeze(1)).squeeze(1)], 1)[keep]
             labels = torch.tensor([[1.0, 0.0]] * int(keep.sum()))
         else:
             rows = []
@@ -104,11 +107,11 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
                 negatives = sample_negatives(() if pool is None else pool[i][:depth], count, len(doc_ids),
                                              relevant[i], rng)
                 rows.append([positive, *negatives])
-            ranked = np.asarray(rows, dtype=np.int64)
+            ranked = np.asarray(rows, dtype=np.int64)[mine]
             d = model.doc(**tokenize_docs(tokenizer, [docs[r] for r in ranked.reshape(-1)], model.config["doc_length"],
-                                          segment=segment)).view(size, ranked.shape[1], -1)
+                                          segment=segment)).view(len(ranked), ranked.shape[1], -1)
             lists = (q.float().unsqueeze(1) * d.float()).sum(-1)
-            labels = torch.from_numpy(labels_of(ranked, [judged[i] for i in picks]))
+            labels = torch.from_numpy(labels_of(ranked, [judged[i] for i in picks[mine]]))
         loss = pairwise_loss(lists, labels, cfg.get("loss", "ranknet"), cfg.get("metric", "mrr@10"),
                              cfg.get("reduction", "query-sum"))
         timed.append(extras)   # loop.run adds the step's step_s to it

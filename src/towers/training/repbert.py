@@ -34,12 +34,12 @@ def train(pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object], q
     what the doc tower reads (models.doc_input of its candidate). start_dir: an encoder folder or hub
     name (towers start from it), or a saved two-tower model to continue. `start_key` names the start
     in the checkpoint fingerprint (default: the folder's digest)."""
-    def loss(q: torch.Tensor, d: torch.Tensor, rows: list[dict]) -> torch.Tensor:
+    def loss(q: torch.Tensor, d: torch.Tensor, rows: list[dict], first: int) -> torch.Tensor:
         # scores in float32 even under the loop's bf16 autocast: the margin is 1 and inner products
         # of unnormalised 768-d means are large, so bf16's ~3 digits would blur the hinge
         with torch.autocast(device_type=q.device.type, enabled=False):
             scores = q.float() @ d.float().T
-        return multilabel_margin(scores, positives_matrix(rows, qrels))
+        return multilabel_margin(scores, positives_matrix(rows, qrels)[first:first + len(q)])
 
     def as_rows(chosen: list[dict]) -> list[dict]:
         return [{**pair, "doc": docs[pair["doc_id"]]} for pair in chosen]

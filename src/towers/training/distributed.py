@@ -1,0 +1,195 @@
+"""Data-parallel training over the processes torchrun starts (one a GPU; gloo on CPU for tests).
+
+Every rank draws the step's whole batch from (seed, step), exactly as a single process does, and scores
+its own contiguous share of the rows; in-batch losses see every rank's document vectors (`gather`),
+and the gradients are averaged before the optimiser step. A loss that is a mean over equal shares
+therefore takes the same steps on N processes as on one, up to float noise and dropout. Rank 0 alone
+validates, checkpoints and writes outputs; the other ranks leave once the last step is taken.
+
+Outside a training step (validation, asynchronous refreshes) `share` and `gather` do nothing, so that
+code runs whole on whichever rank calls it.
+
+Launch: `python -m towers.training.distributed N <stage> <arguments>` runs `python -m towers <stage> ...`
+in N processes on this machine (torchrun's standalone mode, through its Python API: torchrun's own
+command line would take a stage's --log or --start for one of its options)."""
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from contextlib import contextmanager
+
+import torch
+import torch.distributed as dist
+
+_stepping = False   # inside loop.run's loss_fn(step): rows are shared out
+
+
+def started() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def world() -> int:
+    return dist.get_world_size() if started() else 1
+
+
+def rank() -> int:
+    return dist.get_rank() if started() else 0
+
+
+def leader() -> bool:
+    return rank() == 0
+
+
+def start() -> None:
+    """Join the process group torchrun describes in the environment (WORLD_SIZE > 1); else nothing."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or started():
+        return
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))   # "cuda" is then this rank's GPU
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+
+
+def finish() -> None:
+    """After the last step: the leader goes on to write outputs, every other rank exits."""
+    if not started():
+        return
+    dist.barrier()
+    follower = not leader()
+    dist.destroy_process_group()
+    if follower:
+        raise SystemExit(0)
+
+
+@contextmanager
+def stepping():
+    global _stepping
+    _stepping = True
+    try:
+        yield
+    finally:
+        _stepping = False
+
+
+def _active() -> bool:
+    return _stepping and world() > 1
+
+
+def share(rows: int) -> slice:
+    """This rank's contiguous share of a batch of `rows` rows (all of them outside a step or alone)."""
+    if not _active():
+        return slice(0, rows)
+    if rows % world():
+        raise ValueError(f"a batch of {rows} rows does not split evenly over {world()} training processes; "
+                         f"make the batch size a multiple of {world()}")
+    size = rows // world()
+    return slice(rank() * size, (rank() + 1) * size)
+
+
+def mine(*batches):
+    """Each of `batches` (sequences or arrays of one batch's rows) cut to this rank's share."""
+    cut = share(len(batches[0]))
+    return tuple(batch[cut] for batch in batches)
+
+
+class _Gather(torch.autograd.Function):
+    """all_gather whose backward sums every rank's gradient for each share (all_reduce works on
+    gloo as well as NCCL, unlike reduce_scatter) and returns this rank's."""
+
+    @staticmethod
+    def forward(ctx, x):
+        parts = [torch.empty_like(x) for _ in range(world())]
+        dist.all_gather(parts, x.contiguous())
+        return torch.cat(parts)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad)
+        size = grad.shape[0] // world()
+        return grad[rank() * size:(rank() + 1) * size]
+
+
+def gather(x: torch.Tensor) -> torch.Tensor:
+    """Every rank's rows of `x`, in batch order (this rank's share inside a step; `x` alone otherwise)."""
+    return _Gather.apply(x) if _active() else x
+
+
+def share_weight(local) -> float:
+    """For a loss averaged over a varying number of items (MLM's masked tokens; `local`: this rank's
+    count, a number or a 0-d tensor): the factor that turns this rank's mean into its part of the
+    mean over every rank's items (1.0 when alone)."""
+    if not _active():
+        return 1.0
+    local = float(local)
+    total = _all_sum(local)
+    return world() * local / total if total else 0.0
+
+
+def _comm_device() -> torch.device:
+    return torch.device("cuda") if dist.get_backend() == "nccl" else torch.device("cpu")
+
+
+def _all_sum(value: float) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64, device=_comm_device())
+    dist.all_reduce(tensor)
+    return float(tensor)
+
+
+def mean_value(value: float) -> float:
+    """The mean of a logged number over the ranks (the step's loss of the whole batch)."""
+    return _all_sum(value) / world() if started() else value
+
+
+def leader_decides(flag: bool) -> bool:
+    """The leader's value of a decision (early stopping) on every rank."""
+    return bool(_all_sum(float(flag) if leader() else 0.0)) if started() else flag
+
+
+def average_gradients(params: list[torch.nn.Parameter]) -> None:
+    """Average the gradients over the ranks, in one flat buffer. A parameter that no rank's loss
+    reached keeps no gradient (so AdamW leaves it alone, as in one process)."""
+    if not started():
+        return
+    device = params[0].device
+    reached = torch.tensor([float(p.grad is not None) for p in params], device=device)
+    dist.all_reduce(reached)
+    params = [p for p, r in zip(params, reached.tolist()) if r]
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+    dist.all_reduce(flat)
+    flat /= world()
+    offset = 0
+    for p in params:
+        n = p.numel()
+        p.grad = flat[offset:offset + n].view_as(p).clone()
+        offset += n
+
+
+def broadcast_weights(model: torch.nn.Module) -> None:
+    """Start every rank from the leader's weights (a resumed or hub checkpoint read by each)."""
+    if not started():
+        return
+    for tensor in [*model.parameters(), *model.buffers()]:
+        dist.broadcast(tensor.data, 0)
+
+
+def launch(processes: int, argv: list[str]) -> int:
+    """`python -m towers <argv>` in `processes` local processes; 0 when every one succeeds."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=str(uuid.uuid4()),
+                          rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0)
+    try:
+        elastic_launch(config, sys.executable)("-m", "towers", *argv)
+    except ChildFailedError as err:
+        print(f"error: {argv[0] if argv else 'towers'} failed in {len(err.failures)} of {processes} "
+              "training processes (their messages are above)", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or not sys.argv[1].isdigit():
+        sys.exit("usage: python -m towers.training.distributed PROCESSES STAGE [ARGUMENTS...]")
+    sys.exit(launch(int(sys.argv[1]), sys.argv[2:]))
