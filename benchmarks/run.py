@@ -29,7 +29,13 @@ pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.gen
    parsed articles, per task (ict, bfs, wlp, ict+bfs+wlp): pairs generated per second, and peak memory (max
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
    targets and redirects renamed per copy, so WLP still finds its links; written to a temp dir). Goal: the
-   peak stays flat as the corpus grows (peak ratio near 1 for a corpus size ratio of k).
+   peak stays flat as the corpus grows (peak ratio near 1 for a corpus size ratio of k);
+data_parallel: the mini profile's fine-tuning (its encoder shape, batch, lengths, lr, temperature) run by the
+   stage as one process on 2 threads and as two data-parallel processes of 1 thread (gloo, the launcher the
+   paper profile's training rules use), on the same synthetic QA set: wall seconds of each, and how far the
+   two runs' step losses and validation losses drift apart (dropout is on, so they differ by more than float
+   noise). A CPU stand-in: what it checks is that the data-parallel path runs at mini scale and learns the
+   same thing; the speed-up it is for needs GPUs.
 """
 from __future__ import annotations
 
@@ -380,11 +386,61 @@ def pairs(copies: int, repeats: int) -> dict:
             "goal": f"peak_rss_ratio near 1 while the corpus grows {copies}x"}
 
 
+def data_parallel(steps: int = 60) -> dict:
+    import yaml
+
+    from towers.models import random_encoder
+    from towers.tokenizer import train_wordpiece
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    texts = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(400)]
+    towers, train = params["two_tower"], params["finetune"]
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        root = Path(tmp)
+        train_wordpiece(texts, root / "tok", vocab_size=400, min_frequency=1, lowercase=True)
+        random_encoder(root / "tok", root / "enc", params["encoder"], seed=1)
+        (root / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": t, "sentence": t, "paragraph": t})
+                                              + "\n" for i, t in enumerate(texts)))
+        (root / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(len(texts))))
+        (root / "train.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(360)))
+        (root / "valid.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(360, 400)))
+
+        def stage(out: str) -> list[str]:
+            return ["finetune", "--encoder", str(root / "enc"), "--candidates", str(root / "c.jsonl"),
+                    "--qrels", str(root / "qrels.txt"), "--train", str(root / "train.tsv"),
+                    "--valid", str(root / "valid.tsv"), "--out", str(root / out), "--state-dir", str(root / f"{out}.state"),
+                    "--log", str(root / f"{out}.jsonl"), "--seed", "1", "--steps", str(steps),
+                    "--batch-size", str(train["batch_size"]), "--lr", str(train["lr"]), "--warmup-ratio",
+                    str(train["warmup_ratio"]), "--temperature", str(train["temperature"]),
+                    "--checkpoint-every", str(steps // 3), "--pooling", towers["pooling"],
+                    "--normalize", str(int(towers["normalize"])), "--embedding-dim", str(towers["embedding_dim"]),
+                    "--query-length", str(towers["query_length"]), "--doc-length", str(towers["doc_length"])]
+
+        def run(command: list[str], threads: int) -> tuple[float, list[dict]]:
+            began = time.perf_counter()
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                  env={**os.environ, "OMP_NUM_THREADS": str(threads)})
+            if done.returncode:
+                raise RuntimeError(done.stderr[-2000:])
+            return time.perf_counter() - began, read_step_log(root / f"{command[command.index('--log') + 1]}")
+
+        one_s, one = run([sys.executable, "-m", "towers", *stage("one")], threads=2)
+        two_s, two = run([sys.executable, "-m", "towers.training.distributed", "2", *stage("two")], threads=1)
+    valid = [(a["valid_loss"], b["valid_loss"]) for a, b in zip(one, two) if "valid_loss" in a]
+    return {"steps": steps, "batch_size": train["batch_size"], "one_process_2_threads_seconds": round(one_s, 1),
+            "two_processes_1_thread_seconds": round(two_s, 1), "two_over_one_seconds": round(two_s / one_s, 2),
+            "loss_first_last": {"one": [one[0]["loss"], one[-1]["loss"]], "two": [two[0]["loss"], two[-1]["loss"]]},
+            "max_step_loss_gap": round(max(abs(a["loss"] - b["loss"]) for a, b in zip(one, two)), 4),
+            "valid_loss": {"one": [a for a, _ in valid], "two": [b for _, b in valid]},
+            "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
-    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs"],
+    parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs",
+                                           "data_parallel"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
@@ -407,7 +463,8 @@ def main() -> None:
              "ltre": lambda: ltre(args.cores),
              "plan": plan,
              "gpu_hours": gpu_hours,
-             "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats)}
+             "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats),
+             "data_parallel": data_parallel}
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()

@@ -12,7 +12,7 @@ from towers.tables import ablation_table
 from towers.tokenizer import train_wordpiece
 from towers.training.inbatch import tokenize_docs
 
-from conftest import run_stage
+from conftest import run_stage, write_lighthouse_split
 
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(60)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
@@ -31,12 +31,7 @@ def setup(tmp_path_factory):
     random_bag_of_words(root / "bow", buckets=512, dim=16, max_features=64, seed=1, char_ngram=0, word_bigrams=False)
     for task, rows in (("ict", range(0, 40)), ("bfs", range(40, 50)), ("wlp", range(50, 53))):
         (root / f"{task}.jsonl").write_text("".join(json.dumps(pair(i, task)) + "\n" for i in rows))
-    (root / "candidates.jsonl").write_text("".join(
-        json.dumps({"id": f"d{i}", "contents": t, "sentence": t, "paragraph": t, "title": "T"}) + "\n"
-        for i, t in enumerate(TEXTS)))
-    (root / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(60)))
-    (root / "train.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(50)))
-    (root / "valid.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(50, 60)))
+    write_lighthouse_split(root, TEXTS, train=50)
     return root
 
 

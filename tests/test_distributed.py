@@ -16,7 +16,7 @@ from towers.models import random_encoder
 from towers.training import distributed
 from towers.tokenizer import train_wordpiece
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_stage, write_lighthouse_split
 
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(40)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
@@ -75,12 +75,7 @@ def setup(tmp_path_factory):
     config = json.loads((root / "enc" / "config.json").read_text())
     config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     (root / "enc" / "config.json").write_text(json.dumps(config))
-    (root / "candidates.jsonl").write_text("".join(
-        json.dumps({"id": f"d{i}", "contents": t, "sentence": t, "paragraph": t, "title": "T"}) + "\n"
-        for i, t in enumerate(TEXTS)))
-    (root / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(40)))
-    (root / "train.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(32)))
-    (root / "valid.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(32, 40)))
+    write_lighthouse_split(root, TEXTS, train=32)
     return root
 
 

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from towers import cli, reqa
+from towers.stages import data as data_stages
 from towers.io import StageError, checksum_from_list
 
 from conftest import FIXTURES, ROOT, run_stage
@@ -142,14 +143,14 @@ def test_a_missing_or_bad_input_is_one_line_and_leaves_no_output(tmp_path, datas
 def test_gensim_names_any_file_of_the_package():
     import yaml
 
-    assert cli.resolve_dump("gensim").name.startswith("enwiki-latest-pages-articles1")
+    assert data_stages.resolve_dump("gensim").name.startswith("enwiki-latest-pages-articles1")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["datasets"]["enwiki-extra"]
-    path = cli.resolve_dump(params["dump"])
+    path = data_stages.resolve_dump(params["dump"])
     assert path.name == "enwiki-table-markup.xml.bz2" and path.is_file()
     assert hashlib.sha256(path.read_bytes()).hexdigest() == params["dump_sha256"]
-    assert cli.resolve_dump("some/dump.xml.bz2").as_posix() == "some/dump.xml.bz2"
+    assert data_stages.resolve_dump("some/dump.xml.bz2").as_posix() == "some/dump.xml.bz2"
     with pytest.raises(StageError):
-        cli.resolve_dump("gensim:../numpy/__init__.py")
+        data_stages.resolve_dump("gensim:../numpy/__init__.py")
 
 
 # --- the download check against a published sha1 list -------------------------------------------

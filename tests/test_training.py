@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from towers.models import random_encoder
 from towers.tokenizer import train_wordpiece
 
-from conftest import ROOT, run_stage
+from conftest import ROOT, run_stage, write_lighthouse_split
 
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(60)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
@@ -22,14 +22,7 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     train_wordpiece(TEXTS, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
     random_encoder(root / "tok", root / "enc", ARCH, seed=1)
-    cands = root / "candidates.jsonl"
-    import json
-
-    cands.write_text("".join(json.dumps({"id": f"d{i}", "contents": t, "sentence": t, "paragraph": t, "title": "T"}) + "\n"
-                             for i, t in enumerate(TEXTS)))
-    (root / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(60)))
-    (root / "train.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(50)))
-    (root / "valid.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(50, 60)))
+    write_lighthouse_split(root, TEXTS, train=50)
     return root
 
 

@@ -57,7 +57,6 @@ def bm25(index_dir, queries: list[str], depth: int, k1: float, b: float) -> list
 
 
 def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) -> list[float]:
-    import faiss
     import torch
 
     from . import vector_index
@@ -65,7 +64,7 @@ def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) ->
     from .models import TwoTower
 
     model, tokenizer = TwoTower.load(model_dir)
-    index = vector_index.to_device(faiss.read_index(str(index_path)))
+    index = vector_index.load(index_path)
     length = model.config["query_length"]
 
     def answer(text: str):

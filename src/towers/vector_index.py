@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .io import StageError
+from .io import StageError, require_file
 
 
 def build(embeddings: np.ndarray, factory: str):
@@ -77,6 +77,17 @@ def stored_bytes(index) -> int:
 _GPU_RESOURCES = []   # Faiss GPU resources must outlive the indexes that use them
 
 
+def load(path, count: int | None = None, ids_path=None):
+    """A written index (placed by to_device); with `count`, one of exactly that many vectors (the
+    length of the id list at `ids_path`), else a one-line error naming the list."""
+    import faiss
+
+    index = faiss.read_index(str(require_file(path)))
+    if count is not None and index.ntotal != count:
+        raise StageError(ids_path, f"{count} ids for an index of {index.ntotal} vectors ({path})")
+    return to_device(index)
+
+
 def to_device(index):
     """The index on the GPU(s) where Faiss's GPU build sees any and it fits (see the module note), else itself."""
     count = gpu_count()
@@ -85,11 +96,15 @@ def to_device(index):
     import faiss
     import torch
 
-    where = placement(stored_bytes(index), [torch.cuda.mem_get_info(i)[0] for i in range(count)])
+    from .training import distributed
+
+    # data-parallel training: one process a GPU, each keeps its own copy there (no sharding over all)
+    devices = [torch.cuda.current_device()] if distributed.started() else list(range(count))
+    where = placement(stored_bytes(index), [torch.cuda.mem_get_info(i)[0] for i in devices])
     try:
         if where == "gpu":
             _GPU_RESOURCES.append(faiss.StandardGpuResources())
-            return faiss.index_cpu_to_gpu(_GPU_RESOURCES[-1], 0, index)
+            return faiss.index_cpu_to_gpu(_GPU_RESOURCES[-1], devices[0], index)
         if where == "shard":
             options = faiss.GpuMultipleClonerOptions()
             options.shard = True

@@ -1,0 +1,364 @@
+"""Stages that fetch and shape data: Wikipedia, ReQA sets, passage collections, splits and
+pre-training pairs."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from ..io import (StageError, atomic_path, check_sha256, checksum_from_list, read_json, read_jsonl, read_qrels,
+                  read_queries, require_file, write_json, write_jsonl, write_qrels, write_queries)
+from . import arg, stage
+
+
+GENSIM_EXCERPT = "test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def resolve_dump(dump: str) -> Path:
+    """'gensim' names the Wikipedia excerpt inside gensim 4.4.0's wheel, 'gensim:<relative path>' any
+    file of the gensim package (e.g. gensim:test/test_data/enwiki-table-markup.xml.bz2); anything
+    else is a path."""
+    if dump == "gensim" or dump.startswith("gensim:"):
+        from importlib.util import find_spec
+
+        relative = dump.partition(":")[2] or GENSIM_EXCERPT
+        if Path(relative).is_absolute() or ".." in Path(relative).parts:
+            raise StageError(dump, "a gensim file is named by a path inside the package")
+        return Path(find_spec("gensim").origin).parent / relative   # located, not imported (slow)
+    return Path(dump)
+
+
+@stage("parse-wiki", arg("--dump", required=True), arg("--sha256", default=""), arg("--max-articles", type=int, default=0),
+       arg("--articles", required=True), arg("--redirects", required=True), arg("--stats", required=True))
+def parse_wiki(a):
+    from tqdm import tqdm
+
+    from .. import wiki
+
+    dump = require_file(resolve_dump(a.dump))
+    check_sha256(dump, a.sha256)
+    redirects: dict[str, str] = {}
+    counter = wiki.Statistics()
+    articles = wiki.iter_articles(dump, redirects, a.max_articles or None)
+    write_jsonl(a.articles, (counter.add(x) for x in tqdm(articles, desc="parse", unit="article", mininterval=5)))
+    stats = counter.result(redirects)
+    write_json(a.redirects, redirects)
+    write_json(a.stats, stats)
+    return a.articles, stats
+
+
+def write_reqa(out_dir, candidates, queries, qrels, extra: dict) -> dict:
+    out = Path(out_dir)
+    write_jsonl(out / "candidates.jsonl", candidates)
+    write_queries(out / "queries.tsv", queries)
+    write_qrels(out / "qrels.txt", qrels)
+    stats = {"queries": len(queries), "candidates": len(candidates),
+             "tuples": sum(len(v) for v in qrels.values()),
+             "paragraphs": len({c["paragraph"] for c in candidates}), **extra}
+    write_json(out / "stats.json", stats)
+    return stats
+
+
+@stage("reqa-wiki", arg("--articles", required=True), arg("--questions", required=True), arg("--out-dir", required=True))
+def reqa_wiki(a):
+    from .. import reqa
+
+    articles = list(read_jsonl(a.articles))
+    queries, qrels, answers = reqa.resolve_questions(a.questions, articles)
+    candidates = [c for article in articles for c in reqa.article_candidates(article)]
+    write_jsonl(Path(a.out_dir) / "answers.jsonl", answers)
+    stats = write_reqa(a.out_dir, candidates, queries, qrels,
+                       {"articles_with_questions": len({x["article"] for x in answers})})
+    return Path(a.out_dir) / "candidates.jsonl", stats
+
+
+def pooled_reqa(paths: list, sha256s: list, build, out_dir):
+    """Build ReQA from several official files (ids prefixed by file number when there are several)."""
+    candidates, queries, qrels = [], {}, {}
+    for n, path in enumerate(paths):
+        check_sha256(require_file(path), sha256s[n] if n < len(sha256s) else "")
+        c, q, r = build(path, id_prefix=f"{n}_" if len(paths) > 1 else "")
+        candidates += c
+        queries.update(q)
+        qrels.update(r)
+    return Path(out_dir) / "candidates.jsonl", write_reqa(out_dir, candidates, queries, qrels, {})
+
+
+@stage("reqa-squad", arg("--json", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
+       arg("--out-dir", required=True))
+def reqa_squad(a):
+    """ReQA-SQuAD from one or more official SQuAD JSON files (the paper pools train and dev)."""
+    from .. import reqa
+
+    return pooled_reqa(a.json, a.sha256, reqa.build_squad, a.out_dir)
+
+
+@stage("reqa-nq", arg("--jsonl", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
+       arg("--out-dir", required=True))
+def reqa_nq(a):
+    """ReQA-NQ from Natural Questions JSONL files (original or simplified format, plain or gzipped)."""
+    from .. import reqa
+
+    return pooled_reqa(a.jsonl, a.sha256, reqa.build_nq, a.out_dir)
+
+
+@stage("reqa-open", arg("--candidates", required=True), arg("--queries", required=True), arg("--qrels", required=True),
+       arg("--articles", required=True, help="parsed articles (parse-wiki) that supply the extra candidates"),
+       arg("--max-extra", type=int, default=0, help="sub-sample the extra candidates to this many; 0 = all"),
+       arg("--seed", type=int, required=True), arg("--id-prefix", default="extra:"), arg("--out-dir", required=True))
+def reqa_open(a):
+    """Open-domain ReQA (Chang et al. sec. 4.4): a dataset's candidates plus sentences of other articles."""
+    import shutil
+
+    from .. import reqa
+
+    if a.max_extra < 0:
+        raise StageError("--max-extra", f"must be 0 (all) or positive, not {a.max_extra}")
+    queries, qrels = read_queries(a.queries), read_qrels(a.qrels)
+    base = reqa.base_candidate_index(a.candidates)
+    reqa.check_qrels_point_at(qrels, base["ids"], a.qrels)
+    plan = reqa.plan_extra_candidates(a.articles, base, a.id_prefix, a.max_extra, a.seed)
+    counts: dict = {}
+    out = Path(a.out_dir)
+    extras = reqa.extra_candidates(a.articles, base, a.id_prefix, plan, counts)
+    rows = (row for part in (read_jsonl(a.candidates), extras) for row in part)   # base candidates first
+    total = write_jsonl(out / "candidates.jsonl", rows)
+    for source, name in ((a.queries, "queries.tsv"), (a.qrels, "qrels.txt")):   # unchanged, byte for byte
+        with atomic_path(out / name) as tmp:
+            shutil.copyfile(source, tmp)
+    stats = {"queries": len(queries), "candidates": total, "tuples": sum(len(v) for v in qrels.values()),
+             "base_candidates": len(base["ids"]), "extra_candidates": counts["extra_candidates"],
+             "extra_available": plan["extra_available"], "extra_articles": plan["extra_articles"],
+             "extra_articles_used": counts["extra_articles_used"], "skipped_articles": plan["skipped_articles"],
+             "max_extra": a.max_extra, "seed": a.seed}
+    write_json(out / "stats.json", stats)
+    return out / "candidates.jsonl", stats
+
+
+def fetch(url: str, out, digest=None, timeout: int = 60) -> None:
+    """Copy a URL (http(s) or file) into `out` in 1 MiB blocks, feeding `digest` as it goes."""
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=timeout) as response, open(out, "wb") as handle:
+        while block := response.read(1 << 20):
+            handle.write(block)
+            if digest is not None:
+                digest.update(block)
+
+
+@stage("download", arg("--url", required=True), arg("--sha256", default=""),
+       arg("--sha1-from", default="", help="URL of a published checksum list (Wikimedia's <wiki>-<date>-sha1sums.txt)"
+                                            " whose line for the URL's file name gives its sha1"),
+       arg("--md5", default="", help="the file's md5, where that is all its publisher (or ir_datasets) lists"),
+       arg("--no-checksum", action="store_true", help="keep the file unchecked (params: `checksum: none`)"),
+       arg("--out", required=True), arg("--retries", type=int, default=3))
+def download(a):
+    """Fetch an official file, retrying on network errors; keep it only if its sha256, md5 or published sha1 matches."""
+    import hashlib
+    import tempfile
+    import urllib.parse
+
+    from ..io import check_digest_format
+
+    given = [flag for flag, value in (("--sha256", a.sha256), ("--sha1-from", a.sha1_from), ("--md5", a.md5)) if value]
+    if a.no_checksum and given:
+        raise StageError(a.out, f"--no-checksum and {given[0]} contradict each other")
+    if not given and not a.no_checksum:
+        raise StageError(a.out, "give one of --sha256, --sha1-from and --md5 to check the download against"
+                                " (or --no-checksum)")
+    if len(given) > 1:
+        raise StageError(a.out, f"give only one of --sha256, --sha1-from and --md5, not {' and '.join(given)}")
+    name = urllib.parse.unquote(urllib.parse.urlsplit(a.url).path.rsplit("/", 1)[-1])
+    last = None
+    for attempt in range(1, a.retries + 1):
+        try:
+            if a.sha1_from:
+                with tempfile.TemporaryDirectory() as folder:
+                    fetch(a.sha1_from, Path(folder) / "sums")
+                    sums = (Path(folder) / "sums").read_text(encoding="utf-8", errors="replace")
+                algorithm, expected, source = "sha1", checksum_from_list(sums, name, a.sha1_from), a.sha1_from
+            elif a.no_checksum:
+                algorithm, expected, source = None, None, None
+            else:
+                algorithm = "sha256" if a.sha256 else "md5"
+                expected, source = check_digest_format(algorithm, a.sha256 or a.md5, f"--{algorithm}"), None
+            digest = hashlib.new(algorithm) if algorithm else None
+            with atomic_path(a.out) as tmp:
+                fetch(a.url, tmp, digest)
+                if digest is not None and digest.hexdigest() != expected:
+                    origin = f" from {source}" if source else ""
+                    raise StageError(a.out, f"{algorithm} mismatch (expected {expected}{origin}); "
+                                            "the file is corrupt or a different version")
+            if digest is None:
+                print(f"warning: {a.url} was downloaded unchecked (checksum: none)", file=sys.stderr)
+                return a.out, {"url": a.url, "attempts": attempt, "checksum": "none"}
+            return a.out, {"url": a.url, "attempts": attempt, algorithm: expected}
+        except OSError as err:
+            last = err
+            time.sleep(min(30, 2 ** attempt))
+    raise StageError(a.url, f"download failed after {a.retries} attempts ({last})")
+
+
+# --- passage ranking (RepBERT): passage collections, their queries and one "dev" split ---------------
+
+def source_checks(path, a) -> None:
+    """--sha256/--md5 of a source file, when given (a folder has no checksum)."""
+    from ..io import check_md5
+
+    if Path(path).is_dir():
+        if a.sha256 or a.md5:
+            raise StageError(path, "a folder has no checksum: give --sha256 or --md5 for a file only")
+        return
+    check_sha256(require_file(path), a.sha256)
+    check_md5(path, a.md5)
+
+
+def passage_args(max_valid=True):
+    return (arg("--seed", type=int, required=True),
+            arg("--valid-fraction", type=float, default=0.1, help="of the training queries, held out as valid"),
+            *((arg("--max-valid", type=int, default=0, help="at most this many valid queries; 0 = no cap"),)
+              if max_valid else ()),
+            arg("--out-dir", required=True, help="folder of candidates.jsonl, queries.tsv, qrels.txt, stats.json"),
+            arg("--split-dir", required=True, help="folder of the dev split's train.tsv, valid.tsv, test.tsv"))
+
+
+def build_passages(a, build, **kw):
+    """Run a towers.passages builder into temporary outputs, renamed into place together on success."""
+    from ..passages import atomic_outputs
+
+    if not 0 <= a.valid_fraction < 1:
+        raise StageError("--valid-fraction", f"must be at least 0 and below 1, not {a.valid_fraction}")
+    if getattr(a, "max_valid", 0) < 0:
+        raise StageError("--max-valid", f"must be 0 (no cap) or positive, not {a.max_valid}")
+    with atomic_outputs(a.out_dir, a.split_dir) as tmp:
+        stats = build(tmp=tmp, seed=a.seed, valid_fraction=a.valid_fraction, **kw)
+    return Path(a.out_dir) / "candidates.jsonl", stats
+
+
+@stage("passages-msmarco", arg("--source", required=True, help="a folder, or a tar archive such as "
+                                                                   "collectionandqueries.tar.gz"),
+       arg("--collection", default="collection.tsv"),
+       arg("--train", default="train", help="queries.<x>.tsv and qrels.<x>.tsv for training; '' = none"),
+       arg("--dev", default="dev.small", help="queries.<x>.tsv and qrels.<x>.tsv for evaluation (the test side)"),
+       arg("--sha256", default=""), arg("--md5", default=""), *passage_args())
+def passages_msmarco(a):
+    """Passage ranking from the MS MARCO TSV form (official archive, or a folder of one's own)."""
+    from ..passages import build_msmarco
+
+    source_checks(a.source, a)
+    return build_passages(a, build_msmarco, source=a.source, collection=a.collection, train=a.train, dev=a.dev,
+                          max_valid=a.max_valid)
+
+
+@stage("passages-graded", arg("--queries", required=True, help="qid<TAB>text, optionally gzipped"),
+       arg("--qrels", required=True, help="TREC qrels with grades (qid Q0 docid grade)"),
+       arg("--candidates", required=True, help="the base dataset's candidates.jsonl (the collection searched)"),
+       arg("--out-dir", required=True), arg("--split-dir", required=True))
+def passages_graded(a):
+    """A graded evaluation set (TREC DL 2019) over another passage dataset's collection (downloads are
+    checked by rule download)."""
+    import contextlib
+
+    from ..passages import SPLIT_FILES, build_graded
+
+    names = {"queries.tsv": Path(a.out_dir) / "queries.tsv", "qrels.txt": Path(a.out_dir) / "qrels.txt",
+             "stats.json": Path(a.out_dir) / "stats.json",
+             **{f"split/{name}": Path(a.split_dir) / name for name in SPLIT_FILES}}
+    with contextlib.ExitStack() as stack:
+        tmp = {key: stack.enter_context(atomic_path(path)) for key, path in names.items()}
+        stats = build_graded(a.queries, a.qrels, a.candidates, tmp)
+    return names["qrels.txt"], stats
+
+
+@stage("passages-beir", arg("--source", required=True, help="a BEIR dataset folder, or its zip"),
+       arg("--eval-split", default="test", help="qrels/<x>.tsv: the test side"),
+       arg("--train-split", default="", help="qrels/<x>.tsv for training; '' = none"),
+       arg("--sha256", default=""), arg("--md5", default=""), *passage_args())
+def passages_beir(a):
+    """Passage ranking from the BEIR JSONL form (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
+    from ..passages import build_beir
+
+    source_checks(a.source, a)
+    return build_passages(a, build_beir, source=a.source, eval_split=a.eval_split, train_split=a.train_split,
+                          max_valid=a.max_valid)
+
+
+@stage("passages-wiki", arg("--articles", required=True, help="parsed articles (parse-wiki)"),
+       arg("--questions", required=True, help="the ReQA question set (article, question, answer, sentence_start)"),
+       arg("--ict-queries", type=int, default=0, help="ICT pseudo-queries added to train"),
+       arg("--dev-fraction", type=float, default=0.2, help="of the questions, the test side"), *passage_args(False))
+def passages_wiki(a):
+    """Passage ranking from parsed Wikipedia articles: paragraphs as passages, questions + ICT pseudo-queries."""
+    from ..passages import build_wiki
+
+    return build_passages(a, build_wiki, articles_path=a.articles, questions_path=a.questions,
+                          ict_queries=a.ict_queries, dev_fraction=a.dev_fraction)
+
+
+@stage("passages-triples", arg("--triples", required=True, help="MS MARCO text triples: .tsv, .tsv.gz or a tar archive"),
+       arg("--member", default="", help="the triples file inside an archive; default: the archive's name as .tsv"),
+       arg("--sha256", default=""), arg("--md5", default=""),
+       arg("--candidates", required=True), arg("--queries", required=True, help="the training queries (split train.tsv)"),
+       arg("--qrels", required=True), arg("--max-triples", type=int, default=0, help="read at most this many; 0 = all"),
+       arg("--out", required=True, help="qid<TAB>positive pid<TAB>negative pid"))
+def passages_triples(a):
+    """MS MARCO's text triples (query, positive, negative) as ids, for the training queries."""
+    from ..io import atomic_open
+    from ..passages import PassageLookup, Source, progress, read_triples, triples_to_ids
+
+    if a.max_triples < 0:
+        raise StageError("--max-triples", f"must be 0 (all) or positive, not {a.max_triples}")
+    source_checks(a.triples, a)
+    name = Path(a.triples).name
+    member = a.member or next((name[:-len(s)] + ".tsv" for s in (".tar.gz", ".tgz", ".tar") if name.endswith(s)), name)
+    queries, qrels = read_queries(a.queries), read_qrels(a.qrels)
+    lookup = PassageLookup(a.candidates)
+    with atomic_open(a.out) as out:
+        for _, where, handle in Source(a.triples).members([member]):
+            counts = triples_to_ids(progress(read_triples(handle, where), "triples", "triple"), lookup, queries,
+                                    qrels, out, a.max_triples)
+            break          # a tar is not read past its triples (--max-triples stops early)
+        if not counts["triples"]:
+            raise StageError(a.triples, f"no triple maps to a training query and its relevant passage ({counts})")
+    return a.out, {**counts, "max_triples": a.max_triples}
+
+
+@stage("split", arg("--queries", required=True), arg("--train-fraction", type=float, required=True),
+       arg("--valid-fraction", type=float, default=0.1), arg("--seed", type=int, required=True),
+       arg("--out-dir", required=True))
+def split(a):
+    from ..splits import cold_start_split
+
+    queries = read_queries(a.queries)
+    parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed)
+    if not parts["test"]:
+        raise StageError(a.queries, f"train fraction {a.train_fraction} leaves no test questions")
+    for name, qids in parts.items():   # an empty file when a part has no question (e.g. valid of a 1% split)
+        write_queries(Path(a.out_dir) / f"{name}.tsv", {q: queries[q] for q in qids})
+    return Path(a.out_dir) / "test.tsv", {k: len(v) for k, v in parts.items()}
+
+
+@stage("pretraining-pairs", arg("--articles", required=True), arg("--redirects", default=""),
+       arg("--task", required=True, help="ict, bfs, wlp or a '+'-joined uniform mixture such as ict+bfs+wlp"),
+       arg("--seed", type=int, required=True), arg("--limit", type=int, default=0, help="0 = all"),
+       arg("--per-article", type=int, default=1, help="BFS: pairs per article; WLP: per linked-to article"),
+       arg("--tokenizer", required=True, help="WordPiece tokenizer for the statistics"),
+       arg("--out", required=True), arg("--stats", required=True))
+def pretraining_pairs(a):
+    """Chang et al.'s pre-training (query, doc) pairs from parsed articles, with Table 1's statistics."""
+    from tqdm import tqdm
+    from transformers import AutoTokenizer
+
+    from ..pretraining_pairs import generate_pairs, pair_statistics
+
+    redirects = read_json(a.redirects) if a.redirects else None
+    try:
+        pairs = generate_pairs(a.articles, a.task, a.seed, redirects, a.limit or None, a.per_article)
+    except ValueError as err:
+        raise StageError("--task", str(err)) from None
+    count = write_jsonl(a.out, tqdm(pairs, desc=a.task, unit="pair", mininterval=5))
+    if not count:
+        raise StageError(a.articles, f"no {a.task} pair could be made")
+    stats = {"task": a.task, **pair_statistics(read_jsonl(a.out), AutoTokenizer.from_pretrained(a.tokenizer))}
+    write_json(a.stats, stats)
+    return a.out, stats

@@ -1,0 +1,421 @@
+"""Stages that train: tokenizers, MLM encoders, two-tower, margin, RepBERT, LTRe and
+cross-encoder training."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file
+from . import arg, stage
+from .common import (candidate_texts, load_candidates, load_embeddings, read_split, require_texts, seed_everything,
+                     set_threads)
+
+
+def arch_args():
+    return (arg("--hidden", type=int, required=True), arg("--layers", type=int, required=True),
+            arg("--heads", type=int, required=True), arg("--intermediate", type=int, required=True),
+            arg("--max-positions", type=int, required=True))
+
+
+def arch_of(a) -> dict:
+    return {"hidden": a.hidden, "layers": a.layers, "heads": a.heads, "intermediate": a.intermediate,
+            "max_positions": a.max_positions}
+
+
+def unique_paragraphs(path) -> list[str]:
+    """The paragraphs of ReQA candidates, passages of a passage collection, or the paragraphs of parsed
+    articles (a pre-training corpus)."""
+    texts = (c["paragraph"] if "paragraph" in c else c["contents"] if "contents" in c else   # passages
+             [p["text"] for section in c.get("sections", []) for p in section["paragraphs"]]
+             for c in read_jsonl(path))
+    return list(dict.fromkeys(t for text in texts for t in ([text] if isinstance(text, str) else text)))
+
+
+def paragraph_sentences(candidates_path) -> list[list[str]]:
+    """Each paragraph's sentences in order (candidates are written paragraph by paragraph)."""
+    grouped: dict[str, list[str]] = {}
+    for c in read_jsonl(candidates_path):
+        grouped.setdefault(c["paragraph"], []).append(c["sentence"])
+    return list(grouped.values())
+
+
+@stage("tokenizer", arg("--candidates", required=True), arg("--out", required=True), arg("--vocab-size", type=int, required=True),
+       arg("--min-frequency", type=int, default=2), arg("--lowercase", type=int, default=1),
+       arg("--hub-model", default=""))
+def tokenizer(a):
+    if a.hub_model:   # paper profile: the hub model's own vocabulary
+        from transformers import AutoTokenizer
+
+        with atomic_path(a.out) as tmp:
+            AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
+        return a.out, {"hub_model": a.hub_model}
+    from ..tokenizer import train_wordpiece
+
+    with atomic_path(a.out) as tmp:
+        size = train_wordpiece(unique_paragraphs(a.candidates), tmp, a.vocab_size, a.min_frequency, bool(a.lowercase))
+    return a.out, {"vocab_size": size}
+
+
+@stage("init-random", arg("--tokenizer", required=True), arg("--out", required=True), arg("--seed", type=int, required=True),
+       arg("--hub-model", default=""), *arch_args())
+def init_random(a):
+    from ..models import random_encoder
+
+    arch = arch_of(a)
+    if a.hub_model:   # the hub model's architecture, fresh weights
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.from_pretrained(a.hub_model)
+        # --layers still applies: Chang et al.'s ablation has 4-layer towers of BERT-base's shape
+        arch = {"hidden": cfg.hidden_size, "layers": a.layers, "heads": cfg.num_attention_heads,
+                "intermediate": cfg.intermediate_size, "max_positions": cfg.max_position_embeddings}
+    with atomic_path(a.out) as tmp:
+        random_encoder(a.tokenizer, tmp, arch, a.seed)
+    return a.out, {"arch": arch}
+
+
+@stage("pretrain-mlm", arg("--candidates", required=True), arg("--tokenizer", required=True), arg("--out", required=True),
+       arg("--state-dir", required=True), arg("--seed", type=int, required=True), arg("--steps", type=int, required=True),
+       arg("--batch-size", type=int, required=True), arg("--lr", type=float, required=True),
+       arg("--warmup-ratio", type=float, required=True), arg("--max-length", type=int, required=True),
+       arg("--mask-probability", type=float, default=0.15), arg("--checkpoint-every", type=int, default=100),
+       arg("--hub-model", default=""), arg("--log", default=None), arg("--stop-after-step", type=int, default=None),
+       arg("--nsp", type=int, default=0, help="1: add Next Sentence Prediction on sentence pairs of each paragraph"),
+       arg("--init-hub-model", default="", help="continue pre-training from this hub checkpoint"),
+       *arch_args())
+def pretrain_mlm(a):
+    if a.hub_model:   # paper profile: an MLM-pre-trained checkpoint from the hub
+        from transformers import AutoModel, AutoTokenizer
+
+        with atomic_path(a.out) as tmp:
+            AutoModel.from_pretrained(a.hub_model).save_pretrained(tmp)
+            AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
+        return a.out, {"hub_model": a.hub_model}
+    from ..training import loop, mlm
+
+    seed_everything(a.seed)
+    train = {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
+             "max_length": a.max_length, "mask_probability": a.mask_probability, "checkpoint_every": a.checkpoint_every}
+    with atomic_path(a.out) as tmp:
+        report = mlm.pretrain(unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), train,
+                              a.seed, a.log, a.stop_after_step,
+                              paragraph_sentences(a.candidates) if a.nsp else None, a.init_hub_model)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
+    pairs = []
+    for qid, text in read_split(split_tsv).items():
+        for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0):
+            c = candidates_by_id[doc_id]
+            pairs.append({"query": text, "doc_id": doc_id, "sentence": c["sentence"], "paragraph": c["paragraph"]})
+    return pairs
+
+
+DOC_TEXTS = ["sentence", "sentence+paragraph", "contents"]   # what a doc tower reads: models.doc_input
+
+
+def tower_args():
+    return (arg("--query-length", type=int, required=True), arg("--doc-length", type=int, required=True),
+            arg("--embedding-dim", type=int, required=True, help="projection size; 0 = none (the encoder's width)"),
+            arg("--pooling", default="cls"), arg("--shared", type=int, default=0), arg("--normalize", type=int, default=0),
+            arg("--doc-text", default="sentence+paragraph", choices=DOC_TEXTS),
+            arg("--head", default="linear", choices=["linear", "mlp"], help="after pooling: linear, or BoW-MLP's tanh MLP"))
+
+
+def towers_of(a) -> dict:
+    return {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": bool(a.shared),
+            "normalize": bool(a.normalize), "query_length": a.query_length, "doc_length": a.doc_length,
+            "doc_text": a.doc_text, "head": a.head}
+
+
+def schedule_args():
+    return (arg("--state-dir", required=True), arg("--seed", type=int, required=True),
+            arg("--steps", type=int, required=True), arg("--batch-size", type=int, required=True),
+            arg("--lr", type=float, required=True), arg("--warmup-ratio", type=float, required=True),
+            arg("--checkpoint-every", type=int, default=50), arg("--log", default=None),
+            arg("--stop-after-step", type=int, default=None))
+
+
+def schedule_of(a) -> dict:
+    return {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
+            "checkpoint_every": a.checkpoint_every}
+
+
+@stage("finetune", arg("--encoder", required=True, help="encoder folder, or a pre-trained two-tower model"), arg("--candidates", required=True), arg("--qrels", required=True),
+       arg("--train", required=True), arg("--valid", required=True), arg("--out", required=True),
+       arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
+def finetune(a):
+    """Two towers, sampled softmax over in-batch documents (Chang et al.)."""
+    from ..training import inbatch, loop
+
+    seed_everything(a.seed)
+    candidates = {c["id"]: c for c in read_jsonl(a.candidates)}
+    qrels = read_qrels(a.qrels)
+    pairs = split_pairs(a.train, qrels, candidates)
+    if not pairs:
+        raise StageError(a.train, "no training questions with a relevant candidate")
+    with atomic_path(a.out) as tmp:
+        report = inbatch.finetune(pairs, split_pairs(a.valid, qrels, candidates), a.encoder, tmp, a.state_dir,
+                                  towers_of(a), {**schedule_of(a), "temperature": a.temperature}, a.seed, a.log,
+                                  a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("pretrain-two-tower", arg("--start", required=True, help="encoder folder the towers start from"),
+       arg("--pairs", required=True, nargs="+", help="one pairs JSONL per task; several = their uniform mixture"),
+       arg("--title-tasks", nargs="*", default=["ict"], help="tasks whose doc is (title, passage)"),
+       arg("--out", required=True), arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
+def pretrain_two_tower(a):
+    """Two towers pre-trained on ICT/BFS/WLP pairs with sampled softmax over in-batch documents (Chang et al.)."""
+    from ..pretraining_pairs import PairFile
+    from ..training import inbatch, loop
+
+    seed_everything(a.seed)
+    tasks = {}
+    for path in a.pairs:
+        pairs = PairFile(path)
+        task = pairs[0]["task"]
+        if task in tasks:
+            raise StageError(path, f"a second file of task {task!r}")
+        tasks[task] = pairs
+    with atomic_path(a.out) as tmp:
+        report = inbatch.pretrain(tasks, a.start, tmp, a.state_dir, towers_of(a),
+                                  {**schedule_of(a), "temperature": a.temperature}, a.seed, a.title_tasks, a.log,
+                                  a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("init-bow", arg("--out", required=True), arg("--buckets", type=int, required=True), arg("--dim", type=int, required=True),
+       arg("--max-features", type=int, default=256), arg("--seed", type=int, required=True),
+       arg("--char-ngram", type=int, default=3, help="0 = no character n-grams"),
+       arg("--word-bigrams", type=int, default=1, help="0 = word unigrams only (Chang et al.'s BoW-MLP)"))
+def init_bow(a):
+    """Random hashed bag-of-words embeddings: word uni(/bi)grams (+ char n-grams, Huang et al. 2020's text towers)."""
+    from ..models import random_bag_of_words
+
+    with atomic_path(a.out) as tmp:
+        random_bag_of_words(tmp, a.buckets, a.dim, a.max_features, a.seed, a.char_ngram, bool(a.word_bigrams))
+    return a.out, {"buckets": a.buckets, "dim": a.dim}
+
+
+def split_examples(split_tsv, qrels, index_of: dict[str, int]) -> list[dict]:
+    """A split's questions with the candidate indices of their gold sentences."""
+    examples = []
+    for qid, text in read_split(split_tsv).items():
+        positives = sorted(index_of[d] for d, rel in qrels.get(qid, {}).items() if rel > 0 and d in index_of)
+        if positives:
+            examples.append({"qid": qid, "query": text, "positives": positives})
+    return examples
+
+
+@stage("train-margin", arg("--start", required=True, help="encoder folder, or a saved model to continue (phase 2)"),
+       arg("--candidates", required=True), arg("--qrels", required=True), arg("--train", required=True),
+       arg("--valid", required=True), arg("--out", required=True),
+       arg("--mined", default="", help="mined candidate lists (JSONL): adds hard negatives, the four-tower loss"),
+       arg("--margin", type=float, required=True), arg("--reduction", default="mean", choices=["mean", "sum"]),
+       arg("--patience", type=int, default=0, help="stop when the validation loss has not improved for this many checks"),
+       *schedule_args(), *tower_args())
+def train_margin(a):
+    """Triplet (three towers) or quadruplet (four towers, with --mined) training, cosine distance."""
+    from ..training import loop, margin
+
+    seed_everything(a.seed)
+    candidates = load_candidates(a.candidates)
+    index_of = {c["id"]: i for i, c in enumerate(candidates)}
+    qrels = read_qrels(a.qrels)
+    examples = split_examples(a.train, qrels, index_of)
+    if not examples:
+        raise StageError(a.train, "no training questions with a relevant candidate")
+    mined = None
+    if a.mined:
+        mined = {row["qid"]: [index_of[d] for d in row["candidates"] if d in index_of] for row in read_jsonl(a.mined)}
+        if not mined:
+            raise StageError(a.mined, "no mined candidate lists")
+    train = {**schedule_of(a), "margin": a.margin, "reduction": a.reduction, "patience": a.patience}
+    with atomic_path(a.out) as tmp:
+        report = margin.train(examples, split_examples(a.valid, qrels, index_of), candidates, a.start, tmp,
+                              a.state_dir, towers_of(a), train, a.seed, mined, a.log, a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+def qrels_pairs(split_tsv, qrels) -> list[dict]:
+    """A split's (query, relevant document) pairs: {'qid', 'query', 'doc_id'}."""
+    return [{"qid": qid, "query": text, "doc_id": doc_id} for qid, text in read_split(split_tsv).items()
+            for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)]
+
+
+@stage("train-repbert", arg("--start", required=True,
+                            help="encoder folder (or hub name, e.g. bert-base-uncased), or a RepBERT model to continue"),
+       arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
+       arg("--train", required=True, help="training queries TSV"), arg("--valid", required=True), arg("--out", required=True),
+       arg("--query-length", type=int, default=20), arg("--doc-length", type=int, default=256),
+       arg("--doc-text", default="contents", choices=DOC_TEXTS), *schedule_args())
+def train_repbert(a):
+    """RepBERT: one shared BERT, mean pooling, inner product, MultiLabelMarginLoss over in-batch documents."""
+    from ..training import loop, repbert
+
+    seed_everything(a.seed)
+    qrels = read_qrels(a.qrels)
+    pairs, valid = qrels_pairs(a.train, qrels), qrels_pairs(a.valid, qrels)
+    if not pairs:
+        raise StageError(a.train, "no training queries with a relevant document")
+    if a.batch_size < 2:
+        raise StageError("--batch-size", f"in-batch negatives need at least 2 pairs a batch, not {a.batch_size}")
+    wanted = {p["doc_id"] for p in pairs + valid}
+    docs = candidate_texts(a.candidates, wanted, a.doc_text)
+    require_texts(docs, wanted, a.qrels, a.candidates)
+    start_key = None if Path(a.start).exists() else str(a.start)   # a hub name: its name is the fingerprint
+    with atomic_path(a.out) as tmp:
+        report = repbert.train(pairs, valid, docs, qrels, a.start, tmp, a.state_dir,
+                               repbert.tower_config(a.query_length, a.doc_length, a.doc_text), schedule_of(a), a.seed,
+                               start_key, a.log, a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+# --- LTRe (Zhan et al. 2020): negative-sampling baselines and training against a fixed index ------
+
+def ltre_training_data(a):
+    """The split's training queries, the qrels, every candidate's id and passage, BM25's ranked doc ids."""
+    qrels = read_qrels(a.qrels)
+    queries = [{"qid": qid, "text": text} for qid, text in read_split(a.train).items()]
+    if not queries:
+        raise StageError(a.train, "no training queries")
+    candidates = load_candidates(a.candidates)
+    bm25 = {qid: [doc for doc, _ in ranked] for qid, ranked in read_run(a.bm25_run).items()} if a.bm25_run else None
+    return queries, qrels, candidates, bm25
+
+
+def ltre_args():
+    return (arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
+            arg("--train", required=True, help="training queries TSV"),
+            arg("--bm25-run", default="", help="TREC run of BM25 over the training queries"),
+            arg("--loss", default="ranknet", choices=["ranknet", "lambdarank"]),
+            arg("--metric", default="mrr@10", choices=["mrr@10", "ndcg@10"], help="LambdaRank's |delta metric|"),
+            arg("--reduction", default="query-sum", choices=["query-sum", "pair-mean"]),
+            arg("--negatives-per-query", type=int, default=1), arg("--negative-depth", type=int, default=200),
+            arg("--refresh-every", type=int, default=0), arg("--nprobe", type=int, default=0),
+            arg("--threads", type=int, default=0), arg("--out", required=True), *schedule_args())
+
+
+def ltre_cfg(a, **extra) -> dict:
+    return {**schedule_of(a), "loss": a.loss, "metric": a.metric, "reduction": a.reduction,
+            "negatives": a.negatives, "negatives_per_query": a.negatives_per_query,
+            "negative_depth": a.negative_depth, "refresh_every": a.refresh_every, "nprobe": a.nprobe, **extra}
+
+
+@stage("train-negatives", arg("--start", required=True,
+                              help="encoder folder or hub name (towers start from it), or a saved model (a warm start)"),
+       arg("--negatives", required=True, choices=["rand", "bm25", "nce", "bm25+rand", "async"]),
+       arg("--index-factory", default="Flat", help="async: the index each refresh builds"),
+       arg("--query-length", type=int, default=32), arg("--doc-length", type=int, default=512),
+       arg("--embedding-dim", type=int, default=768), arg("--pooling", default="cls"),
+       arg("--head", default="linear-ln", choices=["linear", "linear-ln"]), *ltre_args())
+def train_negatives(a):
+    """LTRe Table 1's negative-sampling baselines: one shared encoder, (relevant, negative) pairs."""
+    from ..models import TwoTower, doc_input
+    from ..training import loop, negatives
+
+    seed_everything(a.seed)
+    set_threads(a.threads)
+    if a.negatives in ("bm25", "bm25+rand") and not a.bm25_run:
+        raise StageError("--bm25-run", f"{a.negatives} negatives need a BM25 run")
+    queries, qrels, candidates, bm25 = ltre_training_data(a)
+    towers = {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": True, "normalize": False,
+              "query_length": a.query_length, "doc_length": a.doc_length, "doc_text": "contents", "head": a.head}
+    model, tokenizer, towers = TwoTower.start(a.start, towers, a.seed)
+    negatives.require_shared(model, a.start)
+    docs = [doc_input(c, "contents") for c in candidates]
+    start_key = loop.folder_digest(a.start) if Path(a.start).is_dir() else str(a.start)
+    cfg = ltre_cfg(a, index=a.index_factory)
+    report = negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates], docs, a.state_dir, cfg,
+                             a.seed, bm25, start_key, a.log, a.stop_after_step)
+    with atomic_path(a.out) as tmp:
+        model.cpu().save(tmp, tokenizer)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+@stage("train-ltre", arg("--start", required=True, help="a saved model: its doc tower is fixed, its query tower trained"),
+       arg("--embeddings", required=True, help="the start's doc vectors (encode-candidates)"),
+       arg("--ids", required=True), arg("--index", required=True, help="Faiss index over --embeddings"),
+       arg("--negatives", default="ltre", choices=["ltre", "rand", "bm25", "async"],
+           help="ltre: Algorithm 1; the others sample negatives against the same fixed index (Figure 3)"),
+       arg("--top-n", type=int, default=200),
+       arg("--probe-depth", type=int, default=200, help="depth of the step log's recall and overlaps (Figure 3)"),
+       *ltre_args())
+def train_ltre(a):
+    """LTRe: only the query tower learns, from full retrieval over a fixed index of fixed doc vectors."""
+    import copy
+
+    from .. import vector_index
+    from ..models import TwoTower
+    from ..training import loop, ltre
+
+    seed_everything(a.seed)
+    set_threads(a.threads)
+    if a.negatives == "bm25" and not a.bm25_run:
+        raise StageError("--bm25-run", "BM25 negatives need a BM25 run")
+    queries, qrels, candidates, bm25 = ltre_training_data(a)
+    start, tokenizer = TwoTower.load(a.start)
+    ids = require_file(a.ids).read_text().split()
+    if ids != [c["id"] for c in candidates]:
+        raise StageError(a.ids, f"its ids are not those of {a.candidates}, in order")
+    vectors = load_embeddings(a.embeddings)
+    if vectors.shape[0] != len(ids):
+        raise StageError(a.embeddings, f"{vectors.shape[0]} embeddings for {len(ids)} ids ({a.ids})")
+    index = vector_index.load(a.index, len(ids), a.ids)
+    # the doc tower stays the start's; the query tower is a copy that learns
+    model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
+    cfg = ltre_cfg(a, top_n=a.top_n, probe_depth=a.probe_depth, query_length=start.config["query_length"])
+    report = ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, a.state_dir, cfg, a.seed, bm25,
+                        a.log, a.stop_after_step)
+    with atomic_path(a.out) as tmp:
+        model.cpu().save(tmp, tokenizer)
+    loop.finish(a.state_dir)
+    return a.out, report
+
+
+# reranking (RepBERT sec. 4.4): a cross-encoder rescores the top-K of a first-stage run
+@stage("train-cross-encoder", arg("--start", required=True, help="encoder folder (the MLM encoder) or hub name"),
+       arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
+       arg("--train", required=True, help="training queries TSV"), arg("--valid", required=True),
+       arg("--run", required=True, help="first-stage TREC run (e.g. BM25) of the training and validation queries"),
+       arg("--negatives-depth", type=int, default=1000, help="negatives come from each query's top-k of --run"),
+       arg("--max-length", type=int, default=512), arg("--num-labels", type=int, default=1, choices=[1, 2]),
+       arg("--loss", default="pointwise", choices=["pointwise", "listwise"],
+           help="pointwise: BCE on one relevant and one negative (monoBERT); listwise: softmax over a group"),
+       arg("--group-size", type=int, default=8, help="listwise: the relevant passage and group-size - 1 negatives"),
+       arg("--out", required=True), *schedule_args())
+def train_cross_encoder(a):
+    """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
+    from .. import rerank
+    from ..training import loop
+
+    seed_everything(a.seed)
+    if a.negatives_depth < 1:
+        raise StageError("--negatives-depth", f"must be at least 1, not {a.negatives_depth}")
+    if a.loss == "listwise" and a.group_size < 2:
+        raise StageError("--group-size", f"a listwise group needs the relevant passage and a negative, not {a.group_size}")
+    qrels, run = read_qrels(a.qrels), read_run(a.run)
+    depth = a.negatives_depth
+    examples = rerank.training_examples(read_split(a.train), qrels, run, depth)
+    valid = rerank.training_examples(read_split(a.valid), qrels, run, depth)
+    if not examples:
+        raise StageError(a.train, f"no training query has both a relevant document and a negative in {a.run}")
+    positives = {d for e in examples + valid for d in e["positives"]}
+    negatives = {d for e in examples + valid for d in e["negatives"]}
+    passages = candidate_texts(a.candidates, positives | negatives, "contents")
+    require_texts(passages, positives, a.qrels, a.candidates)
+    require_texts(passages, negatives, a.run, a.candidates)
+    train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
+             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
+    with atomic_path(a.out) as tmp:
+        report = rerank.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
+                              a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
