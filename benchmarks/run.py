@@ -32,10 +32,10 @@ pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.gen
    peak stays flat as the corpus grows (peak ratio near 1 for a corpus size ratio of k);
 data_parallel: the mini profile's fine-tuning (its encoder shape, batch, lengths, lr, temperature) run by the
    stage as one process on 2 threads and as two data-parallel processes of 1 thread (gloo, the launcher the
-   paper profile's training rules use), on the same synthetic QA set: wall seconds of each, and how far the
-   two runs' step losses and validation losses drift apart (dropout is on, so they differ by more than float
-   noise). A CPU stand-in: what it checks is that the data-parallel path runs at mini scale and learns the
-   same thing; the speed-up it is for needs GPUs.
+   paper profile's training rules use), on the same synthetic QA set, once with the encoder's dropout off
+   (goal: the same steps, step losses within 1e-3) and once on (each run draws its own masks, so they part):
+   wall seconds of each and how far the step and validation losses drift apart. A CPU stand-in: it checks
+   that the data-parallel path runs at mini scale and learns the same thing; its speed-up needs GPUs.
 """
 from __future__ import annotations
 
@@ -386,7 +386,7 @@ def pairs(copies: int, repeats: int) -> dict:
             "goal": f"peak_rss_ratio near 1 while the corpus grows {copies}x"}
 
 
-def data_parallel(steps: int = 60) -> dict:
+def data_parallel(steps: int = 150) -> dict:
     import yaml
 
     from towers.models import random_encoder
@@ -424,15 +424,24 @@ def data_parallel(steps: int = 60) -> dict:
                 raise RuntimeError(done.stderr[-2000:])
             return time.perf_counter() - began, read_step_log(root / f"{command[command.index('--log') + 1]}")
 
-        one_s, one = run([sys.executable, "-m", "towers", *stage("one")], threads=2)
-        two_s, two = run([sys.executable, "-m", "towers.training.distributed", "2", *stage("two")], threads=1)
-    valid = [(a["valid_loss"], b["valid_loss"]) for a, b in zip(one, two) if "valid_loss" in a]
-    return {"steps": steps, "batch_size": train["batch_size"], "one_process_2_threads_seconds": round(one_s, 1),
-            "two_processes_1_thread_seconds": round(two_s, 1), "two_over_one_seconds": round(two_s / one_s, 2),
-            "loss_first_last": {"one": [one[0]["loss"], one[-1]["loss"]], "two": [two[0]["loss"], two[-1]["loss"]]},
-            "max_step_loss_gap": round(max(abs(a["loss"] - b["loss"]) for a, b in zip(one, two)), 4),
-            "valid_loss": {"one": [a for a, _ in valid], "two": [b for _, b in valid]},
-            "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
+        # dropout off: the two runs should take the same steps up to float noise; on: each its own masks
+        config = json.loads((root / "enc" / "config.json").read_text())
+        shutil.copytree(root / "enc", root / "enc-no-dropout")
+        (root / "enc-no-dropout" / "config.json").write_text(json.dumps(
+            {**config, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
+        out = {"steps": steps, "batch_size": train["batch_size"]}
+        for encoder in ("enc-no-dropout", "enc"):
+            args = lambda name: [a if a != str(root / "enc") else str(root / encoder) for a in stage(name)]
+            one_s, one = run([sys.executable, "-m", "towers", *args(f"{encoder}-one")], threads=2)
+            two_s, two = run([sys.executable, "-m", "towers.training.distributed", "2", *args(f"{encoder}-two")], threads=1)
+            valid = [(a["valid_loss"], b["valid_loss"]) for a, b in zip(one, two) if "valid_loss" in a]
+            out["dropout" if encoder == "enc" else "no_dropout"] = {
+                "one_process_2_threads_seconds": round(one_s, 1), "two_processes_1_thread_seconds": round(two_s, 1),
+                "two_over_one_seconds": round(two_s / one_s, 2),
+                "loss_first_last": {"one": [one[0]["loss"], one[-1]["loss"]], "two": [two[0]["loss"], two[-1]["loss"]]},
+                "max_step_loss_gap": round(max(abs(a["loss"] - b["loss"]) for a, b in zip(one, two)), 4),
+                "valid_loss": {"one": [a for a, _ in valid], "two": [b for _, b in valid]}}
+    return {**out, "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
 
 
 def main() -> None:
