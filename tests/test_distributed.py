@@ -148,3 +148,16 @@ def test_a_batch_that_does_not_split_is_a_one_line_error(setup):
     assert pair.returncode != 0
     assert "a batch of 7 rows does not split evenly over 2 training processes" in pair.stderr
     assert not out.exists()
+
+
+def test_a_stopped_data_parallel_run_resumes_to_the_same_weights(setup):
+    whole, resumed = setup / "whole-two", setup / "resumed-two"
+    assert torchrun(*finetune(setup, whole)).returncode == 0
+    stopped = torchrun(*finetune(setup, resumed), "--stop-after-step", 3)
+    assert stopped.returncode != 0 and not resumed.exists() and (setup / "resumed-two.state" / "checkpoint.pt").exists()
+    again = torchrun(*finetune(setup, resumed))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "resumed from step 3 of 6" in again.stdout + again.stderr
+    a, b = encoder_weights(whole), encoder_weights(resumed)
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    assert losses(resumed)[-3:] == losses(whole)[-3:]

@@ -18,6 +18,7 @@ import os
 import sys
 import uuid
 from contextlib import contextmanager
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -47,7 +48,8 @@ def start() -> None:
         return
     if torch.cuda.is_available():
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))   # "cuda" is then this rank's GPU
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    # the other ranks wait in a collective while the leader validates and checkpoints: give that time
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=timedelta(hours=2))
 
 
 def finish() -> None:
