@@ -44,18 +44,19 @@ wildcard_constraints:
     model="[a-z0-9.+-]+",
 
 
-# Every table and figure depends on a file naming the profile they are made with, written here when it
-# is missing or names another profile. A table that another profile made, or one committed and found in a
-# fresh clone (Snakemake has no record of it there, and would take it as up to date), is then older than
-# this file and is rebuilt; switching profiles reruns the tables, while the jobs below them keep their own
-# records. (A file made by a rule would not do: Snakemake does not rerun a finished target only because
-# an input of it is missing.)
-PROFILE_MARKER = f"{ART}/profile.json"
+# Every table and figure depends on a marker file of the profile they are made with, written here when it
+# is missing. A table committed and found in a fresh clone (Snakemake has no record of it there, and would
+# take it as up to date) is then older than the marker and is rebuilt; a table another profile made has
+# another marker as input, so switching profiles reruns the tables, while the jobs below them keep their
+# own records. One marker a profile, never rewritten: a dry run of another profile leaves this one's
+# tables alone. (A file made by a rule would not do: Snakemake does not rerun a finished target only
+# because an input of it is missing.)
+PROFILE_MARKER = f"{ART}/profile-{config['profile']}.json"
 
 
 def mark_profile(path: str, profile: str) -> None:
-    text = json.dumps({"profile": profile}) + "\n"
-    if not os.path.exists(path) or open(path).read() != text:
+    if not os.path.exists(path):
+        text = json.dumps({"profile": profile}) + "\n"
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".tmp", "w") as handle:
             handle.write(text)

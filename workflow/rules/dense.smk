@@ -18,7 +18,7 @@ def split_questions(part):
 
 SHARDS = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
 SHARDED = [name for name, parts in SHARDS.items() if parts > 1]
-ONE_PART = "|".join(re.escape(name) for name in SHARDED)
+SHARDED_RE = one_of(SHARDED)                   # matches nothing when none is
 
 
 rule encode_candidates:
@@ -32,7 +32,7 @@ rule encode_candidates:
     params:
         batch=config["encode"]["batch_size"],
     wildcard_constraints:
-        dataset=f"(?!(?:{ONE_PART})/)[a-z0-9-]+" if SHARDED else "[a-z0-9-]+",   # not a sharded one (next: "/")
+        dataset=f"(?!(?:{SHARDED_RE})/)[a-z0-9-]+",   # not a sharded one (next: "/")
     threads: config["torch_threads"]
     resources:
         **GPU_JOB,
@@ -84,7 +84,7 @@ rule merge_embeddings:
         embeddings=f"{DENSE}/candidates.npy",
         ids=f"{DENSE}/candidates.ids",
     wildcard_constraints:
-        dataset=ONE_PART or "(?!)",   # only datasets encode.shards splits ("(?!)" matches nothing)
+        dataset=SHARDED_RE,   # only datasets encode.shards splits
     conda:
         CPU_ENV
     log:
@@ -101,6 +101,9 @@ rule faiss_index:
         f"{DENSE}/index-{{index}}.faiss",
     params:
         factory=lambda w: config["faiss"]["indexes"][w.index],
+    resources:   # a CPU job holding the corpus matrix and the index: the memory and time of the GPU jobs
+        mem_mb=GPU_JOB["mem_mb"],
+        runtime=GPU_JOB["runtime"],
     log:
         "logs/{dataset}/faiss_{model}_{split}_{index}.log",
     conda:

@@ -180,6 +180,9 @@ def launch(processes: int, argv: list[str]) -> int:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+    threads = int(os.environ.get("OMP_NUM_THREADS", "0"))
+    if threads:   # the job's threads, shared out: each process gets its part
+        os.environ["OMP_NUM_THREADS"] = str(max(1, threads // processes))
     config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=processes, run_id=str(uuid.uuid4()),
                           rdzv_backend="c10d", rdzv_endpoint="localhost:0", max_restarts=0)
     try:
