@@ -147,6 +147,7 @@ def test_a_batch_that_does_not_split_is_a_one_line_error(setup):
     pair = torchrun(*finetune(setup, out, batch=7))
     assert pair.returncode != 0
     assert "a batch of 7 rows does not split evenly over 2 training processes" in pair.stderr
+    assert "error: --batch-size: a batch of 7" in pair.stderr and "Traceback (most recent call last)" not in pair.stderr
     assert not out.exists()
 
 

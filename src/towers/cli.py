@@ -30,7 +30,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     began = time.perf_counter()
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:   # started by torchrun: data-parallel training
+    parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1   # started by the launcher: data-parallel training
+    if parallel:   # (imported only then: torch is slow to import for the light stages)
         from .training import distributed
         distributed.start()
     try:
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
     except StageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    if parallel:
+        distributed.finish()   # a stage that returned without training: only the leader writes its record
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2),
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",

@@ -124,6 +124,12 @@ def delta_metric(labels: torch.Tensor, metric: str) -> torch.Tensor:
     return delta
 
 
+def pairwise_count(labels: torch.Tensor, reduction: str = "query-sum") -> int:
+    """What pairwise_loss averages over: queries with a pair ("query-sum") or pairs ("pair-mean")."""
+    valid = labels.unsqueeze(2) > labels.unsqueeze(1)
+    return int(valid.sum()) if reduction == "pair-mean" else int(valid.flatten(1).any(1).sum())
+
+
 def pairwise_loss(scores: torch.Tensor, labels: torch.Tensor, loss: str = "ranknet", metric: str = "mrr@10",
                   reduction: str = "query-sum") -> torch.Tensor:
     """RankNet (or metric-weighted LambdaRank) loss over every pair (s, t) with labels s > t."""

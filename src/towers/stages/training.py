@@ -86,6 +86,10 @@ def pretrain_mlm(a):
     if a.hub_model:   # paper profile: an MLM-pre-trained checkpoint from the hub
         from transformers import AutoModel, AutoTokenizer
 
+        from ..training import distributed
+
+        distributed.finish()   # nothing to train: under the launcher the leader alone saves it
+
         with atomic_path(a.out) as tmp:
             AutoModel.from_pretrained(a.hub_model).save_pretrained(tmp)
             AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)

@@ -23,6 +23,8 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
+from ..io import StageError
+
 _stepping = False   # inside loop.run's loss_fn(step): rows are shared out
 
 
@@ -82,8 +84,8 @@ def share(rows: int) -> slice:
     if not _active():
         return slice(0, rows)
     if rows % world():
-        raise ValueError(f"a batch of {rows} rows does not split evenly over {world()} training processes; "
-                         f"make the batch size a multiple of {world()}")
+        raise StageError("--batch-size", f"a batch of {rows} rows does not split evenly over {world()} training "
+                         f"processes; make the batch size a multiple of {world()}")
     size = rows // world()
     return slice(rank() * size, (rank() + 1) * size)
 
@@ -163,7 +165,7 @@ def average_gradients(params: list[torch.nn.Parameter]) -> None:
     offset = 0
     for p in params:
         n = p.numel()
-        p.grad = flat[offset:offset + n].view_as(p).clone()
+        p.grad = flat[offset:offset + n].view_as(p)   # views of one buffer, alive while they are
         offset += n
 
 

@@ -86,8 +86,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
             loss = loss_fn(step)
         loss, extras = loss if isinstance(loss, tuple) else (loss, None)
         optimizer.zero_grad(set_to_none=True)
-        with distributed.stepping():
-            loss.backward()   # a gathered batch sends gradients to the other ranks' rows
+        loss.backward()   # a gathered batch sends gradients to the other ranks' rows
         distributed.average_gradients(params)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
@@ -120,6 +119,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
                              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                              "history": history}, checkpoint_path)
             if stop_after_step is not None and done >= stop_after_step and done < steps:
+                distributed.finish()   # the others wait for the leader's checkpoint, then leave
                 raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
         if log:
             log.write(json.dumps(record) + "\n")

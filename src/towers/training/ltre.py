@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from .. import vector_index
-from ..losses import CUTOFF, LOSSES, METRICS, REDUCTIONS, check_choice, pairwise_loss
+from ..losses import CUTOFF, LOSSES, METRICS, REDUCTIONS, check_choice, pairwise_count, pairwise_loss
 from ..io import StageError
 from . import distributed, inbatch, loop
 
@@ -217,6 +217,7 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
             order = scores.detach().argsort(dim=1, descending=True)
             scores, labels = scores.gather(1, order), labels.gather(1, order.cpu())
         loss = pairwise_loss(scores, labels, cfg["loss"], cfg["metric"], cfg["reduction"])
+        loss = loss * distributed.share_weight(pairwise_count(labels, cfg["reduction"]))   # processes' counts differ
         timed.append(extras)
         return loss, extras
 

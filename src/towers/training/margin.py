@@ -59,7 +59,9 @@ def train(examples: list[dict], valid: list[dict], candidates: list[dict], start
         rng = np.random.default_rng([seed, step])
         chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
-        return batch_loss(*distributed.mine(rows, [draw(r, rng, len(docs), mined) for r in rows]))
+        loss = batch_loss(*distributed.mine(rows, [draw(r, rng, len(docs), mined) for r in rows]))
+        # a sum over this process's share: times the processes, so averaging gradients gives the batch's sum
+        return loss * distributed.world() if train_cfg.get("reduction", "mean") == "sum" else loss
 
     valid_rng = np.random.default_rng([seed, VALID_STREAM])
     valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]

@@ -24,7 +24,7 @@ from ..io import StageError
 from ..models import TwoTower
 from . import distributed, loop
 from .inbatch import tokenize_docs, tokenize_queries
-from ..losses import pairwise_loss
+from ..losses import pairwise_count, pairwise_loss
 from .ltre import indexed_judgements, labels_of, sample_negatives
 
 SOURCES = ("rand", "bm25", "nce", "bm25+rand", "async")
@@ -112,8 +112,9 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
                                           segment=segment)).view(len(ranked), ranked.shape[1], -1)
             lists = (q.float().unsqueeze(1) * d.float()).sum(-1)
             labels = torch.from_numpy(labels_of(ranked, [judged[i] for i in picks[mine]]))
-        loss = pairwise_loss(lists, labels, cfg.get("loss", "ranknet"), cfg.get("metric", "mrr@10"),
-                             cfg.get("reduction", "query-sum"))
+        reduction = cfg.get("reduction", "query-sum")
+        loss = pairwise_loss(lists, labels, cfg.get("loss", "ranknet"), cfg.get("metric", "mrr@10"), reduction)
+        loss = loss * distributed.share_weight(pairwise_count(labels, reduction))   # processes' counts differ
         timed.append(extras)   # loop.run adds the step's step_s to it
         return loss, extras
 
