@@ -88,11 +88,14 @@ PAPER_TABLES = [*expand("results/chang2020/table{n}.csv", n=range(1, 7)), "resul
                 *[t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".csv")]]
 PAPER_FIGURES = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
 
+include: "workflow/rules/verdicts.smk"
+
 
 rule all:
     input:
         PAPER_TABLES,
         PAPER_FIGURES,
+        "results/claims.csv",
 
 
 rule report:
@@ -100,6 +103,8 @@ rule report:
     input:
         tables=PAPER_TABLES,
         figures=PAPER_FIGURES,
+        claims="results/claims.csv",
+        check="results/check.csv",
         profile=PROFILE_INPUT,
     output:
         html="results/report.html",

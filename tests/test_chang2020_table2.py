@@ -119,7 +119,7 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
     stats.write_text(json.dumps({"queries": 708, "candidates": 17018, "tuples": 708, "avg_query_tokens": 12.345,
                                  "avg_doc_tokens": 200.0}))
     rows = [{"dataset": "enwiki-mini", "paper_dataset": p, "stats": stats} for p in ("squad", "nq")]
-    frame, twin = reqa_table(rows, PAPER, "mini", "embedded default")
+    frame, twin, _ = reqa_table(rows, PAPER, "mini", "embedded default")
     assert list(frame["paper_dataset"]) == ["squad", "nq"]
     for label in ["queries", "candidates", "tuples", "avg query tokens", "avg doc tokens"]:
         assert list(frame.columns).index(f"{label} paper") == list(frame.columns).index(label) + 1
@@ -136,7 +136,7 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
     assert twin["rows"]["enwiki-mini/nq"] == {"queries": 708, "candidates": 17018, "tuples": 708,
                                               "avg query tokens": 12.35, "avg doc tokens": 200.0}
     # a dataset that is the paper's own says nothing about standing in
-    own, _ = reqa_table([{"dataset": "squad", "paper_dataset": "squad", "stats": stats}], PAPER, "paper", "paper")
+    own, _, _ = reqa_table([{"dataset": "squad", "paper_dataset": "squad", "stats": stats}], PAPER, "paper", "paper")
     assert "stands in" not in own.loc[0, "note"]
 
 

@@ -159,7 +159,8 @@ def test_consistency_stage(tmp_path):
                        "--out", out)
     assert result.returncode == 0, result.stderr
     # reference top 1: q1 {b}, q2 {y}; depth 1: a, x -> 0; depth 3: {a, c, d} 0/3, {x, y} 1/2
-    assert json.loads(out.read_text()) == {"depths": {"1": 0.0, "3": 0.25}, "queries": 2}
+    assert json.loads(out.read_text()) == {"depths": {"1": 0.0, "3": 0.25}, "queries": 2,
+                                           "per_query": {"1": {"q1": 0.0, "q2": 0.0}, "3": {"q1": 0.0, "q2": 0.5}}}
 
 
 def test_fuse_runs_with_bad_input_leaves_nothing(tmp_path):

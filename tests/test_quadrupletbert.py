@@ -111,7 +111,7 @@ def test_seeded_table_means_stds_paper_values_and_paired_test(tmp_path):
         evals = [write_eval(tmp_path / f"{label}{s}.json", r) for s, r in enumerate(runs)]
         rows.append({"dataset": "mini", "paper_dataset": "squad", "split": "5-95", "model": label, "margin": "0.1",
                      "index": "flat", "evals": evals})
-    frame, twin = seeded_table(rows, paper, "table1", ["R@1"], "mini", "note", ("QuadrupletBERT", "Three-T BERT"),
+    frame, twin, _ = seeded_table(rows, paper, "table1", ["R@1"], "mini", "note", ("QuadrupletBERT", "Three-T BERT"),
                                "wilcoxon", 0.05, "flat")
     top = frame.iloc[0]
     means = [100 * np.mean(list(r.values())) for r in quad]

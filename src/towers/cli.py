@@ -41,11 +41,15 @@ def main(argv=None) -> int:
         return 1
     if parallel:
         distributed.finish()   # a stage that returned without training: only the leader writes its record
+    cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.tables.cell)
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2),
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
                                  "mwparserfromhell")}
-    write_json(Path(str(output).rstrip("/") + ".meta.json"), meta)
+    if cells is not None:
+        meta["cells"] = cells
+    if output is not None:   # a stage that only checks writes nothing
+        write_json(Path(str(output).rstrip("/") + ".meta.json"), meta)
     print(json.dumps({"stage": args.stage, "seconds": meta["seconds"], **{k: v for k, v in counts.items()
                                                                           if not isinstance(v, (list, dict))}}))
     return 0

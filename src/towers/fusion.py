@@ -125,10 +125,9 @@ def strictly_decreasing(run: Run, places: int = 6) -> Run:
     return out
 
 
-def consistency_factor(run: Run, reference: Run, depths, reference_depth: int = 1000) -> dict[int, float | None]:
-    """RepBERT eq. 5: for each depth n, the mean over the run's queries of |D_run,q,n ∩ D_ref,q,reference_depth|
-    / |D_run,q,n|. A query with no ranking is skipped; a query the reference lacks has no overlap (0).
-    None where no query counts."""
+def consistency_shares(run: Run, reference: Run, depths, reference_depth: int = 1000) -> dict[int, dict[str, float]]:
+    """RepBERT eq. 5 per query: for each depth n and each query the run ranks, |D_run,q,n ∩ D_ref,q,reference_depth|
+    / |D_run,q,n|. A query with no ranking is skipped; a query the reference lacks has no overlap (0)."""
     if not run:
         raise StageError("--run", "the run has no rankings")
     if not depths or min(depths) < 1:
@@ -136,9 +135,15 @@ def consistency_factor(run: Run, reference: Run, depths, reference_depth: int = 
     if reference_depth < 1:
         raise StageError("--reference-depth", f"must be at least 1, not {reference_depth}")
     pools = {qid: {doc for doc, _ in ranked[:reference_depth]} for qid, ranked in reference.items()}
-    factors = {}
-    for n in depths:
-        shares = [len(top & pools.get(qid, set())) / len(top)
-                  for qid, ranked in run.items() if (top := {doc for doc, _ in ranked[:n]})]
-        factors[n] = fmean(shares) if shares else None
-    return factors
+    return {n: {qid: len(top & pools.get(qid, set())) / len(top)
+                for qid, ranked in run.items() if (top := {doc for doc, _ in ranked[:n]})} for n in depths}
+
+
+def mean_shares(shares: dict[int, dict[str, float]]) -> dict[int, float | None]:
+    """C(f, n): each depth's mean over queries of consistency_shares; None where no query counts."""
+    return {n: fmean(by_query.values()) if by_query else None for n, by_query in shares.items()}
+
+
+def consistency_factor(run: Run, reference: Run, depths, reference_depth: int = 1000) -> dict[int, float | None]:
+    """RepBERT eq. 5 (see consistency_shares), averaged over queries."""
+    return mean_shares(consistency_shares(run, reference, depths, reference_depth))

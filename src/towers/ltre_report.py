@@ -16,7 +16,7 @@ import pandas as pd
 
 from .io import StageError, read_json, read_jsonl
 from .repbert_report import metric, paper_value
-from .tables import read_paper
+from .tables import WINDOW_FRACTION, cell, query_samples, read_paper, window_steps
 
 LABELS = {"rand": "Rand Neg", "bm25": "BM25 Neg", "nce": "NCE Neg", "bm25+rand": "BM25 + Rand Neg",
           "async": "Async ANN"}
@@ -69,11 +69,17 @@ def ndcg_note(rows: list[dict]) -> str:
     return "the paper's nDCG@10 is TREC DL 2019's (graded), here nDCG@10 of the same dev queries' qrels"
 
 
-def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def metric_cells(key: dict, row: dict, record: dict) -> list[dict]:
+    """The cells of a row's METRICS (nDCG@10 from the graded evaluation where the row has one)."""
+    return [cell(key, name, record[name], record[f"{name} paper"],
+                 query_samples([ndcg_source(row) if name == "nDCG@10" else row["eval"]], name)) for name in METRICS]
+
+
+def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'key', 'eval', 'graded'}; key 'BM25', a baseline chain, or 'ltre:<start chain>'; nDCG@10 from
     'graded' (a TREC DL evaluation of the same run's model) where given."""
     paper = paper_lookup(paper_csv, "table1")
-    records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table1", "profile": profile, "rows": {}}, []
     for row in rows:
         result = read_json(row["eval"])
         record = {"method": label(row["key"]), "key": row["key"], "profile": profile, "dev_queries": result["queries"]}
@@ -82,12 +88,13 @@ def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
             record[f"{name} paper"] = paper(row["key"], name)
         records.append(record)
         twin["rows"][row["key"]] = {name: record[name] for name in METRICS}
+        cells += metric_cells({"key": row["key"]}, row, record)
     frame = pd.DataFrame(records)
     frame["note"] = f"{note}; MRR@10 = RR@10 on the dev queries; {ndcg_note(rows)}"
-    return frame, twin
+    return frame, twin, cells
 
 
-def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'key', 'eval', 'steps', 'index', 'before'}: 'start:<chain>' (the fixed start, with the BM25
     index its negatives came from), 'async:<chain>' (ANCE) and 'ltre:<index>' rows; 'before' is the
     evaluation of what the index serves before training (BM25; the start model through the index)."""
@@ -95,7 +102,7 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     anchor = next((r for r in rows if r["key"].startswith("async:")), None)
     anchor_seconds = steps_seconds(anchor["steps"])[1] if anchor else None
     start_eval = next((r["eval"] for r in rows if r["key"].startswith("start:")), None)
-    records, twin = [], {"table": "table3", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table3", "profile": profile, "rows": {}}, []
     for row in rows:
         kind, _, name = row["key"].partition(":")
         steps, seconds = steps_seconds(row["steps"])
@@ -114,6 +121,16 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
             record[name_] = round(metric(row["eval"], name_), 4)
             record[f"{name_} paper"] = paper(row["key"], name_)
         records.append(record)
+        key = {"key": row["key"]}
+        cells += [cell(key, "index bytes", size, kind="count"),
+                  cell(key, "quality RR@10", record["quality RR@10"], record["quality RR@10 paper"],
+                       query_samples([before], "RR@10")),
+                  cell(key, "steps", steps, kind="count"),
+                  *metric_cells(key, {"eval": row["eval"]}, record)]
+        if kind != "start":   # the start's step log trained it, but the table times only what follows it
+            cells += [cell(key, "train seconds", record["train seconds"], record["hours paper"],
+                           {"kind": "steps", "file": str(row["steps"]), "field": "step_s"}, kind="timing"),
+                      cell(key, "speed-up", record["speed-up"], record["speed-up paper"], kind="timing")]
         twin["rows"][row["key"]] = {k: record[k] for k in ("index bytes", "quality RR@10", "train seconds", "speed-up",
                                                            *METRICS)}
     frame = pd.DataFrame(records)
@@ -121,13 +138,13 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
                      "(ANCE: its start through the exact index; BM25 Neg: BM25 through its Lucene index); train seconds: the step log's wall time on this "
                      "machine (ANCE's includes its re-encoding and re-indexing); speed-up = ANCE's seconds over "
                      "the row's; after-training metrics through the exact index")
-    return frame, twin
+    return frame, twin, cells
 
 
-def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'train', 'test', 'eval'}: the LTRe model trained with index `train`, searched through `test`."""
     paper = paper_lookup(paper_csv, "table4")
-    records, twin = [], {"table": "table4", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table4", "profile": profile, "rows": {}}, []
     for row in rows:
         key = f"{row['train']}|{row['test']}"
         record = {"train index": row["train"], "eval index": row["test"], "profile": profile,
@@ -135,9 +152,13 @@ def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
                   "RR@10": round(metric(row["eval"], "RR@10"), 4)}
         records.append(record)
         twin["rows"][key] = {"nDCG@10": record["nDCG@10"], "RR@10": record["RR@10"]}
+        labels = {"train index": row["train"], "eval index": row["test"]}
+        cells += [cell(labels, "nDCG@10", record["nDCG@10"], record["nDCG@10 paper"],
+                       query_samples([ndcg_source(row)], "nDCG@10")),
+                  cell(labels, "RR@10", record["RR@10"], samples=query_samples([row["eval"]], "RR@10"))]
     frame = pd.DataFrame(records)
     frame["note"] = f"{note}; {ndcg_note(rows)}"
-    return frame, twin
+    return frame, twin, cells
 
 
 def figure3_frame(runs: list[dict], depth: int) -> pd.DataFrame:
@@ -166,3 +187,20 @@ def smoothed(frame: pd.DataFrame, measure: str, window: int) -> pd.DataFrame:
 
 def window_for(frame: pd.DataFrame) -> int:
     return max(1, int(np.ceil(frame["step"].max() / 20)))
+
+
+def figure3_cells(frame: pd.DataFrame, runs: list[dict], depth: int) -> list[dict]:
+    """Each method's Figure 3 measures averaged over the first fifth, the last fifth and all of its steps, with
+    the step log as samples (one value a step: methods trained with the same seed see the same batches)."""
+    fields = {"MRR@10": "mrr@10_batch", f"R@{depth}": f"r@{depth}_batch", "BM25 overlap": "bm25_overlap",
+              "async overlap": "async_overlap"}
+    logs = {r["method"]: r["steps"] for r in runs}
+    cells = []
+    for method, part in frame.groupby("method", sort=False):
+        for window in ("first", "last", "all"):
+            chosen = part[window_steps(part["step"], window)]
+            for measure, field in fields.items():
+                cells.append(cell({"method": method, "window": window}, measure, round(float(chosen[measure].mean()), 5),
+                                  samples={"kind": "steps", "file": str(logs[method]), "field": field,
+                                           "window": window, "fraction": WINDOW_FRACTION}))
+    return cells

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from .io import StageError, read_json
-from .tables import read_paper
+from .tables import cell, query_samples, read_paper
 
 
 def paper_value(paper: pd.DataFrame, table: str, **key) -> float | None:
@@ -28,10 +28,10 @@ def metric(path, name: str) -> float:
     return result["metrics"][name]
 
 
-def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'method', 'eval', 'latency'}."""
     paper = read_paper(paper_csv, dtype=str)
-    records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table1", "profile": profile, "rows": {}}, []
     for row in rows:
         latency = read_json(row["latency"])
         hw = latency["hardware"]
@@ -39,40 +39,48 @@ def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
         for name in ("RR@10", "R@1000"):
             record[name] = round(metric(row["eval"], name), 4)
             record[f"{name} paper"] = paper_value(paper, "table1", method=row["method"], metric=name)
+            cells.append(cell({"method": row["method"]}, name, record[name], record[f"{name} paper"],
+                              query_samples([row["eval"]], name)))
         record["ms/query"] = latency["ms_per_query"]
         record["ms/query paper"] = paper_value(paper, "table1", method=row["method"], metric="ms/query")
+        cells.append(cell({"method": row["method"]}, "ms/query", record["ms/query"], record["ms/query paper"],
+                          {"kind": "latency", "file": str(row["latency"])}, kind="timing"))
         record["hardware"] = f"{hw['cpu']}, {hw['threads']} thread(s), {hw['device']}"
         records.append(record)
         twin["rows"][row["method"]] = {k: record[k] for k in ("RR@10", "R@1000", "ms/query")}
     frame = pd.DataFrame(records)
     frame["note"] = note + "; MRR@10 = RR@10; latency: one query at a time, encode + search, model and index loaded"
-    return frame, twin
+    return frame, twin, cells
 
 
-def table2(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def table2(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'method', 'depth', 'eval'} for the reranked runs."""
     paper = read_paper(paper_csv, dtype=str)
-    records, twin = [], {"table": "table2", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table2", "profile": profile, "rows": {}}, []
     for row in rows:
         value = round(metric(row["eval"], "RR@10"), 4)
         records.append({"first stage": row["method"], "depth": int(row["depth"]), "profile": profile,
                         "MRR@10": value,
                         "MRR@10 paper": paper_value(paper, "table2", method=row["method"], depth=row["depth"])})
         twin["rows"][f"{row['method']}/{row['depth']}"] = {"MRR@10": value}
+        cells.append(cell({"first stage": row["method"], "depth": row["depth"]}, "MRR@10", value,
+                          records[-1]["MRR@10 paper"], query_samples([row["eval"]], "RR@10")))
     frame = pd.DataFrame(records)
     frame["note"] = note + "; reranker: a cross-encoder over the first-stage run's top-k"
-    return frame, twin
+    return frame, twin, cells
 
 
-def fusion_table(table: str, rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def fusion_table(table: str, rows: list[dict], paper_csv, profile: str,
+                 note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Tables 3 (MRR@10) and 4 (R@1000): rows {'first', 'second', 'fusion', 'eval'}; a single run has
     second '' and fusion 'none'; the untruncated alternating merge adds R@2000 ('union')."""
     paper = read_paper(paper_csv, dtype=str)
     name = {"table3": "RR@10", "table4": "R@1000"}[table]
     alone = {r["first"]: metric(r["eval"], name) for r in rows if r["fusion"] == "none"}
-    records, twin = [], {"table": table, "profile": profile, "metric": name, "rows": {}}
+    records, twin, cells = [], {"table": table, "profile": profile, "metric": name, "rows": {}}, []
     for row in rows:
-        value = metric(row["eval"], "R@2000" if row["fusion"] == "union" else name)
+        measure = "R@2000" if row["fusion"] == "union" else name
+        value = metric(row["eval"], measure)
         label = "R@2000" if row["fusion"] == "union" else ("MRR@10" if name == "RR@10" else name)
         record = {"first": row["first"], "second": row["second"], "fusion": row["fusion"], "profile": profile,
                   "metric": label, "value": round(value, 4),
@@ -81,16 +89,25 @@ def fusion_table(table: str, rows: list[dict], paper_csv, profile: str, note: st
                   if row["fusion"] in ("none", "alternate") else None}
         records.append(record)
         twin["rows"]["/".join(x for x in (row["fusion"], row["first"], row["second"]) if x)] = {label: record["value"]}
+        cells.append(cell({k: row[k] for k in ("first", "second", "fusion")}, label, record["value"], record["paper"],
+                          query_samples([row["eval"]], measure)))
     frame = pd.DataFrame(records)
     frame["note"] = note + "; alternate = RepBERT eq. 6 (interleave, drop later duplicates, top 1000); union = " \
                            "the same without truncation; rrf k=60; combsum over min-max normalised scores"
-    return frame, twin
+    return frame, twin, cells
 
 
 def recall_curve(rows: list[dict], depths: list[int]) -> pd.DataFrame:
     """Figure 1a: R@k of each first-stage run; rows {'method', 'eval'}."""
     return pd.DataFrame([{"method": r["method"], "depth": k, "recall": round(metric(r["eval"], f"R@{k}"), 4)}
                          for r in rows for k in depths])
+
+
+def curve_cells(frame: pd.DataFrame, column: str, samples) -> list[dict]:
+    """A figure's points as cells: rows {method, depth}; `samples(method, depth)` says where each point's
+    per-query values are."""
+    return [cell({"method": r["method"], "depth": int(r["depth"])}, column, None if pd.isna(r[column]) else float(r[column]),
+                 samples=samples(r["method"], int(r["depth"]))) for _, r in frame.iterrows()]
 
 
 def plot(frame: pd.DataFrame, x: str, y: str, title: str, ax, log_x: bool = True) -> None:

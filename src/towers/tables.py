@@ -25,13 +25,48 @@ def paper_values(path, table: str) -> pd.DataFrame:
     return frame
 
 
+def query_samples(evals, measure: str, scale: float = 1.0) -> dict:
+    """Where a metric cell's per-query values are: evaluation JSONs (one per seed, averaged), the measure's name in
+    them, and the factor that turns it into the table's unit (100 for percent)."""
+    return {"kind": "queries", "files": [str(e) for e in evals], "measure": measure, "scale": scale}
+
+
+def cell(row: dict, column: str, value, paper=None, samples: dict | None = None, kind: str = "metric") -> dict:
+    """One number of a table, as the claims and the expected-value check read it (the stage's meta record):
+    the row's labels, the column, the value shown, the paper's value, where its samples come from, and its kind
+    (metric: ranking quality; count: a deterministic count or size; timing: seconds or milliseconds)."""
+    found = {"row": {k: row_label(v) for k, v in row.items()}, "column": column, "value": value, "kind": kind,
+             "paper": None if paper is None or pd.isna(paper) else float(paper)}
+    if samples:
+        found["samples"] = samples
+    return found
+
+
+def row_label(value) -> str:
+    """A row label as text; numbers the way a table shows them (0.1, 5, not 0.10 or 5.0)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# Claims on training curves (LTRe Figure 3) compare the start of training with its end: the first and the
+# last fifth of the steps
+WINDOW_FRACTION = 0.2
+
+
+def window_steps(steps: pd.Series, window: str) -> pd.Series:
+    """Which of a run's steps fall in its 'first' or 'last' fifth, or 'all' of it."""
+    span = max(1, int(np.ceil(WINDOW_FRACTION * steps.max())))
+    return {"first": steps <= span, "last": steps > steps.max() - span, "all": steps > 0}[window]
+
+
 def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, dataset: str,
-                note: str) -> tuple[pd.DataFrame, dict]:
+                note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'split','encoder','pretraining','eval': path to an evaluation JSON}.
 
     Metrics are reported in percent, like the paper; the paper's value sits in '<metric> paper'."""
     paper = paper_values(paper_csv, table).set_index(KEY)
-    records, twin = [], {"table": table, "profile": profile, "dataset": dataset, "rows": {}}
+    records, twin, cells = [], {"table": table, "profile": profile, "dataset": dataset, "rows": {}}, []
     for row in rows:
         result = read_json(row["eval"])
         record = {k: row[k] for k in KEY}
@@ -43,11 +78,13 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
             record[metric] = value
             record[f"{metric} paper"] = paper.loc[key, metric] if key in paper.index and metric in paper else None
             twin_row[metric] = value
+            cells.append(cell({k: row[k] for k in KEY}, metric, value, record[f"{metric} paper"],
+                              query_samples([row["eval"]], metric, 100)))
         records.append(record)
         twin["rows"]["/".join(key)] = twin_row
     frame = pd.DataFrame(records)
     frame["note"] = note   # the twin stays numeric for `dvc metrics`; the CSV carries the note
-    return frame, twin
+    return frame, twin, cells
 
 
 def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
@@ -81,7 +118,8 @@ SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]
 
 
 def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, note: str,
-                 compare: tuple[str, str] | None, test: str, alpha: float, exact_index: str) -> tuple[pd.DataFrame, dict]:
+                 compare: tuple[str, str] | None, test: str, alpha: float,
+                 exact_index: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: SEEDED_KEY fields plus 'evals' (one evaluation JSON per seed).
 
     Each metric gets the mean over seeds, its standard deviation and the paper's value; rows of
@@ -93,7 +131,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     paper = paper.set_index(["dataset", "split", "model", "margin"])
     summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
     by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
-    records, twin = [], {"table": table, "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": table, "profile": profile, "rows": {}}, []
     # the metrics twin names a row without its margin unless the margin is what tells rows apart
     # (Table 2), so `dvc metrics diff` pairs a row with itself when Table 1's margin is edited
     unmargined = {tuple(r[k] for k in SEEDED_KEY if k != "margin") for r in rows}
@@ -110,6 +148,8 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
             record[m] = round(mean[m], 2)
             record[f"{m} std"] = round(std[m], 2)
             record[f"{m} paper"] = float(paper.loc[paper_key, m]) if paper_key in paper.index else None
+            cells.append(cell({k: r[k] for k in SEEDED_KEY}, m, record[m], record[f"{m} paper"],
+                              query_samples(r["evals"], m, 100)))
             if compare and r["model"] == compare[0] and other is not None:
                 record[f"{m} p vs {compare[1]}"] = round(paired_p_value(per_query[m], other[2][m], test), 4)
             if r["index"] != exact_index and exact is not None:
@@ -122,20 +162,20 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
         twin["rows"]["/".join(str(r[k]) for k in twin_fields if r[k] != "")] = {m: record[m] for m in metrics}
     frame = pd.DataFrame(records)
     frame["note"] = f"{note}; test: {test}, two-sided, alpha {alpha}"
-    return frame, twin
+    return frame, twin, cells
 
 
 PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg query tokens",
                 "avg_doc_tokens": "avg doc tokens"}
 
 
-def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Chang et al. Table 1: one row per pre-training task, each statistic beside the paper's."""
     paper = read_paper(paper_csv)
     if "task" not in paper:
         raise StageError(paper_csv, "no 'task' column")
     paper = paper.set_index("task")
-    records, twin = [], {"table": "table1", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table1", "profile": profile, "rows": {}}, []
     for s in stats:
         task = s["task"].upper()
         record = {"task": task, "profile": profile}
@@ -143,11 +183,12 @@ def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[
             record[label] = round(s[key], 2)
             value = paper.loc[task, key] if task in paper.index else None
             record[f"{label} paper"] = None if value is None else int(value) if key in ("pairs", "tokens") else float(value)
+            cells.append(cell({"task": task}, label, record[label], record[f"{label} paper"], kind="count"))
         records.append(record)
         twin["rows"][task] = {label: record[label] for label in PAIR_COLUMNS.values()}
     frame = pd.DataFrame(records)
     frame["note"] = note
-    return frame, twin
+    return frame, twin, cells
 
 
 REQA_COLUMNS = {"queries": "queries", "candidates": "candidates", "tuples": "tuples",
@@ -158,7 +199,7 @@ REQA_DOC_TOKENS_NOTE = ("tokens: WordPiece of the dataset's tokenizer (the profi
                         " averaged over candidates")
 
 
-def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict]:
+def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Chang et al. Table 2: one row per (dataset, paper dataset), each ReQA statistic beside the paper's.
 
     rows: {'dataset', 'paper_dataset', 'stats': a reqa-statistics JSON}. A dataset standing in for
@@ -168,7 +209,7 @@ def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd
     if missing:
         raise StageError(paper_csv, f"no {missing[0]!r} column")
     paper = paper.set_index("dataset")
-    records, twin = [], {"table": "table2", "profile": profile, "rows": {}}
+    records, twin, cells = [], {"table": "table2", "profile": profile, "rows": {}}, []
     for row in rows:
         stats = read_json(row["stats"])
         absent = [k for k in REQA_COLUMNS if not isinstance(stats, dict) or k not in stats]
@@ -181,20 +222,22 @@ def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd
         for key, label in REQA_COLUMNS.items():
             record[label] = int(stats[key]) if key in REQA_COUNTS else round(float(stats[key]), 2)
             record[f"{label} paper"] = int(values[key]) if key in REQA_COUNTS else float(values[key])
+            cells.append(cell({"dataset": row["dataset"], "paper_dataset": row["paper_dataset"]}, label, record[label],
+                              record[f"{label} paper"], kind="count"))
         stands_in = (f"; {row['dataset']} stands in for {values['name']}"
                      if row["dataset"] != row["paper_dataset"] else "")
         record["note"] = f"{note}{stands_in}; {REQA_DOC_TOKENS_NOTE}"
         records.append(record)
         key = f"{row['dataset']}/{row['paper_dataset']}"
         twin["rows"][key] = {label: record[label] for label in REQA_COLUMNS.values()}
-    return pd.DataFrame(records), twin
+    return pd.DataFrame(records), twin, cells
 
 
 ABLATION_KEY = ["index", "layers", "pretraining", "emb_dim"]
 
 
 def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, dataset: str,
-                   note: str) -> tuple[pd.DataFrame, dict]:
+                   note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Chang et al. Table 5: one row per ablation configuration (index, layers, pre-training, embedding
     dimension), `metric` for each split beside the paper's. rows: ABLATION_KEY, 'split', 'eval'.
     The paper's row is found by index, since a scaled-down profile changes layers and dimensions."""
@@ -204,6 +247,7 @@ def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, datas
     paper = paper.set_index(paper["index"].astype(str))
     records: dict[str, dict] = {}
     twin = {"table": "table5", "profile": profile, "dataset": dataset, "metric": metric, "rows": {}}
+    cells = []
     for row in rows:
         record = records.setdefault(row["index"], {**{k: row[k] for k in ABLATION_KEY}, "profile": profile,
                                                    "dataset": dataset})
@@ -214,8 +258,10 @@ def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, datas
         record[f"{metric} {row['split']}"] = value
         has_paper = row["index"] in paper.index and row["split"] in paper
         record[f"{metric} {row['split']} paper"] = float(paper.loc[row["index"], row["split"]]) if has_paper else None
+        cells.append(cell({k: row[k] for k in ABLATION_KEY}, f"{metric} {row['split']}", value,
+                          record[f"{metric} {row['split']} paper"], query_samples([row["eval"]], metric, 100)))
         twin["rows"].setdefault(f"{row['index']}/{row['layers']}/{row['pretraining']}/{row['emb_dim']}", {})[
             f"{metric} {row['split']}"] = value
     frame = pd.DataFrame(list(records.values()))
     frame["note"] = note
-    return frame, twin
+    return frame, twin, cells

@@ -210,7 +210,7 @@ def fuse_runs(a):
        arg("--out", required=True))
 def consistency(a):
     """RepBERT eq. 5: the share of a run's top-n documents that the reference run also retrieves."""
-    from ..fusion import consistency_factor
+    from ..fusion import consistency_shares, mean_shares
 
     run, reference = load_runs([a.run, a.reference])
     if a.queries:
@@ -218,8 +218,11 @@ def consistency(a):
         run = {qid: ranked for qid, ranked in run.items() if qid in wanted}
         if not run:
             raise StageError(a.run, f"none of its queries is in {a.queries}")
-    factors = {str(n): value for n, value in consistency_factor(run, reference, a.depths, a.reference_depth).items()}
-    write_json(a.out, {"depths": factors, "queries": len(run)})
+    shares = consistency_shares(run, reference, a.depths, a.reference_depth)
+    factors = {str(n): value for n, value in mean_shares(shares).items()}
+    # per query too: the claims compare runs query by query
+    write_json(a.out, {"depths": factors, "queries": len(run),
+                       "per_query": {str(n): by_query for n, by_query in shares.items()}})
     return a.out, {"queries": len(run), "depths": factors}
 
 
@@ -234,7 +237,8 @@ def latency(a):
     from .. import latency as measure
 
     set_threads(a.threads)
-    texts = list(read_queries(a.queries).values())[:a.limit or None]
+    queries = dict(list(read_queries(a.queries).items())[:a.limit or None])
+    texts = list(queries.values())
     if not texts:
         raise StageError(a.queries, "no queries")
     if not Path(a.index).exists():
@@ -245,6 +249,7 @@ def latency(a):
         if not a.model:
             raise StageError("--model", "dense latency needs the model folder")
         seconds = measure.dense(a.model, a.index, texts, a.depth, a.nprobe)
-    result = {"method": a.method, "depth": a.depth, **measure.summary(seconds), "hardware": measure.hardware(a.threads)}
+    result = {"method": a.method, "depth": a.depth, **measure.summary(seconds), "hardware": measure.hardware(a.threads),
+              "per_query_ms": {qid: round(1000 * s, 4) for qid, s in zip(queries, seconds)}}
     write_json(a.out, result)
-    return a.out, {k: v for k, v in result.items() if k != "hardware"}
+    return a.out, {k: v for k, v in result.items() if k not in ("hardware", "per_query_ms")}

@@ -28,12 +28,14 @@ def parse_rows(specs: list[str], fields: list[str], may_be_empty=()) -> list[dic
     return rows
 
 
-def write_table(frame, twin: dict, csv_path, json_path):
-    """A paper table as CSV, and its numeric JSON twin for `dvc metrics`."""
+def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
+    """A paper table as CSV, and its numeric JSON twin for `dvc metrics`; its cells (what each number is and
+    where its per-query values come from: towers.tables.cell) go to the stage's meta record, where the claims
+    and the expected-value check read them."""
     with atomic_path(csv_path) as tmp:
         frame.to_csv(tmp, index=False)
     write_json(json_path, twin)
-    return csv_path, {"rows": len(frame)}
+    return csv_path, {"rows": len(frame), "cells": cells}
 
 
 @stage("table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
@@ -44,8 +46,7 @@ def table(a):
     from ..tables import build_table
 
     rows = parse_rows(a.row, ["split", "encoder", "pretraining", "eval"])
-    frame, twin = build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note)
-    return write_table(frame, twin, a.csv, a.json)
+    return write_table(*build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note), a.csv, a.json)
 
 
 @stage("reqa-statistics", arg("--candidates", required=True), arg("--queries", required=True),
@@ -83,8 +84,8 @@ def reqa_table(a):
     """Chang et al. Table 2: ReQA statistics beside the paper's."""
     from ..tables import reqa_table as build
 
-    frame, twin = build(parse_rows(a.row, ["dataset", "paper_dataset", "stats"]), a.paper, a.profile, a.note)
-    return write_table(frame, twin, a.csv, a.json)
+    return write_table(*build(parse_rows(a.row, ["dataset", "paper_dataset", "stats"]), a.paper, a.profile, a.note),
+                       a.csv, a.json)
 
 
 @stage("pairs-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
@@ -94,8 +95,7 @@ def pairs_table(a):
     """Chang et al. Table 1: pre-training pair statistics beside the paper's."""
     from ..tables import pairs_table as build
 
-    frame, twin = build([read_json(path) for path in a.stats], a.paper, a.profile, a.note)
-    return write_table(frame, twin, a.csv, a.json)
+    return write_table(*build([read_json(path) for path in a.stats], a.paper, a.profile, a.note), a.csv, a.json)
 
 
 @stage("ablation-table", arg("--paper", required=True), arg("--profile", required=True), arg("--dataset", required=True),
@@ -106,9 +106,8 @@ def ablation_table(a):
     """Chang et al. Table 5: one metric per split for each ablation configuration, beside the paper's."""
     from ..tables import ABLATION_KEY, ablation_table as build
 
-    frame, twin = build(parse_rows(a.row, ABLATION_KEY + ["split", "eval"]), a.paper, a.metric, a.profile,
-                        a.dataset, a.note)
-    return write_table(frame, twin, a.csv, a.json)
+    return write_table(*build(parse_rows(a.row, ABLATION_KEY + ["split", "eval"]), a.paper, a.metric, a.profile,
+                              a.dataset, a.note), a.csv, a.json)
 
 
 @stage("seeded-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
@@ -127,8 +126,8 @@ def seeded_table(a):
         row["evals"] = row["evals"].split(",")
         row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
     compare = tuple(a.compare.split("|")) if a.compare else None
-    frame, twin = build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha, a.exact_index)
-    return write_table(frame, twin, a.csv, a.json)
+    return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha,
+                              a.exact_index), a.csv, a.json)
 
 
 REPBERT_ROWS = {"table1": ["method", "eval", "latency"], "table2": ["method", "depth", "eval"],
@@ -151,10 +150,8 @@ def repbert_table(a):
 
     rows = parse_rows(a.row, REPBERT_ROWS[a.table], may_be_empty=["second"])
     if a.table in ("table3", "table4"):
-        frame, twin = report.fusion_table(a.table, rows, a.paper, a.profile, a.note)
-    else:
-        frame, twin = getattr(report, a.table)(rows, a.paper, a.profile, a.note)
-    return write_table(frame, twin, a.csv, a.json)
+        return write_table(*report.fusion_table(a.table, rows, a.paper, a.profile, a.note), a.csv, a.json)
+    return write_table(*getattr(report, a.table)(rows, a.paper, a.profile, a.note), a.csv, a.json)
 
 
 @stage("repbert-figure", arg("--figure", required=True, choices=["figure1", "figure2"]), arg("--note", required=True),
@@ -168,21 +165,28 @@ def repbert_figure(a):
     import pandas as pd
 
     from .. import repbert_report as report
+    from ..tables import query_samples
 
     if a.figure == "figure1":
-        recall = report.recall_curve(parse_rows(a.recall, ["method", "eval"]), a.depths)
+        first = {r["method"]: r["eval"] for r in parse_rows(a.recall, ["method", "eval"])}
+        recall = report.recall_curve([{"method": m, "eval": e} for m, e in first.items()], a.depths)
+        reranked_rows = parse_rows(a.rerank, ["method", "depth", "eval"])
         reranked = pd.DataFrame([{"method": r["method"], "depth": int(r["depth"]),
-                                  "MRR@10": round(report.metric(r["eval"], "RR@10"), 4)}
-                                 for r in parse_rows(a.rerank, ["method", "depth", "eval"])])
+                                  "MRR@10": round(report.metric(r["eval"], "RR@10"), 4)} for r in reranked_rows])
         panels = [(recall, "depth", "recall", "(a) first-stage recall"),
                   (reranked, "depth", "MRR@10", "(b) reranking MRR@10")]
+        by_depth = {(r["method"], int(r["depth"])): r["eval"] for r in reranked_rows}
+        cells = report.curve_cells(recall, "recall", lambda m, d: query_samples([first[m]], f"R@{d}")) + \
+            report.curve_cells(reranked, "MRR@10", lambda m, d: query_samples([by_depth[m, d]], "RR@10"))
     else:
         rows = parse_rows(a.consistency, ["method", "json"])
         frame = pd.DataFrame([{"method": r["method"], "depth": int(n), "C": value}
                               for r in rows for n, value in read_json(r["json"])["depths"].items()])
         panels = [(frame, "depth", "C", "consistency with BM25's top 1000")]
+        sources = {r["method"]: r["json"] for r in rows}
+        cells = report.curve_cells(frame, "C", lambda m, d: {"kind": "consistency", "file": sources[m], "depth": str(d)})
     report.save_figure(panels, a.csv, a.png, a.note)
-    return a.csv, {"panels": len(panels)}
+    return a.csv, {"panels": len(panels), "cells": cells}
 
 
 LTRE_ROWS = {"table1": ["key", "eval", "graded"], "table3": ["key", "eval", "steps", "index", "before"],
@@ -195,8 +199,7 @@ def ltre_table(a):
     from .. import ltre_report as report
 
     rows = parse_rows(a.row, LTRE_ROWS[a.table], may_be_empty=["before", "graded"])
-    frame, twin = getattr(report, a.table)(rows, a.paper, a.profile, a.note)
-    return write_table(frame, twin, a.csv, a.json)
+    return write_table(*getattr(report, a.table)(rows, a.paper, a.profile, a.note), a.csv, a.json)
 
 
 @stage("ltre-figure", arg("--run", required=True, action="append", help="method|step log of train-ltre"),
@@ -207,14 +210,16 @@ def ltre_figure(a):
     from .. import ltre_report as report
     from ..repbert_report import save_figure
 
-    frame = report.figure3_frame(parse_rows(a.run, ["method", "steps"]), a.probe_depth)
+    runs = parse_rows(a.run, ["method", "steps"])
+    frame = report.figure3_frame(runs, a.probe_depth)
     window = report.window_for(frame)
     titles = {"MRR@10": "(a) MRR@10", f"R@{a.probe_depth}": f"(b) R@{a.probe_depth}",
               "BM25 overlap": f"(c) overlap with BM25's top {a.probe_depth}",
               "async overlap": f"(d) overlap with the async top {a.probe_depth}"}
     panels = [(report.smoothed(frame, measure, window), "step", measure, title) for measure, title in titles.items()]
     save_figure(panels, a.csv, a.png, f"{a.note}; batch values, running mean over {window} steps", log_x=False)
-    return a.csv, {"methods": int(frame["method"].nunique()), "steps": int(frame["step"].max())}
+    return a.csv, {"methods": int(frame["method"].nunique()), "steps": int(frame["step"].max()),
+                   "cells": report.figure3_cells(frame, runs, a.probe_depth)}
 
 
 @stage("report", arg("--table", action="append", default=[], help="a results CSV (repeatable)"),
@@ -233,3 +238,93 @@ def report(a):
     html_report.draw_rulegraph(dot, Path(a.dag_png))
     html_report.write(tables, figures, Path(a.dag_png), Path(a.out), a.title, a.note)
     return a.out, {"tables": len(tables), "figures": len(figures)}
+
+
+def named_tables(specs: list[str]) -> dict[str, Path]:
+    """--table values 'name=path' (e.g. chang2020/table3=results/chang2020/table3.csv)."""
+    tables = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise StageError("--table", f"{spec!r} is not 'name=path of a table CSV'")
+        tables[name] = require_file(path)
+    return tables
+
+
+TABLES_ARG = arg("--table", required=True, action="append", help="name=CSV of a table or figure (repeatable)")
+
+
+@stage("claims", arg("--claims", required=True, nargs="+", help="claims files (data/papers/<paper>.claims.yaml)"),
+       arg("--schema", required=True, help="workflow/schemas/claims.schema.yaml"), TABLES_ARG,
+       arg("--profile", required=True), arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]),
+       arg("--alpha", type=float, default=0.05), arg("--csv", required=True), arg("--json", required=True))
+def claims(a):
+    """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict."""
+    import pandas as pd
+
+    from .. import claims as checker
+
+    if not 0 < a.alpha < 1:
+        raise StageError("--alpha", f"must lie between 0 and 1, not {a.alpha}")
+    documents = [checker.load_claims(path, a.schema) for path in a.claims]
+    records = checker.evaluate(documents, checker.load_cells(named_tables(a.table)), a.test, a.alpha)
+    frame = pd.DataFrame(records)
+    frame.insert(2, "profile", a.profile)
+    twin = {"profile": a.profile, "papers": {}}
+    for (paper, claim), part in frame.groupby(["paper", "claim"], sort=False):
+        counts = twin["papers"].setdefault(paper, {v: 0 for v in checker.VERDICTS})
+        counts[part["claim verdict"].iloc[0]] += 1
+    with atomic_path(a.csv) as tmp:
+        frame.to_csv(tmp, index=False)
+    write_json(a.json, twin)
+    return a.csv, {"claims": int(frame.groupby(["paper", "claim"]).ngroups), "parts": len(frame),
+                   **{f"claims {v}": sum(c[v] for c in twin["papers"].values()) for v in checker.VERDICTS}}
+
+
+@stage("expected", TABLES_ARG, arg("--basis", default="estimate", choices=["estimate", "exact"],
+                                   help="estimate: tolerances from seeds and bootstrap; exact: deterministic runs"),
+       arg("--z", type=float, default=2.0, help="tolerance = z standard errors"), arg("--out", required=True))
+def expected(a):
+    """Expected values and tolerances of every cell of a finished run (data/expected/<profile>.csv)."""
+    from .. import checks
+    from ..claims import load_cells
+
+    frame = checks.expected_values(load_cells(named_tables(a.table)), a.basis, a.z)
+    with atomic_path(a.out) as tmp:
+        frame.to_csv(tmp, index=False)
+    return a.out, {"cells": len(frame), **frame["basis"].str.split(":").str[0].value_counts().to_dict()}
+
+
+@stage("check", TABLES_ARG, arg("--expected", required=True, help="data/expected/<profile>.csv or a paper policy"),
+       arg("--csv", required=True), arg("--quiet", action="store_true", help="print only cells that are not OK"))
+def check(a):
+    """Every cell against its expected value: [OK], [OKish], [FAIL] with the difference, both ways."""
+    from .. import checks
+    from ..claims import load_cells
+
+    report = checks.check(load_cells(named_tables(a.table)), checks.read_expected(a.expected))
+    for _, row in report.iterrows():
+        if not a.quiet or row["status"] != "OK":
+            print(checks.line(row))
+    with atomic_path(a.csv) as tmp:
+        report.to_csv(tmp, index=False)
+    print(f"check against {a.expected}: {checks.summary(report)}")
+    return a.csv, {"cells": len(report), **report["status"].value_counts().to_dict()}
+
+
+@stage("check-status", arg("--csv", required=True, help="results/check.csv"))
+def check_status(a):
+    """Fail (exit 1) when a cell of the check FAILed or went MISSING."""
+    import pandas as pd
+
+    from .. import checks
+
+    report = pd.read_csv(require_file(a.csv), keep_default_na=False, na_values={"difference": [""]})
+    bad = checks.failures(report)
+    summary = checks.summary(report)
+    if len(bad):
+        cells = "; ".join(f"{r['table']} [{r['row']}] {r['column']}" for _, r in bad.head(5).iterrows())
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise StageError(a.csv, f"{len(bad)} cells outside their tolerance ({summary}): {cells}{more}")
+    print(f"check passed: {summary}")
+    return None, {"cells": len(report)}

@@ -1,0 +1,572 @@
+"""A paper's findings as checkable statements, tested on the tables a profile made.
+
+A claims file (data/papers/<paper>.claims.yaml) lists each finding with its source in the paper and the
+table cells it compares. Each claim expands into comparisons ("parts": one per split, metric, row, ...);
+each part tests a difference of per-query values (seeds averaged, as the tables average them) with a paired
+test from scipy, two-sided, Holm-corrected over all parts of the paper (statsmodels), and gets a verdict:
+
+  holds                          significant, in the claimed direction
+  same direction, not significant
+  not supported                  no difference, or the other direction without significance
+  contradicted                   significant, in the other direction
+  not measurable                 the profile lacks a cell the claim needs (or the claim says why)
+
+A claim's verdict is its weakest part's. Every part is also worked out on the paper's own numbers, so a
+claims file that misreads the paper shows up (column 'paper agrees').
+
+Where the cells come from: every table stage writes its cells (towers.tables.cell) into its meta record:
+the row's labels, the column, the value shown, the paper's value and where the per-query values are."""
+from __future__ import annotations
+
+import fnmatch
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .io import StageError, read_json, read_jsonl
+from .tables import window_steps
+
+VERDICTS = ["holds", "same direction, not significant", "not supported", "contradicted", "not measurable"]
+FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
+
+
+# --- the cells of a profile's tables ---------------------------------------------------------------------
+
+def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
+    """Table name (e.g. 'chang2020/table3') -> its cells, from '<csv>.meta.json'."""
+    found = {}
+    for name, csv in tables.items():
+        meta = Path(f"{csv}.meta.json")
+        record = read_json(meta)
+        if "cells" not in record:
+            raise StageError(meta, "no cells in this meta record (made before tables recorded them: rebuild the table)")
+        found[name] = record["cells"]
+    return found
+
+
+def matches(row: dict, selector: dict) -> bool:
+    """A row's labels against a selector: every key present and equal (a list: any of its values)."""
+    for key, wanted in selector.items():
+        values = [str(v) for v in wanted] if isinstance(wanted, list) else [str(wanted)]
+        if key not in row or row[key] not in values:
+            return False
+    return True
+
+
+class Missing(Exception):
+    """A cell a claim needs is not in this profile's tables: the part is not measurable."""
+
+
+@dataclass
+class Term:
+    """One side of a comparison: a cell, or the difference of two (a gain). Values are in the table's unit."""
+    label: str
+    value: float | None
+    paper: float | None
+    samples: dict[str, float] | None   # key (query, step) -> value; None when the cell has no per-item values
+    sources: tuple = ()
+    pairing: str = "queries"
+
+
+def pick(cells: dict[str, list[dict]], table: str, selector: dict, column: str) -> dict:
+    if table not in cells:
+        raise Missing(f"{table} is not built in this profile")
+    found = [c for c in cells[table] if c["column"] == column and matches(c["row"], selector)]
+    if not found:
+        shown = ", ".join(f"{k}={v}" for k, v in selector.items())
+        raise Missing(f"no {column} of {shown} in {table}")
+    if len(found) > 1:
+        raise StageError(table, f"the selector {selector} matches {len(found)} rows for {column}; narrow it")
+    return found[0]
+
+
+_SAMPLES: dict = {}
+
+
+def samples_of(source: dict) -> dict[str, float]:
+    """A cell's per-item values (cached: many parts read the same evaluation)."""
+    key = repr(sorted(source.items()))
+    if key not in _SAMPLES:
+        _SAMPLES[key] = _read_samples(source)
+    return _SAMPLES[key]
+
+
+def _read_samples(source: dict) -> dict[str, float]:
+    kind = source["kind"]
+    if kind == "queries":   # evaluation JSONs, one per seed: each query's value averaged over seeds
+        per_file = []
+        for path in source["files"]:
+            result = read_json(path)
+            per_query = result.get("per_query", {})
+            if any(source["measure"] not in values for values in per_query.values()):
+                raise StageError(path, f"no per-query {source['measure']}")
+            per_file.append({q: v[source["measure"]] for q, v in per_query.items()})
+        qids = set(per_file[0])
+        if any(set(p) != qids for p in per_file[1:]):
+            raise StageError(source["files"][0], "the seeds' evaluations cover different queries")
+        return {q: source["scale"] * float(np.mean([p[q] for p in per_file])) for q in sorted(qids)}
+    if kind == "latency":
+        result = read_json(source["file"])
+        if "per_query_ms" not in result:
+            raise StageError(source["file"], "no per-query times (made before latency recorded them: rerun it)")
+        return {q: float(v) for q, v in result["per_query_ms"].items()}
+    if kind == "consistency":
+        result = read_json(source["file"])
+        if "per_query" not in result:
+            raise StageError(source["file"], "no per-query consistency (made before it was recorded: rerun it)")
+        return {q: float(v) for q, v in result["per_query"][source["depth"]].items()}
+    if kind == "steps":
+        import pandas as pd
+
+        log = pd.DataFrame(list(read_jsonl(source["file"])))
+        if source["field"] not in log:
+            raise StageError(source["file"], f"no {source['field']} in this step log")
+        chosen = log[window_steps(log["step"], source.get("window", "all"))]
+        return {str(int(s)): float(v) for s, v in zip(chosen["step"], chosen[source["field"]])}
+    raise StageError("cells", f"unknown kind of samples {kind!r}")
+
+
+def cell_term(cells, table: str, selector: dict, column: str) -> Term:
+    found = pick(cells, table, selector, column)
+    source = found.get("samples")
+    pairing = {"steps": "steps", None: "none"}.get(source and source["kind"], "queries")
+    label = "/".join(f"{v}" for v in selector.values()) or table
+    return Term(label=label, value=found["value"], paper=found.get("paper"),
+                samples=samples_of(source) if source else None, sources=(repr(source),), pairing=pairing)
+
+
+def difference(a: Term, b: Term, label: str | None = None) -> Term:
+    """a - b, item by item (their common items)."""
+    samples = None
+    if a.samples is not None and b.samples is not None:
+        common = [k for k in a.samples if k in b.samples]
+        samples = {k: a.samples[k] - b.samples[k] for k in common}
+    return Term(label=label or f"({a.label} - {b.label})", value=_minus(a.value, b.value),
+                paper=_minus(a.paper, b.paper), samples=samples, sources=a.sources + ("-",) + b.sources,
+                pairing=a.pairing)
+
+
+def _minus(a, b):
+    return None if a is None or b is None else a - b
+
+
+# --- statistics ---------------------------------------------------------------------------------------
+
+@dataclass
+class Test:
+    """A difference's test: the claimed direction is 'higher minus lower (minus a shift) is above zero'."""
+    name: str
+    n: int
+    pairing: str
+    effect: float | None           # mean difference, in the table's unit (before the shift)
+    effect_size: float | None
+    effect_size_name: str
+    p: float | None
+
+
+def test_difference(higher: Term, lower: Term, shift: float, test: str) -> Test:
+    """Is higher - lower - shift above zero? Paired over common items (queries, steps); unpaired when the two
+    sides share none (different test sets); no test when a side has no per-item values."""
+    from scipy import stats
+
+    if higher.samples is None or lower.samples is None:
+        return Test("none (no per-item values)", 0, "none", _minus(higher.value, lower.value), None, "", None)
+    common = [k for k in higher.samples if k in lower.samples]
+    if common:
+        d = np.array([higher.samples[k] - lower.samples[k] for k in common])
+        shifted = d - shift
+        if len(d) < 2 or np.allclose(shifted, 0):
+            return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), 0.0, _paired_size(test), 1.0)
+        if np.allclose(shifted, shifted[0]):   # the same difference everywhere: no doubt about its sign
+            return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), float(np.sign(shifted[0])),
+                        _paired_size(test), 0.0)
+        if test == "wilcoxon":
+            p = float(stats.wilcoxon(shifted, zero_method="wilcox").pvalue)
+            size = rank_biserial(shifted)
+        else:
+            p = float(stats.ttest_1samp(shifted, 0.0).pvalue)
+            size = float(shifted.mean() / shifted.std(ddof=1)) if shifted.std(ddof=1) > 0 else 0.0
+        return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), size, _paired_size(test), p)
+    a = np.array(list(higher.samples.values())) - shift
+    b = np.array(list(lower.samples.values()))
+    effect = float(a.mean() + shift - b.mean()) if len(a) and len(b) else None
+    if len(a) < 2 or len(b) < 2:   # nothing to test: never significant
+        return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, None, "", 1.0)
+    if np.allclose(np.concatenate([a, b]), a[0]):
+        return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, 0.0, "", 1.0)
+    if test == "wilcoxon":
+        result = stats.mannwhitneyu(a, b, alternative="two-sided")
+        size, size_name = float(2 * result.statistic / (len(a) * len(b)) - 1), "rank-biserial r"
+    else:
+        result = stats.ttest_ind(a, b, equal_var=False)
+        pooled = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
+        size, size_name = (float((a.mean() - b.mean()) / pooled) if pooled > 0 else 0.0), "Cohen's d"
+    return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, size, size_name, float(result.pvalue))
+
+
+def _paired_name(test: str) -> str:
+    return {"wilcoxon": "Wilcoxon signed-rank, two-sided", "ttest": "paired t, two-sided"}[test]
+
+
+def _paired_size(test: str) -> str:
+    return {"wilcoxon": "rank-biserial r", "ttest": "Cohen's d_z"}[test]
+
+
+def _unpaired_name(test: str) -> str:
+    return {"wilcoxon": "Mann-Whitney U, two-sided", "ttest": "Welch t, two-sided"}[test]
+
+
+def rank_biserial(d: np.ndarray) -> float:
+    """Matched-pairs rank-biserial correlation of non-zero differences: (R+ - R-) / (R+ + R-)."""
+    from scipy.stats import rankdata
+
+    nonzero = d[d != 0]
+    if not len(nonzero):
+        return 0.0
+    ranks = rankdata(np.abs(nonzero))
+    return float((ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum())
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-adjusted p-values (statsmodels)."""
+    from statsmodels.stats.multitest import multipletests
+
+    if not p_values:
+        return []
+    return [float(p) for p in multipletests(p_values, method="holm")[1]]
+
+
+def verdict(shifted_effect: float | None, p_adjusted: float | None, alpha: float) -> str:
+    """A part's verdict from its effect beyond the claimed bound (positive = the claimed direction)."""
+    if shifted_effect is None:
+        return "not measurable"
+    if p_adjusted is None:   # no per-item values: a deterministic comparison
+        return "holds" if shifted_effect > 0 else "contradicted"
+    if p_adjusted < alpha and shifted_effect != 0:
+        return "holds" if shifted_effect > 0 else "contradicted"
+    return "same direction, not significant" if shifted_effect > 0 else "not supported"
+
+
+def weakest(verdicts: list[str]) -> str:
+    """A claim's verdict: its weakest measurable part (not measurable only when no part is)."""
+    measured = [v for v in verdicts if v != "not measurable"]
+    if not measured:
+        return "not measurable"
+    order = ["contradicted", "not supported", "same direction, not significant", "holds"]
+    return next(v for v in order if v in measured)
+
+
+# --- claims -> parts ----------------------------------------------------------------------------------
+
+@dataclass
+class Part:
+    """One comparison of a claim: higher - lower - shift > 0 is what the paper says."""
+    claim: dict
+    where: str                      # the group and metric it is about
+    higher: Term | None = None
+    lower: Term | None = None
+    shift: float = 0.0
+    bound: str = ""                 # what the shift means ("by at least 5", "within 0.02")
+    missing: str = ""               # why it cannot be measured
+    test: Test | None = None
+    p_adjusted: float | None = None
+    duplicate_of: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def signature(self) -> tuple:
+        return (self.higher.sources, self.lower.sources, self.shift) if self.higher and self.lower else ()
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def expand(claim: dict, cells: dict[str, list[dict]]) -> list[Part]:
+    """A claim's parts on this profile's cells: one per metric (globs allowed), group of `for_each` values and
+    comparison the claim's form makes."""
+    if claim.get("not_measurable"):
+        return [Part(claim, "", missing=claim["not_measurable"])]
+    tables = as_list(claim.get("tables") or claim.get("table"))
+    parts = []
+    for table in tables:
+        if table not in cells:
+            parts.append(Part(claim, table, missing=f"{table} is not built in this profile"))
+            continue
+        for column in columns_of(cells[table], claim["metrics"]):
+            for group in groups(cells[table], claim, column):
+                where = ", ".join([table, *(f"{k}={v}" for k, v in group.items()), column])
+                parts += form_parts(claim, cells, table, group, column, where)
+        if not any(p.where.startswith(table) for p in parts):
+            parts.append(Part(claim, table, missing=f"no cell of {table} matches the claim's metrics and rows"))
+    return parts
+
+
+def columns_of(table_cells: list[dict], patterns: list[str]) -> list[str]:
+    """The table's columns that the claim's metric names (or glob patterns, e.g. 'R@100 *') match, in order."""
+    present = list(dict.fromkeys(c["column"] for c in table_cells))
+    return [c for c in present if any(fnmatch.fnmatchcase(c, p) for p in patterns)]
+
+
+def groups(table_cells: list[dict], claim: dict, column: str) -> list[dict]:
+    """Each combination of the claim's `for_each` labels present in the table (with `where` applied)."""
+    keys = claim.get("for_each", [])
+    where = claim.get("where", {})
+    seen = []
+    for c in table_cells:
+        if c["column"] == column and matches(c["row"], where) and all(k in c["row"] for k in keys):
+            group = {k: c["row"][k] for k in keys}
+            if group not in seen:
+                seen.append(group)
+    return seen or ([{}] if not keys else [])
+
+
+def term(cells, claim: dict, default_table: str, group: dict, column: str, spec) -> Term:
+    """A side of a comparison: a selector (row labels; 'table' and 'column' may differ from the claim's), or
+    {'gain': [selector, selector]} for a difference of two cells."""
+    if isinstance(spec, dict) and "gain" in spec:
+        a, b = (term(cells, claim, default_table, group, column, s) for s in spec["gain"])
+        return difference(a, b)
+    spec = dict(spec)
+    table = spec.pop("table", default_table)
+    chosen = spec.pop("column", column)
+    labels = {k for c in cells.get(table, []) for k in c["row"]}   # another table may not have the group's labels
+    shared = {**claim.get("where", {}), **group}
+    context = {k: v for k, v in shared.items() if k not in spec and k in labels}
+    # '$label' stands for the group's value of that label (a row of another table named differently)
+    spec = {k: shared.get(v[1:], v) if isinstance(v, str) and v.startswith("$") else v for k, v in spec.items()}
+    selector = {**context, **spec}
+    found = cell_term(cells, table, selector, chosen)
+    found.label = "/".join(str(v) for v in spec.values()) or found.label
+    return found
+
+
+def form_parts(claim: dict, cells, table: str, group: dict, column: str, where: str) -> list[Part]:
+    """The comparisons a claim's form makes in one group."""
+    parts = []
+
+    def add(higher_spec, lower_spec, shift=0.0, bound="", **extra):
+        part = Part(claim, where, shift=shift, bound=bound, extra=extra)
+        try:
+            part.higher = term(cells, claim, table, group, column, higher_spec)
+            part.lower = term(cells, claim, table, group, column, lower_spec)
+        except Missing as why:
+            part.missing = str(why)
+        parts.append(part)
+
+    if "higher" in claim:
+        for higher in as_list(claim["higher"]):
+            for lower in as_list(claim["lower"]):
+                add(higher, lower, claim.get("by", 0.0), f"by at least {claim['by']}" if claim.get("by") else "")
+    elif "order" in claim:
+        for higher, lower in zip(claim["order"], claim["order"][1:]):
+            add(higher, lower)
+    elif "not_worse" in claim:
+        for than in as_list(claim["than"]):
+            add(claim["not_worse"], than, -claim["within"], f"not worse by more than {claim['within']}")
+    elif "ratio" in claim:
+        parts += ratio_parts(claim, cells, table, group, column, where)
+    elif "sweep" in claim:
+        parts += sweep_parts(claim, cells, table, group, column, where)
+    elif "diagonal" in claim:
+        parts += diagonal_parts(claim, cells, table, group, column, where)
+    return parts
+
+
+def ratio_parts(claim, cells, table, group, column, where) -> list[Part]:
+    """'Of the same order': log(a / b) above log(low) and below log(high), item by item (two parts)."""
+    spec = claim["ratio"]
+    low, high = spec["within"]
+    try:
+        a = term(cells, claim, table, group, column, spec["of"])
+        b = term(cells, claim, table, group, column, spec["to"])
+    except Missing as why:
+        return [Part(claim, where, missing=str(why))]
+    log_a, log_b = log_term(a), log_term(b)
+    ratio = difference(log_a, log_b, f"log({a.label} / {b.label})")
+    zero = Term("0", 0.0, 0.0, {k: 0.0 for k in (ratio.samples or {})}, ("0",), ratio.pairing)
+    low_part = Part(claim, where, higher=ratio, lower=zero, shift=math.log(low), bound=f"ratio at least {low}",
+                    extra={"ratio": _ratio(a.value, b.value), "paper ratio": _ratio(a.paper, b.paper)})
+    high_part = Part(claim, where, higher=zero, lower=ratio, shift=-math.log(high), bound=f"ratio at most {high}",
+                     extra=low_part.extra)
+    return [low_part, high_part]
+
+
+def log_term(t: Term) -> Term:
+    return Term(f"log {t.label}", _log(t.value), _log(t.paper),
+                None if t.samples is None else {k: math.log(v) for k, v in t.samples.items() if v > 0},
+                t.sources + ("log",), t.pairing)
+
+
+def _log(v):
+    return None if v is None or v <= 0 else math.log(v)
+
+
+def _ratio(a, b):
+    return None if a is None or b in (None, 0) else a / b
+
+
+def sweep_parts(claim, cells, table, group, column, where) -> list[Part]:
+    """A sweep over one row label (e.g. the margin): the best value inside a range beats the best outside it
+    (best_in), or the best beats the worst by at least some amount (spread_at_least). Best and worst are
+    picked on this profile's values, and separately on the paper's for the paper's side."""
+    spec = claim["sweep"]
+    key = spec["over"]
+    context = {**claim.get("where", {}), **group}
+    rows = [c for c in cells[table] if c["column"] == column and matches(c["row"], context) and key in c["row"]]
+    if len(rows) < 2:
+        return [Part(claim, where, missing=f"fewer than two values of {key} in {table}")]
+
+    def best(chosen, on="value", worst=False):
+        chosen = [c for c in chosen if c.get(on) is not None]
+        if not chosen:
+            return None
+        return (min if worst else max)(chosen, key=lambda c: c[on])
+
+    if "best_in" in spec:
+        low, high = spec["best_in"]
+        inside = [c for c in rows if low < float(c["row"][key]) <= high]
+        outside = [c for c in rows if not low < float(c["row"][key]) <= high]
+        pairs = {"value": (best(inside), best(outside)), "paper": (best(inside, "paper"), best(outside, "paper"))}
+        bound, shift = f"best {key} in ({low}, {high}]", 0.0
+    else:
+        pairs = {"value": (best(rows), best(rows, worst=True)),
+                 "paper": (best(rows, "paper"), best(rows, "paper", worst=True))}
+        bound, shift = f"best minus worst {key} at least {spec['spread_at_least']}", spec["spread_at_least"]
+    higher, lower = pairs["value"]
+    if higher is None or lower is None:
+        return [Part(claim, where, missing=f"no {key} on one side of the range in {table}")]
+    part = Part(claim, where, shift=shift, bound=bound,
+                extra={"picked": f"{key}={higher['row'][key]} vs {key}={lower['row'][key]}"})
+    part.higher = cell_term(cells, table, higher["row"], column)
+    part.lower = cell_term(cells, table, lower["row"], column)
+    part.higher.label, part.lower.label = f"{key}={higher['row'][key]}", f"{key}={lower['row'][key]}"
+    paper_high, paper_low = pairs["paper"]
+    part.higher.paper = paper_high["paper"] if paper_high else None
+    part.lower.paper = paper_low["paper"] if paper_low else None
+    if paper_high and paper_low:
+        part.extra["paper picked"] = f"{key}={paper_high['row'][key]} vs {key}={paper_low['row'][key]}"
+    return [part]
+
+
+def diagonal_parts(claim, cells, table, group, column, where) -> list[Part]:
+    """A train x evaluation grid (LTRe Table 4): in each evaluation column, the model trained on the same index
+    beats each model trained on another one."""
+    spec = claim["diagonal"]
+    rows_key, columns_key = spec["rows"], spec["columns"]
+    grid = [c for c in cells[table] if c["column"] == column and rows_key in c["row"] and columns_key in c["row"]]
+    trained = {c["row"][rows_key] for c in grid}
+    parts = []
+    for evaluated in dict.fromkeys(c["row"][columns_key] for c in grid):
+        if evaluated not in trained:
+            continue
+        here = f"{where}, {columns_key}={evaluated}"
+        for other in dict.fromkeys(c["row"][rows_key] for c in grid if c["row"][columns_key] == evaluated):
+            if other == evaluated:
+                continue
+            part = Part(claim, here)
+            part.higher = cell_term(cells, table, {rows_key: evaluated, columns_key: evaluated}, column)
+            part.lower = cell_term(cells, table, {rows_key: other, columns_key: evaluated}, column)
+            part.higher.label, part.lower.label = f"{rows_key}={evaluated}", f"{rows_key}={other}"
+            parts.append(part)
+    return parts or [Part(claim, where, missing=f"no {rows_key} equals a {columns_key} in {table}")]
+
+
+# --- verdicts -----------------------------------------------------------------------------------------
+
+def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, alpha: float) -> list[dict]:
+    """Every part of every claim with its test, Holm-adjusted p (within each paper) and verdict; one record a part."""
+    records = []
+    for document in claim_files:
+        parts = [part for claim in document["claims"] for part in expand(claim, cells)]
+        seen: dict[tuple, str] = {}
+        for index, part in enumerate(parts):
+            if part.missing:
+                continue
+            part.test = test_difference(part.higher, part.lower, part.shift, test)
+            signature = part.signature()
+            if signature in seen:   # the same cells again (one dataset standing in for two): counted once
+                part.duplicate_of = seen[signature]
+            else:
+                seen[signature] = f"{part.claim['id']} ({part.where})"
+        tested = [p for p in parts if p.test and p.test.p is not None and not p.duplicate_of]
+        for part, adjusted in zip(tested, holm([p.test.p for p in tested])):
+            part.p_adjusted = adjusted
+        by_signature = {p.signature(): p for p in tested}
+        for part in parts:
+            if part.duplicate_of:
+                part.p_adjusted = by_signature[part.signature()].p_adjusted
+        records += [record(document, part, alpha) for part in parts]
+    by_claim: dict[tuple, list[str]] = {}
+    for r in records:
+        by_claim.setdefault((r["paper"], r["claim"]), []).append(r["verdict"])
+    for r in records:
+        verdicts = by_claim[(r["paper"], r["claim"])]
+        r["claim verdict"] = weakest(verdicts)
+        r["claim parts"] = summary(verdicts)
+    return records
+
+
+def summary(verdicts: list[str]) -> str:
+    counts = {v: verdicts.count(v) for v in VERDICTS if v in verdicts}
+    return ", ".join(f"{n} {v}" for v, n in counts.items())
+
+
+def record(document: dict, part: Part, alpha: float) -> dict:
+    claim = part.claim
+    out = {"paper": document["paper"], "claim": claim["id"], "statement": claim["statement"],
+           "source": claim["source"], "part": part.where, "bound": part.bound}
+    if part.missing:
+        return {**out, "verdict": "not measurable", "reason": part.missing}
+    t = part.test
+    shifted = None if t.effect is None else t.effect - part.shift
+    paper_diff = _minus(part.higher.paper, part.lower.paper)
+    paper_shifted = None if paper_diff is None else paper_diff - part.shift
+    out.update({
+        "higher": part.higher.label, "lower": part.lower.label,
+        "value higher": _round(part.higher.value), "value lower": _round(part.lower.value),
+        "difference": _round(t.effect), "effect size": _round(t.effect_size), "effect size measure": t.effect_size_name,
+        "n": t.n, "pairing": t.pairing, "test": t.name, "p": _significant(t.p), "p (Holm)": _significant(part.p_adjusted),
+        "verdict": verdict(shifted, part.p_adjusted if t.p is not None else None, alpha),
+        "paper higher": _round(part.higher.paper), "paper lower": _round(part.lower.paper),
+        "paper difference": _round(paper_diff),
+        "paper agrees": "n.a." if paper_shifted is None else ("yes" if paper_shifted > 0 else "no"),
+        "reason": f"same cells as {part.duplicate_of}" if part.duplicate_of else "",
+        **{k: (_round(v) if isinstance(v, float) else v) for k, v in part.extra.items()}})
+    return out
+
+
+def _significant(p):
+    """A p-value to four significant digits (small ones matter in their exponent)."""
+    return None if p is None or math.isnan(p) else float(f"{p:.4g}")
+
+
+def _round(value, places: int = 4):
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), places)
+
+
+# --- claims files -------------------------------------------------------------------------------------
+
+def load_claims(path, schema_path) -> dict:
+    """A claims file, checked against its schema (workflow/schemas/claims.schema.yaml); one line naming the
+    problem."""
+    import jsonschema
+    import yaml
+
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise StageError(path, f"cannot read the claims ({str(err).splitlines()[0]})") from None
+    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
+    try:
+        jsonschema.validate(document, schema)
+    except jsonschema.ValidationError as err:
+        where = "/".join(str(p) for p in err.absolute_path) or "top level"
+        raise StageError(path, f"{where}: {err.message}") from None
+    ids = [c["id"] for c in document["claims"]]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise StageError(path, f"claim id {repeated[0]} is used twice")
+    return document

@@ -1,0 +1,191 @@
+"""Claims: each form on hand-made cells, the statistics against scipy, the verdicts, and the claims files."""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from scipy import stats
+
+from towers import claims as checker
+from towers.io import StageError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"
+
+
+def evaluation(path: Path, values: dict[str, float], measure: str = "R@10") -> str:
+    """An evaluation JSON as the evaluate stage writes it: per-query values of one measure."""
+    path.write_text(json.dumps({"metrics": {measure: float(np.mean(list(values.values())))},
+                                "per_query": {q: {measure: v} for q, v in values.items()}}))
+    return str(path)
+
+
+def cell(row, column, files, paper=None, scale=100, measure="R@10"):
+    files = files if isinstance(files, list) else [files]
+    values = [json.loads(Path(f).read_text())["metrics"][measure] for f in files]
+    return {"row": row, "column": column, "value": round(scale * float(np.mean(values)), 2), "kind": "metric",
+            "paper": paper, "samples": {"kind": "queries", "files": files, "measure": measure, "scale": scale}}
+
+
+@pytest.fixture()
+def table(tmp_path):
+    """Models on 40 queries: 'strong' finds 30, 'weak' 10, 'same' exactly what 'weak' finds."""
+    rng = np.random.default_rng(0)
+    qids = [f"q{i}" for i in range(40)]
+    strong = {q: float(i < 30) for i, q in enumerate(qids)}
+    weak = {q: float(i < 10) for i, q in enumerate(qids)}
+    noisy = {q: float(rng.random() < 0.3) for q in qids}
+    files = {name: evaluation(tmp_path / f"{name}.json", values)
+             for name, values in (("strong", strong), ("weak", weak), ("same", weak), ("noisy", noisy))}
+    cells = {"t": [cell({"split": "a", "model": name}, "R@10", path, paper={"strong": 50.0, "weak": 20.0}.get(name))
+                   for name, path in files.items()]}
+    return cells, files
+
+
+def run(claims, cells, test="wilcoxon"):
+    document = {"paper": "p", "title": "t", "claims": claims}
+    return checker.evaluate([document], cells, test, 0.05)
+
+
+def claim(**form):
+    return {"id": "p-1", "source": "Table 1", "statement": "s", "table": "t", "metrics": ["R@10"], **form}
+
+
+def test_a_clear_win_holds_and_the_reverse_is_contradicted(table):
+    cells, _ = table
+    (won,) = run([claim(higher={"model": "strong"}, lower={"model": "weak"})], cells)
+    assert won["verdict"] == "holds" and won["claim verdict"] == "holds"
+    assert won["difference"] == pytest.approx(50.0) and won["n"] == 40 and won["paper agrees"] == "yes"
+    # scipy's own test on the same differences gives the same p-value (one part: Holm leaves it)
+    differences = np.array([100.0] * 20 + [0.0] * 20)
+    assert won["p"] == pytest.approx(stats.wilcoxon(differences, zero_method="wilcox").pvalue, rel=1e-3)
+    assert won["effect size"] == 1.0 and won["test"] == "Wilcoxon signed-rank, two-sided"
+    (lost,) = run([claim(higher={"model": "weak"}, lower={"model": "strong"})], cells)
+    assert lost["verdict"] == "contradicted" and lost["paper agrees"] == "no"
+
+
+def test_ties_are_not_supported_and_missing_rows_not_measurable(table):
+    cells, _ = table
+    tie, gone = run([claim(higher={"model": "same"}, lower={"model": "weak"}),
+                     {**claim(higher={"model": "nobody"}, lower={"model": "weak"}), "id": "p-2"}], cells)
+    assert tie["verdict"] == "not supported" and tie["p"] == 1.0
+    assert gone["verdict"] == "not measurable" and gone["reason"] == "no R@10 of model=nobody in t"
+    assert gone["claim verdict"] == "not measurable"
+
+
+def test_paired_t_and_holm_over_the_papers_parts(table):
+    cells, _ = table
+    parts = run([claim(higher={"model": "strong"}, lower=[{"model": "weak"}, {"model": "noisy"}])], cells, "ttest")
+    raw = [p["p"] for p in parts]
+    assert parts[0]["test"] == "paired t, two-sided"
+    # Holm: the smaller p doubled, the larger kept (when that keeps them ordered)
+    low, high = sorted(raw)
+    adjusted = sorted(p["p (Holm)"] for p in parts)
+    assert adjusted[0] == pytest.approx(min(1, 2 * low), rel=1e-3)
+    assert adjusted[1] == pytest.approx(max(min(1, 2 * low), high), rel=1e-3)
+
+
+def test_a_claim_is_as_strong_as_its_weakest_part(table):
+    cells, _ = table
+    parts = run([claim(order=[{"model": "strong"}, {"model": "weak"}, {"model": "same"}])], cells)
+    assert [p["verdict"] for p in parts] == ["holds", "not supported"]
+    assert {p["claim verdict"] for p in parts} == {"not supported"}
+    assert parts[0]["claim parts"] == "1 holds, 1 not supported"
+
+
+def test_the_same_cells_twice_count_once(table):
+    cells, _ = table
+    cells["u"] = [dict(c) for c in cells["t"]]   # a second table over the same evaluations (Tables 3 and 4)
+    parts = run([{**claim(higher={"model": "strong"}, lower={"model": "weak"}), "tables": ["t", "u"]}], cells)
+    assert parts[1]["reason"].startswith("same cells as p-1") and parts[1]["p (Holm)"] == parts[0]["p (Holm)"]
+    assert parts[0]["p (Holm)"] == parts[0]["p"]   # one comparison, no correction
+
+
+def test_gain_not_worse_and_by(table):
+    cells, _ = table
+    gain, close, far, by = run([
+        claim(higher={"gain": [{"model": "strong"}, {"model": "weak"}]},
+              lower={"gain": [{"model": "same"}, {"model": "weak"}]}),
+        {**claim(not_worse={"model": "same"}, than={"model": "weak"}, within=5), "id": "p-2"},
+        {**claim(not_worse={"model": "weak"}, than={"model": "strong"}, within=5), "id": "p-3"},
+        {**claim(higher={"model": "strong"}, lower={"model": "weak"}, by=60), "id": "p-4"}], cells)
+    assert gain["verdict"] == "holds" and gain["difference"] == pytest.approx(50.0)
+    assert close["verdict"] == "holds" and close["bound"] == "not worse by more than 5"
+    assert far["verdict"] == "contradicted"
+    assert by["verdict"] in ("not supported", "contradicted") and by["bound"] == "by at least 60"
+
+
+def test_sweep_picks_best_inside_and_outside_the_range(tmp_path):
+    qids = [f"q{i}" for i in range(30)]
+    found = {"0": 10, "0.1": 25, "0.2": 20, "1": 5}
+    cells = {"t": [cell({"margin": m}, "R@10", evaluation(tmp_path / f"m{m}.json",
+                                                         {q: float(i < n) for i, q in enumerate(qids)}),
+                        paper={"0": 4.0, "0.1": 6.0, "0.2": 5.0, "1": 4.3}[m]) for m, n in found.items()]}
+    best, spread = run([claim(sweep={"over": "margin", "best_in": [0, 0.5]}),
+                        {**claim(sweep={"over": "margin", "spread_at_least": 30}), "id": "p-2"}], cells)
+    assert best["picked"] == "margin=0.1 vs margin=0" and best["verdict"] == "holds"
+    assert best["paper picked"] == "margin=0.1 vs margin=1" and best["paper agrees"] == "yes"
+    assert spread["picked"] == "margin=0.1 vs margin=1" and spread["difference"] == pytest.approx(200 / 3, abs=0.01)
+
+
+def test_diagonal_compares_each_column_with_its_own_index(tmp_path):
+    qids = [f"q{i}" for i in range(20)]
+    hits = {("a", "a"): 15, ("b", "a"): 5, ("a", "b"): 5, ("b", "b"): 15}
+    cells = {"t": [cell({"train index": tr, "eval index": ev}, "R@10",
+                        evaluation(tmp_path / f"{tr}{ev}.json", {q: float(i < n) for i, q in enumerate(qids)}))
+                   for (tr, ev), n in hits.items()]}
+    parts = run([claim(diagonal={"rows": "train index", "columns": "eval index"})], cells)
+    assert [(p["higher"], p["lower"]) for p in parts] == [("train index=a", "train index=b"),
+                                                         ("train index=b", "train index=a")]
+    assert {p["verdict"] for p in parts} == {"holds"}
+
+
+def test_ratio_within_bounds_on_latencies(tmp_path):
+    fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
+    fast.write_text(json.dumps({"per_query_ms": {f"q{i}": 5.0 + 0.1 * i for i in range(30)}}))
+    slow.write_text(json.dumps({"per_query_ms": {f"q{i}": 50.0 + i for i in range(30)}}))
+    cells = {"t": [{"row": {"method": m}, "column": "ms/query", "value": v, "kind": "timing", "paper": p,
+                    "samples": {"kind": "latency", "file": str(f)}}
+                   for m, v, p, f in (("dense", 6.0, 80.0, fast), ("bm25", 64.0, 50.0, slow))]}
+    low, high = run([{**claim(ratio={"of": {"method": "dense"}, "to": {"method": "bm25"}, "within": [0.1, 10]}),
+                      "metrics": ["ms/query"]}], cells)
+    assert low["bound"] == "ratio at least 0.1" and high["bound"] == "ratio at most 10"
+    assert high["verdict"] == "holds" and low["verdict"] in ("holds", "not supported", "contradicted")
+    assert low["ratio"] == pytest.approx(6.0 / 64.0, rel=1e-3) and low["paper ratio"] == pytest.approx(1.6)
+
+
+def test_steps_windows_compare_the_start_with_the_end(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "mrr": 0.1 + 0.01 * s}) + "\n" for s in range(1, 51)))
+    cells = {"t": [{"row": {"method": "ltre", "window": w}, "column": "MRR@10", "value": 0.0, "kind": "metric",
+                    "paper": None, "samples": {"kind": "steps", "file": str(log), "field": "mrr", "window": w}}
+                   for w in ("first", "last")]}
+    (part,) = run([{**claim(higher={"window": "last"}, lower={"window": "first"}), "metrics": ["MRR@10"]}], cells)
+    # the first and last fifth (steps 1-10, 41-50) share no step: an unpaired test
+    assert part["pairing"] == "unpaired" and part["n"] == 20 and part["verdict"] == "holds"
+    assert part["test"] == "Mann-Whitney U, two-sided" and part["difference"] == pytest.approx(0.4)
+
+
+def test_every_claims_file_loads_and_each_paper_has_at_least_six(tmp_path):
+    for paper in ("chang2020", "quadrupletbert", "repbert", "ltre"):
+        document = checker.load_claims(ROOT / f"data/papers/{paper}.claims.yaml", SCHEMA)
+        assert document["paper"] == paper and len(document["claims"]) >= 6
+        assert all(c["source"] and c["statement"] for c in document["claims"])
+
+
+def test_bad_claims_files_are_refused_in_one_line(tmp_path):
+    good = yaml.safe_load((ROOT / "data/papers/repbert.claims.yaml").read_text())
+    bad = dict(good, claims=[dict(good["claims"][0], lower=None)])
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(StageError, match=r"bad.yaml: claims/0/lower"):
+        checker.load_claims(path, SCHEMA)
+    twice = dict(good, claims=[good["claims"][0], good["claims"][0]])
+    path.write_text(yaml.safe_dump(twice))
+    with pytest.raises(StageError, match="claim id repbert-1 is used twice"):
+        checker.load_claims(path, SCHEMA)
+    typo = dict(good, claims=[dict(good["claims"][0], metric=["RR@10"])])
+    path.write_text(yaml.safe_dump(typo))
+    with pytest.raises(StageError, match="metric"):
+        checker.load_claims(path, SCHEMA)

@@ -1,0 +1,65 @@
+# Did it reproduce? The papers' claims tested on this profile's tables (results/claims.csv), and every table
+# cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
+# Both read the cells each table stage records in its meta file (towers.tables.cell).
+
+RESULT_CSVS = PAPER_TABLES + [f[:-len(".png")] + ".csv" for f in PAPER_FIGURES]
+CLAIMS = config["claims"]
+
+
+def named_tables(paths):
+    """--table name=path for each results CSV (name: its path under results/ without .csv)."""
+    return " ".join(f"--table {p[len('results/'):-len('.csv')]}={p}" for p in paths)
+
+
+rule claims:
+    input:
+        profile=PROFILE_INPUT,
+        tables=RESULT_CSVS,
+        claims=[f"data/papers/{paper}.claims.yaml" for paper in CLAIMS["papers"]],
+        schema="workflow/schemas/claims.schema.yaml",
+    output:
+        csv="results/claims.csv",
+        json="results/claims.json",
+    params:
+        tables=named_tables(RESULT_CSVS),
+        profile=config["profile"],
+        test=CLAIMS["test"],
+        alpha=CLAIMS["alpha"],
+    log:
+        "logs/tables/claims.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile}"
+        " --test {params.test} --alpha {params.alpha} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+
+
+rule check_cells:
+    # every cell against data/expected/<profile>.csv (or the paper policy): OK / OKish / FAIL, both ways
+    input:
+        profile=PROFILE_INPUT,
+        tables=RESULT_CSVS,
+        expected=config["check"]["expected"],
+    output:
+        "results/check.csv",
+    params:
+        tables=named_tables(RESULT_CSVS),
+    log:
+        "logs/tables/check.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} check {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
+
+
+localrules: check
+
+
+rule check:
+    # `snakemake check`: exits non-zero when a cell FAILed or went MISSING (results/check.csv says which)
+    input:
+        "results/check.csv",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} check-status --csv {input}"
