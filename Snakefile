@@ -113,6 +113,7 @@ rule report:
     params:
         configfiles=" ".join(f"'{c}'" for c in workflow.overwrite_configfiles),
         note=config["profile_note"],
+        profile=config["profile"],
         tables=lambda w, input: " ".join(f"--table {t}" for t in input.tables),
         figures=lambda w, input: " ".join(f"--figure {f}" for f in input.figures),
     conda:
@@ -123,5 +124,6 @@ rule report:
         "{PY} -m snakemake all --rulegraph --nolock --quiet all"   # target `all`; --quiet all: the graph only
         + (" --configfile {params.configfiles}" if workflow.overwrite_configfiles else "")
         + " > {output.rulegraph} 2> {log} && {TOWERS} report {params.tables} {params.figures}"
-        " --rulegraph {output.rulegraph} --dag-png {output.dag} --title 'Dense retrieval: four papers reproduced'"
-        " --note {params.note:q} --out {output.html} 2>&1 | tee -a {log}"
+        " --claims {input.claims} --check {input.check} --rulegraph {output.rulegraph} --dag-png {output.dag}"
+        " --title 'Dense retrieval: four papers reproduced' --profile {params.profile} --note {params.note:q}"
+        " --out {output.html} 2>&1 | tee -a {log}"

@@ -1,26 +1,55 @@
-"""The report's reproduced-vs-paper colouring: better is green whichever way a metric points."""
+"""The report: tables laid out like the paper's, cells the check flags, claims with their verdicts."""
+import json
 import re
 
-from towers.report import table_html
+import pandas as pd
 
-GREEN, RED = "#d9f2d9", "#f7d4d4"
-
-
-def cell_colours(page: str, column: str) -> list[str]:
-    """The background colour of each body cell of `column` ("" where none), in row order."""
-    headers = re.findall(r'<th id="T_\w+_level0_col(\d+)"[^>]*>([^<]*)</th>', page)
-    col = next(i for i, name in headers if name == column)
-    cells = re.findall(rf'<td id="T_\w+_row(\d+)_col{col}"', page)
-    styles = dict(re.findall(r"#T_\w+_row(\d+)_col" + col + r"[^{]*\{\s*background-color:\s*(#\w+)", page))
-    return [styles.get(row, "") for row in cells]
+from towers import report
 
 
-def test_diff_colours_follow_each_metric_direction(tmp_path):
-    path = tmp_path / "t.csv"
-    path.write_text("model,MRR@10,MRR@10 paper,ms/query,ms/query paper,pairs,pairs paper\n"
-                    "a,0.40,0.30,90,80,10,5\n"
-                    "b,0.20,0.30,40,80,3,5\n")
-    page = table_html(path)
-    assert cell_colours(page, "MRR@10 diff") == [GREEN, RED]      # higher quality is better
-    assert cell_colours(page, "ms/query diff") == [RED, GREEN]    # lower latency is better
-    assert cell_colours(page, "pairs diff") == ["", ""]           # a count: neither
+def write_table(tmp_path, name="t.csv"):
+    path = tmp_path / "results" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("split,model,profile,R@1,R@1 std,R@1 paper,R@10,R@10 paper,note\n"
+                    "5-95,A,mini,8.3,2.4,1.13,16.3,5.28,profile words; test: wilcoxon\n"
+                    "5-95,B,mini,7.5,2.7,6.28,15.2,9.59,profile words; test: wilcoxon\n")
+    cells = [{"row": {"split": "5-95", "model": m}, "column": c, "value": v, "kind": "metric", "paper": p}
+             for m, values in (("A", (8.3, 16.3, 1.13, 5.28)), ("B", (7.5, 15.2, 6.28, 9.59)))
+             for c, v, p in (("R@1", values[0], values[2]), ("R@10", values[1], values[3]))]
+    (path.parent / f"{name}.meta.json").write_text(json.dumps({"cells": cells}))
+    return path
+
+
+def test_each_cell_shows_the_value_its_spread_and_the_papers(tmp_path):
+    path = write_table(tmp_path)
+    block = report.table_block(path, {("t", "split=5-95; model=B", "R@10"): "FAIL"}, "profile words")
+    # one cell: reproduced ± std (paper); the helper columns are gone, the note's own part shown once
+    assert '8.3 ± 2.4 <span class="paper">(1.13)</span>' in block
+    assert "R@1 paper" not in block.split("<details>")[0] and ">profile<" not in block.split("<details>")[0]
+    assert block.count("test: wilcoxon") == 1 + 2   # the note above the table, and twice in the raw CSV
+    shaded = re.findall(r'<td class="n" style="([^"]+)">([^<]+)<', block)
+    assert shaded == [("background:#f6c9c9;font-weight:bold", "15.2 ")]   # only the cell the check failed
+    assert "data:image/png;base64," in block   # reproduced against paper values
+    assert "<details><summary>raw CSV" in block
+
+
+def test_claims_block_leads_with_the_verdict(tmp_path):
+    claims = pd.DataFrame([
+        {"paper": "p", "claim": "p-1", "statement": "A beats B", "source": "Table 1", "part": "t, R@1",
+         "verdict": "holds", "claim verdict": "holds", "claim parts": "1 holds", "higher": "A", "lower": "B",
+         "value higher": 8.3, "value lower": 7.5, "p (Holm)": 0.001},
+        {"paper": "p", "claim": "p-2", "statement": "B beats A", "source": "Table 1", "part": "t, R@1",
+         "verdict": "contradicted", "claim verdict": "contradicted", "claim parts": "1 contradicted",
+         "higher": "B", "lower": "A", "value higher": 7.5, "value lower": 8.3, "p (Holm)": 0.002}])
+    block = report.claims_block(claims)
+    rows = block.split("<tr><td><span class=")[1:]   # one a claim (its comparisons fold inside)
+    assert "#e3f4e6" in rows[0] and ">holds<" in rows[0] and "A beats B" in rows[0]
+    assert "#c0392b" in rows[1] and ">contradicted<" in rows[1]
+    assert "A 8.3 vs B 7.5; p (Holm) 0.001" in rows[0]
+
+
+def test_the_rule_graph_is_drawn_either_way(tmp_path, monkeypatch):
+    dot = 'digraph snakemake_dag {\n    0[label = "all"];\n    1[label = "table"];\n    1 -> 0\n}\n'
+    monkeypatch.setattr(report.shutil, "which", lambda name: None)
+    assert report.draw_rulegraph(dot, tmp_path / "a.png").startswith("networkx")
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,16 +1,21 @@
-"""One self-contained HTML page of every result: each table with the paper's value beside the reproduced one
-and their difference coloured, each figure inline, the workflow's rule graph, and the software and
-hardware it ran on (`snakemake results/report.html`).
+"""One self-contained HTML page that answers "did it reproduce?" (`snakemake results/report.html`).
 
-Tables follow one convention (towers.tables and the paper reports): a metric column "M" and, where the
-paper reports it, "M paper"; the profile note that every row repeats is shown once above the table."""
+It opens with the profile (what it is and what it stands in for, said once) and a summary per paper: how
+many of its claims hold, and how many table cells pass the expected-value check. Then one block per paper:
+its claims with their verdicts (green: holds; amber: same direction, not significant; light red: not
+supported; red: contradicted; grey: not measurable) and the comparisons behind them folded away; each of
+its tables laid out like the paper's (the reproduced value with the paper's in brackets in one cell,
+cells outside the check's tolerance marked); a plot of reproduced against paper values; its figures; the
+raw CSVs folded away. Last: the workflow's rule graph, and the software and hardware it ran on."""
 from __future__ import annotations
 
 import base64
 import html
+import io
 import os
 import platform
 import re
+import shutil
 import subprocess
 from collections import Counter
 from importlib import metadata
@@ -18,14 +23,199 @@ from pathlib import Path
 
 import pandas as pd
 
-from .io import atomic_path
+from .io import atomic_path, read_json
 
 PACKAGES = ["torch", "transformers", "tokenizers", "faiss-cpu", "faiss-gpu-cu12", "pyserini", "ir_measures",
-            "pytrec-eval-terrier", "pandas", "snakemake", "dvc"]
-STYLE = """body{font-family:sans-serif;margin:2em;max-width:110em}table{border-collapse:collapse;font-size:12px}
-td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f3f3f3}
-.note{color:#555;font-size:12px;max-width:100em}img{max-width:100%;border:1px solid #ddd}"""
+            "pytrec-eval-terrier", "scipy", "statsmodels", "pandas", "snakemake", "dvc"]
 
+# each paper: its title and the results/ names of its tables and figures (prefix match)
+PAPERS = {
+    "chang2020": ("Chang et al. (ICLR 2020): pre-training tasks for two-tower retrieval", ["chang2020/"]),
+    "quadrupletbert": ("QuadrupletBERT (Liu et al.): four towers with hard negatives", ["table1", "table2"]),
+    "repbert": ("RepBERT (Zhan et al. 2020): contextualised embeddings for first-stage retrieval", ["repbert/"]),
+    "ltre": ("LTRe (Zhan et al. 2020): learning to retrieve against a fixed index", ["ltre/"]),
+}
+VERDICT_STYLE = {"holds": ("#1e7b34", "#e3f4e6"), "same direction, not significant": ("#8a5a00", "#fff1d0"),
+                 "not supported": ("#9b3b3b", "#fbe3e3"), "contradicted": ("#ffffff", "#c0392b"),
+                 "not measurable": ("#555555", "#ececec")}
+CHECK_STYLE = {"OKish": "background:#fff1d0", "FAIL": "background:#f6c9c9;font-weight:bold",
+               "MISSING": "background:#f6c9c9"}
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:86em;color:#222;line-height:1.35}
+h1{margin-bottom:.2em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2.2em}
+table{border-collapse:collapse;font-size:13px;margin:.6em 0}td,th{border:1px solid #d4d4d4;padding:3px 7px}
+th{background:#f4f4f4;text-align:left}td.n{text-align:right;white-space:nowrap}.paper{color:#888}
+.note{color:#555;font-size:13px;max-width:80em}.badge{display:inline-block;border-radius:3px;padding:1px 6px;
+font-size:12px;white-space:nowrap}.profile{background:#f6f8fb;border:1px solid #d8e0ea;padding:.8em 1em;
+border-radius:4px}details{margin:.4em 0}summary{cursor:pointer;color:#345}img{max-width:100%;border:1px solid #eee}
+.grid{display:flex;flex-wrap:wrap;gap:1.5em;align-items:flex-start}"""
+
+
+def badge(verdict: str) -> str:
+    colour, background = VERDICT_STYLE.get(verdict, ("#222", "#eee"))
+    return f'<span class="badge" style="color:{colour};background:{background}">{html.escape(verdict)}</span>'
+
+
+def paper_of(table: str) -> str | None:
+    return next((paper for paper, (_, names) in PAPERS.items()
+                 if any(table == n or (n.endswith("/") and table.startswith(n)) for n in names)), None)
+
+
+def table_name(path: Path) -> str:
+    """results/chang2020/table3.csv -> chang2020/table3."""
+    parts = Path(path).with_suffix("").parts
+    return "/".join(parts[parts.index("results") + 1:]) if "results" in parts else Path(path).stem
+
+
+# --- tables as the paper lays them out -------------------------------------------------------------------
+
+HIDDEN = {"profile", "note", "hardware"}
+
+
+def fmt(value) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return html.escape(str(value))
+
+
+def paper_layout(table: pd.DataFrame, status_of) -> str:
+    """The table with each reproduced value and the paper's in one cell ('12.4 (77.0)', std as '± 2.1'), the
+    cells the check flags shaded (`status_of(row number, column)`: the check's status of that cell)."""
+    columns = [c for c in table.columns if c not in HIDDEN and not c.endswith((" paper", " std"))
+               and not (c == "paper" and "value" in table.columns)]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = []
+    for i, (_, row) in enumerate(table.iterrows()):
+        cells = []
+        for c in columns:
+            paper_column = "paper" if c == "value" else f"{c} paper"
+            shown = fmt(row[c])
+            if f"{c} std" in table.columns and not pd.isna(row[f"{c} std"]):
+                shown += f" ± {fmt(row[f'{c} std'])}"
+            if paper_column in table.columns and not pd.isna(row[paper_column]):
+                shown += f' <span class="paper">({fmt(row[paper_column])})</span>'
+            state = status_of(i, c if c != "value" else str(row.get("metric", c)))
+            style = f' style="{CHECK_STYLE[state]}"' if state in CHECK_STYLE else ""
+            numeric = isinstance(row[c], (int, float)) and not isinstance(row[c], bool)
+            cells.append(f'<td class="{"n" if numeric else ""}"{style}>{shown}</td>')
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def row_texts(path: Path) -> list[str]:
+    """Each CSV row's labels as the check names them (from the table's cells, in row order)."""
+    from .checks import row_text
+
+    meta = Path(f"{path}.meta.json")
+    if not meta.exists():
+        return []
+    seen = []
+    for c in read_json(meta).get("cells", []):
+        text = row_text(c["row"])
+        if text not in seen:
+            seen.append(text)
+    return seen
+
+
+def scatter(cells: list[dict], title: str) -> str:
+    """Reproduced against paper values of a table's cells, one colour a column, with the diagonal."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = [(c["paper"], c["value"], c["column"]) for c in cells
+             if c.get("paper") is not None and c.get("value") is not None and c["kind"] != "timing"]
+    if len(pairs) < 2:
+        return ""
+    figure, ax = plt.subplots(figsize=(3.6, 3.3))
+    for column in dict.fromkeys(p[2] for p in pairs):
+        xs = [p[0] for p in pairs if p[2] == column]
+        ys = [p[1] for p in pairs if p[2] == column]
+        ax.scatter(xs, ys, s=14, label=column)
+    low = min(min(p[0], p[1]) for p in pairs)
+    high = max(max(p[0], p[1]) for p in pairs)
+    ax.plot([low, high], [low, high], color="#999", linewidth=0.8, linestyle="--")
+    if low > 0 and high / low > 1e3:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("paper")
+    ax.set_ylabel("reproduced")
+    ax.set_title(title, fontsize=9)
+    if len({p[2] for p in pairs}) <= 8:
+        ax.legend(fontsize=6)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    plt.close(figure)
+    return f'<img alt="{html.escape(title)}" src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
+
+
+def table_block(path: Path, statuses: dict, profile_note: str) -> str:
+    name = table_name(path)
+    table = pd.read_csv(path)
+    notes = table["note"].dropna().unique().tolist() if "note" in table.columns else []
+    extra = [n[len(profile_note):].lstrip("; ") if n.startswith(profile_note) else n for n in notes]
+    rows = row_texts(path)
+    rows = rows if len(rows) == len(table) else []
+    layout = paper_layout(table, lambda i, column: statuses.get((name, rows[i], column), "") if rows else "")
+    meta = Path(f"{path}.meta.json")
+    plot = scatter(read_json(meta).get("cells", []), f"{name}: reproduced vs paper") if meta.exists() else ""
+    raw = table.to_html(index=False, na_rep="", classes="raw")
+    note = "".join(f'<p class="note">{html.escape(n)}</p>' for n in extra if n)
+    return (f"<h3>{html.escape(name)}</h3>{note}<div class='grid'><div>{layout}</div>{plot}</div>"
+            f"<details><summary>raw CSV ({html.escape(str(path))})</summary>{raw}</details>")
+
+
+# --- claims -------------------------------------------------------------------------------------------
+
+def claims_block(claims: pd.DataFrame) -> str:
+    rows = []
+    for claim_id, parts in claims.groupby("claim", sort=False):
+        first = parts.iloc[0]
+        measured = parts[parts["verdict"] != "not measurable"]
+        weakest = measured.sort_values("p (Holm)", ascending=False).iloc[0] if len(measured) else None
+        evidence = ""
+        if weakest is not None and "higher" in parts:
+            evidence = (f"{fmt(weakest['higher'])} {fmt(weakest['value higher'])} vs {fmt(weakest['lower'])} "
+                        f"{fmt(weakest['value lower'])}; p (Holm) {fmt(weakest['p (Holm)'])}")
+        elif len(parts):
+            evidence = fmt(first.get("reason", ""))
+        shown = [c for c in ("part", "bound", "higher", "lower", "value higher", "value lower", "difference",
+                             "effect size", "n", "test", "p", "p (Holm)", "verdict", "paper difference",
+                             "paper agrees", "reason") if c in parts]
+        detail = parts[shown].to_html(index=False, na_rep="", escape=True)
+        rows.append(f"<tr><td>{badge(first['claim verdict'])}</td><td>{html.escape(claim_id)}</td>"
+                    f"<td>{html.escape(first['statement'])}<div class='note'>{html.escape(first['source'])}; "
+                    f"{html.escape(first['claim parts'])}</div>"
+                    f"<details><summary>comparisons</summary>{detail}</details></td>"
+                    f"<td class='note'>{evidence}</td></tr>")
+    return ("<table><tr><th>verdict</th><th>claim</th><th>finding (source; parts)</th>"
+            f"<th>weakest comparison</th></tr>{''.join(rows)}</table>")
+
+
+def summary_block(claims: pd.DataFrame, check: pd.DataFrame | None) -> str:
+    from .claims import VERDICTS
+
+    head = "".join(f"<th>{badge(v)}</th>" for v in VERDICTS)
+    rows = []
+    for paper, (title, _) in PAPERS.items():
+        own = claims[claims["paper"] == paper].drop_duplicates("claim") if len(claims) else claims
+        counts = Counter(own["claim verdict"]) if len(own) else Counter()
+        checked = ""
+        if check is not None:
+            mine = check[check["table"].map(paper_of) == paper]
+            status = Counter(mine["status"])
+            checked = ", ".join(f"{status[s]} {s}" for s in ("OK", "OKish", "FAIL", "MISSING") if status[s])
+        rows.append(f"<tr><td><a href='#{paper}'>{html.escape(title)}</a></td>"
+                    + "".join(f"<td class='n'>{counts.get(v, 0) or ''}</td>" for v in VERDICTS)
+                    + f"<td>{checked}</td></tr>")
+    return (f"<table><tr><th>paper</th>{head}<th>table cells against expected values</th></tr>"
+            f"{''.join(rows)}</table>")
+
+
+# --- the rule graph, the environment ------------------------------------------------------------------
 
 def parse_rulegraph(dot: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """Node id -> rule name and the (from, to) edges of `snakemake --rulegraph` output."""
@@ -34,8 +224,15 @@ def parse_rulegraph(dot: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
     return nodes, edges
 
 
-def draw_rulegraph(dot: str, png: Path) -> None:
-    """The rule graph in layers (a rule's inputs' rules to its left), drawn with networkx and matplotlib."""
+def draw_rulegraph(dot: str, png: Path) -> str:
+    """The rule graph as a PNG: Graphviz's dot when it is installed, else layers drawn with networkx (a
+    rule's inputs' rules to its left). Returns which drew it."""
+    if shutil.which("dot"):
+        with atomic_path(png) as tmp:
+            done = subprocess.run(["dot", "-Tpng", "-Gdpi=80", "-o", str(tmp)], input=dot, text=True,
+                                  capture_output=True)
+            if done.returncode == 0:
+                return "graphviz dot"
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,54 +261,14 @@ def draw_rulegraph(dot: str, png: Path) -> None:
     with atomic_path(png) as tmp:
         fig.savefig(tmp, dpi=110, format="png")
     plt.close(fig)
+    return "networkx layers (Graphviz not installed)"
 
 
-def with_differences(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
-    """The table with a "M diff" column (reproduced - paper) after each "M paper"; the diff columns' names."""
-    out, diffs = table.copy(), []
-    for column in table.columns:
-        if column.endswith(" paper") and column[:-6] in table.columns:
-            base = column[:-6]
-            diff = pd.to_numeric(table[base], errors="coerce") - pd.to_numeric(table[column], errors="coerce")
-            out.insert(out.columns.get_loc(column) + 1, f"{base} diff", diff.round(4))
-            diffs.append(f"{base} diff")
-    return out, diffs
-
-
-# which way is better for a metric column: costs are better lower, ranking quality higher; the rest
-# (counts and sizes of the data, model shapes) are facts to compare, neither better nor worse
-LOWER_IS_BETTER = re.compile(r"ms/query|hours|seconds|memory|bytes|GB\b")
-HIGHER_IS_BETTER = re.compile(r"^(MRR|RR|R@|nDCG|MAP|P@|quality|speed-up)")
-
-
-def better(metric: str) -> int:
-    """+1 when a higher value of `metric` is better, -1 when lower, 0 when neither."""
-    if LOWER_IS_BETTER.search(metric):
-        return -1
-    return 1 if HIGHER_IS_BETTER.search(metric) else 0
-
-
-def colour(value, sign: int) -> str:
-    """Green where the reproduction beats the paper, red where it falls short (`sign`: better())."""
-    if pd.isna(value) or value == 0 or sign == 0:
-        return ""
-    return "background-color:#d9f2d9" if value * sign > 0 else "background-color:#f7d4d4"
-
-
-def table_html(path: Path) -> str:
-    table = pd.read_csv(path)
-    notes = table.pop("note").dropna().unique().tolist() if "note" in table.columns else []
-    table, diffs = with_differences(table)
-    styled = table.style.hide(axis="index").format(precision=4, na_rep="")
-    for diff in diffs:
-        styled = styled.map(colour, sign=better(diff[:-len(" diff")]), subset=[diff])
-    note = "".join(f'<p class="note">{html.escape(str(n))}</p>' for n in notes)
-    return f"<h3>{html.escape(str(path))}</h3>{note}{styled.to_html()}"
-
-
-def image_html(path: Path) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    return f'<h3>{html.escape(str(path))}</h3><img src="data:image/png;base64,{data}" alt="{html.escape(path.name)}">'
+def image_html(path: Path, caption: str = "") -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode()
+    label = caption or Path(path).name
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(label)}">'
+            f"<figcaption class='note'>{html.escape(label)}</figcaption></figure>")
 
 
 def environment() -> dict[str, str]:
@@ -123,22 +280,51 @@ def environment() -> dict[str, str]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        revision = commit.stdout.strip() if commit.returncode == 0 else "not a git checkout"
+    except OSError:
+        revision = "git is not installed"
     return {"python": platform.python_version(), **versions,
             "machine": f"{platform.platform()}, {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()})",
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none",
-            "git commit": commit.stdout.strip() if commit.returncode == 0 else "not a git checkout"}
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "git commit": revision}
 
 
-def write(tables: list[Path], figures: list[Path], dag_png: Path, out: Path, title: str, profile_note: str) -> None:
+# --- the page -----------------------------------------------------------------------------------------
+
+def read_check(path: Path | None) -> tuple[pd.DataFrame | None, dict[tuple, str]]:
+    if path is None or not Path(path).exists():
+        return None, {}
+    check = pd.read_csv(path, keep_default_na=False, na_values={"difference": [""]})
+    return check, {(r.table, r.row, r.column): r.status for r in check.itertuples(index=False)}
+
+
+def write(tables: list[Path], figures: list[Path], claims_csv: Path, check_csv: Path | None, dag_png: Path,
+          drawn_by: str, out: Path, title: str, profile: str, profile_note: str) -> None:
+    claims = pd.read_csv(claims_csv)
+    check, statuses = read_check(check_csv)
+    verdicts = Counter(claims.drop_duplicates(["paper", "claim"])["claim verdict"])
+    lead = ", ".join(f"{verdicts[v]} {v}" for v in VERDICT_STYLE if verdicts[v])
+    body = [f"<h1>{html.escape(title)}</h1>",
+            f"<div class='profile'><b>Profile: {html.escape(profile)}.</b> {html.escape(profile_note)}</div>",
+            "<h2>Did it reproduce?</h2>",
+            f"<p>{sum(verdicts.values())} claims of four papers, tested on this profile's tables: {lead}. A claim "
+            "holds when every comparison it makes is significant in the paper's direction (paired over queries, "
+            "Holm-corrected within each paper); its verdict is that of its weakest comparison. Table cells are "
+            "checked against this profile's expected values (results/check.csv).</p>",
+            summary_block(claims, check)]
+    for paper, (paper_title, _) in PAPERS.items():
+        mine = [t for t in tables if paper_of(table_name(t)) == paper]
+        body.append(f"<h2 id='{paper}'>{html.escape(paper_title)}</h2>")
+        own = claims[claims["paper"] == paper]
+        if len(own):
+            body.append(claims_block(own))
+        body += [table_block(t, statuses, profile_note) for t in mine]
+        body += [image_html(f, table_name(f)) for f in figures if paper_of(table_name(f)) == paper]
     env = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in environment().items())
-    body = [f"<h1>{html.escape(title)}</h1>", f'<p class="note">{html.escape(profile_note)}</p>',
-            "<p>Each metric M stands beside the paper's (M paper); M diff = reproduced - paper, green where "
-            "the reproduction is better (higher ranking quality, lower cost: ms/query, hours, memory), red "
-            "where worse, uncoloured for counts and sizes.</p>",
-            "<h2>Tables</h2>", *map(table_html, tables), "<h2>Figures</h2>", *map(image_html, figures),
-            "<h2>Workflow</h2>", image_html(dag_png), f"<h2>Software and hardware</h2><table>{env}</table>"]
-    page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>" \
-           f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>"
+    body += ["<h2>Workflow</h2>", image_html(dag_png, f"the rule graph ({drawn_by})"),
+             f"<h2>Software and hardware</h2><table>{env}</table>"]
+    page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")
     with atomic_path(out) as tmp:
         tmp.write_text(page)

@@ -224,20 +224,22 @@ def ltre_figure(a):
 
 @stage("report", arg("--table", action="append", default=[], help="a results CSV (repeatable)"),
        arg("--figure", action="append", default=[], help="a results PNG (repeatable)"),
+       arg("--claims", required=True, help="results/claims.csv"), arg("--check", default="", help="results/check.csv"),
        arg("--rulegraph", required=True, help="`snakemake --rulegraph` output (Graphviz dot text)"),
-       arg("--dag-png", required=True), arg("--title", required=True), arg("--note", required=True),
-       arg("--out", required=True))
+       arg("--dag-png", required=True), arg("--title", required=True), arg("--profile", required=True),
+       arg("--note", required=True), arg("--out", required=True))
 def report(a):
-    """Every table (reproduced vs paper, difference coloured), figure, the rule graph, versions and hardware."""
+    """One page: the claims' verdicts, every table laid out like the paper's, figures, the rule graph, versions."""
     from .. import report as html_report
 
     tables, figures = [require_file(t) for t in a.table], [require_file(f) for f in a.figure]
     dot = require_file(a.rulegraph).read_text()
     if not html_report.parse_rulegraph(dot)[0]:
         raise StageError(a.rulegraph, "no rules in it (expected `snakemake --rulegraph` output)")
-    html_report.draw_rulegraph(dot, Path(a.dag_png))
-    html_report.write(tables, figures, Path(a.dag_png), Path(a.out), a.title, a.note)
-    return a.out, {"tables": len(tables), "figures": len(figures)}
+    drawn_by = html_report.draw_rulegraph(dot, Path(a.dag_png))
+    html_report.write(tables, figures, require_file(a.claims), Path(a.check) if a.check else None, Path(a.dag_png),
+                      drawn_by, Path(a.out), a.title, a.profile, a.note)
+    return a.out, {"tables": len(tables), "figures": len(figures), "rule graph": drawn_by}
 
 
 def named_tables(specs: list[str]) -> dict[str, Path]:
