@@ -35,9 +35,9 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "results/report.html",
-                     "--cores", 2, "--configfile", "fixtures/tiny.yaml")
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "results/claims.csv",
+                     "results/report.html", "check", "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]   # `check` passed: every cell as data/expected/tiny.csv has it
     return work
 
 
@@ -176,11 +176,53 @@ def test_tiny_report_holds_every_table_figure_and_the_rule_graph(tiny_run):
     page = (tiny_run / "results" / "report.html").read_text()
     tables = CHANG_TABLES + QUADRUPLET_TABLES + [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".csv")]
     figures = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
-    assert all(f"<h3>{t}</h3>" in page for t in tables + figures)
-    assert page.count("data:image/png;base64,") == len(figures) + 1   # + the rule graph
-    assert "R@10 paper" in page and "R@10 diff" in page and ("#d9f2d9" in page or "#f7d4d4" in page)
-    assert "tiny end-to-end test configuration" in page and "transformers" in page and "git commit" in page
+    names = [t[len("results/"):-len(".csv")] for t in tables]
+    assert all(f"<h3>{n}</h3>" in page for n in names)
+    assert all(f"<figcaption class='note'>{f[len('results/'):-len('.png')]}</figcaption>" in page for f in figures)
+    assert "<figcaption class='note'>the rule graph (" in page and page.count("<details><summary>raw CSV") == len(tables)
+    # the profile said once at the top, then the verdicts: every paper's claims with a coloured badge each
+    top = page.split("<h2>Did it reproduce?</h2>")[0]
+    assert "Profile: tiny." in top and "tiny end-to-end test configuration" in top
+    claims = pd.read_csv(tiny_run / "results/claims.csv")
+    assert page.count('<tr><td><span class="badge"') == claims.groupby(["paper", "claim"]).ngroups
+    assert "transformers" in page and "git commit" in page
     assert (tiny_run / "results" / "dag.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_tiny_claims_cover_every_claims_file_with_a_verdict_each(tiny_run):
+    import yaml
+
+    claims = pd.read_csv(tiny_run / "results/claims.csv")
+    for paper in ("chang2020", "quadrupletbert", "repbert", "ltre"):
+        listed = [c["id"] for c in yaml.safe_load((tiny_run / f"data/papers/{paper}.claims.yaml").read_text())["claims"]]
+        assert claims.loc[claims["paper"] == paper, "claim"].unique().tolist() == listed
+    assert set(claims["verdict"]) <= {"holds", "same direction, not significant", "not supported", "contradicted",
+                                      "not measurable"}
+    measured = claims[claims["verdict"] != "not measurable"]
+    assert len(measured) > 50 and measured["p"].between(0, 1).all() and (measured["profile"] == "tiny").all()
+    # the 50%/50% split is the only one: claims about the 1% and 5% splits cannot be tested here
+    assert claims.loc[claims["claim"] == "chang-7", "verdict"].eq("not measurable").all()
+    assert json.loads((tiny_run / "results/claims.json").read_text())["profile"] == "tiny"
+
+
+@pytest.mark.slow
+def test_a_changed_learning_rate_fails_the_check_naming_the_cells(tiny_run, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(tiny_run, work, symlinks=True)
+    changed = (work / "fixtures/tiny.yaml").read_text().replace(
+        "finetune: {steps: 4, batch_size: 4, lr: 1.0e-3", "finetune: {steps: 4, batch_size: 4, lr: 3.0e-2")
+    (work / "fixtures/lr.yaml").write_text(changed)
+    done = snakemake(work, "check", "--cores", 2, "--configfile", "fixtures/lr.yaml")
+    assert done.returncode != 0
+    message = done.stdout + done.stderr
+    assert "cells outside their tolerance" in message
+    assert "[FAIL] chang2020/table3 [split=50-50; encoder=Transformer; pretraining=ICT+BFS+WLP]" in message
+    report = pd.read_csv(work / "results/check.csv")
+    failed = report[report["status"] == "FAIL"]
+    # only what the fine-tuning feeds: Chang's two-tower rows; BM25, QuadrupletBERT, RepBERT, LTRe unchanged
+    assert len(failed) and failed["table"].str.startswith("chang2020/table").all()
+    assert not failed["row"].str.contains("BM-25").any()
 
 
 def test_a_table_found_without_a_record_is_rebuilt_not_trusted(tmp_path):
