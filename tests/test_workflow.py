@@ -457,3 +457,14 @@ def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):
     # RepBERT's passages in 3 parts and a merge; Chang's enwiki-mini models still one job each
     assert counts["encode_shard"] == 3 and counts["merge_embeddings"] == 1
     assert counts["encode_candidates"] == job_counts(snakemake(work, "results/chang2020/table3.csv", "-n").stdout)["encode_candidates"]
+
+
+def test_paper_profile_plans_the_claims_and_the_check_against_the_papers_values(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, "results/claims.csv", "check", "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["claims"] == counts["check_cells"] == counts["check"] == 1
+    # the check compares every cell with the paper's own value (data/expected/paper.yaml)
+    assert "--expected data/expected/paper.yaml" in plan.stdout
+    assert plan.stdout.count("--table ") >= 2 * 17   # claims and check read every table and figure
