@@ -30,6 +30,9 @@ pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.gen
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
    targets and redirects renamed per copy, so WLP still finds its links; written to a temp dir). Goal: the
    peak stays flat as the corpus grows (peak ratio near 1 for a corpus size ratio of k);
+report_view: results/report.html rendered by a real browser (Debian's headless Chromium): a screenshot of what a
+   reader sees first (1400 x 1000) and of the first 6000 pixels, written to benchmarks/out/, with the page's size
+   and the render time;
 data_parallel: the mini profile's fine-tuning (its encoder shape, batch, lengths, lr, temperature) run by the
    stage as one process on 2 threads and as two data-parallel processes of 1 thread (gloo, the launcher the
    paper profile's training rules use), on the same synthetic QA set, once with the encoder's dropout off
@@ -444,12 +447,37 @@ def data_parallel(steps: int = 150) -> dict:
     return {**out, "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
 
 
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars"]
+
+
+def report_view(page: Path = ROOT / "results/report.html") -> dict:
+    """Screenshots of the report in headless Chromium (apt-get install chromium)."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not browser:
+        return {"skipped": "no chromium on PATH (Debian: apt-get install chromium)"}
+    shots = {}
+    with tempfile.TemporaryDirectory() as profile:
+        for name, height in (("top", 1000), ("long", 6000)):
+            png = ROOT / f"benchmarks/out/report-{name}.png"
+            began = time.perf_counter()
+            done = subprocess.run([browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--window-size=1400,{height}",
+                                   f"--screenshot={png}", page.resolve().as_uri()], capture_output=True, text=True,
+                                  timeout=300)
+            if done.returncode != 0 or not png.exists():
+                sys.exit(f"chromium could not render {page}: {done.stderr.strip().splitlines()[-1:]}")
+            shots[name] = {"png": str(png.relative_to(ROOT)), "seconds": round(time.perf_counter() - began, 2)}
+    return {"page_kb": round(page.stat().st_size / 1024, 1), "screenshots": shots,
+            "browser": subprocess.run([browser, "--version"], capture_output=True, text=True).stdout.strip()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
     parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs",
-                                           "data_parallel"],
+                                           "data_parallel", "report_view"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
@@ -473,7 +501,8 @@ def main() -> None:
              "plan": plan,
              "gpu_hours": gpu_hours,
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats),
-             "data_parallel": data_parallel}
+             "data_parallel": data_parallel,
+             "report_view": report_view}
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()
