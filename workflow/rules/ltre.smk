@@ -126,7 +126,7 @@ def lt_steps(model):
 
 
 LT_START = LT["start"]
-LT_NOTE = (f"{config['profile_note']}; LTRe's data: {LT_DATA}, split dev, {LT['towers']['embedding_dim']}-d towers "
+LT_NOTE = (f"{table_note(LT_DATA)}; LTRe's data: {LT_DATA}, split dev, {LT['towers']['embedding_dim']}-d towers "
            f"(the paper's: MS MARCO passage dev and TREC DL 2019, RoBERTa-base, 768-d)")
 LT_INDEXES = [i["name"] for i in LT["indexes"]]
 
