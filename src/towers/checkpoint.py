@@ -58,16 +58,14 @@ def _read(path: Path) -> dict:
         raise StageError(path, f"not valid JSON ({err.msg} at line {err.lineno})") from None
 
 
-def _pooling_mode(config: dict, path: Path) -> str:
-    """The pooling a sentence-transformers Pooling config names (old boolean keys or the newer pooling_mode)."""
+def _pooling_mode(config: dict) -> str:
+    """The pooling a sentence-transformers Pooling config names (old boolean keys or the newer pooling_mode);
+    convert() refuses one it cannot do unless params override it."""
     if isinstance(config.get("pooling_mode"), str):
-        modes = [config["pooling_mode"]]
-    else:
-        modes = [key[len("pooling_mode_"):].removesuffix("_token").removesuffix("_tokens")
-                 for key, on in config.items() if key.startswith("pooling_mode_") and on is True]
-    if len(modes) != 1 or modes[0] not in POOLINGS:
-        raise StageError(path, f"pooling {'+'.join(modes) or 'none'} is not supported (only {' or '.join(POOLINGS)})")
-    return modes[0]
+        return config["pooling_mode"]
+    modes = [key[len("pooling_mode_"):].removesuffix("_token").removesuffix("_tokens")
+             for key, on in config.items() if key.startswith("pooling_mode_") and on is True]
+    return "+".join(modes) or "none"
 
 
 def read_settings(folder: Path) -> tuple[Path, dict]:
@@ -85,7 +83,7 @@ def read_settings(folder: Path) -> tuple[Path, dict]:
             transformer = where
         elif kind == "Pooling":
             pooling_config = _read(where / "config.json")
-            settings["pooling"] = (_pooling_mode(pooling_config, where / "config.json"), f"{where.name}/config.json")
+            settings["pooling"] = (_pooling_mode(pooling_config), f"{where.name}/config.json")
             if pooling_config.get("include_prompt") is False:
                 raise StageError(where / "config.json", "pooling that leaves the prompt's tokens out is not supported")
         elif kind == "Normalize":
@@ -147,7 +145,9 @@ def convert(source: str, out, doc_text: str, overrides: dict, label: str = "", c
         if value is not None:
             chosen[key] = (value, "params")
     if chosen["pooling"][0] not in POOLINGS:
-        raise StageError("--pooling", f"{chosen['pooling'][0]!r} is not one of {', '.join(POOLINGS)}")
+        where = "--pooling" if chosen["pooling"][1] == "params" else folder / chosen["pooling"][1]
+        raise StageError(where, f"pooling {chosen['pooling'][0]} is not supported (only {' or '.join(POOLINGS)});"
+                                " set the checkpoint's pooling in params to override it")
     for key in ("query_length", "doc_length"):
         if not 1 <= int(chosen[key][0]) <= longest:
             raise StageError(f"--{key.replace('_', '-')}", f"must be within 1..{longest} (the encoder's limit), "
