@@ -59,3 +59,21 @@ def test_a_local_dataset_needs_no_url_and_a_download_still_does(tmp_path):
     refused = _plan(work, {"squad-remote": {"kind": "squad", "files": [{"name": "dev.json", "sha256": "0" * 64}]}},
                     "artifacts/squad-remote/reqa/qrels.txt")
     assert refused.returncode != 0 and "'url' is a required property" in refused.stdout + refused.stderr
+
+
+def test_a_local_graded_set_is_checked_against_its_digest(tmp_path):
+    queries, qrels, candidates = tmp_path / "q.tsv", tmp_path / "qrels.txt", tmp_path / "candidates.jsonl"
+    queries.write_text("1\tfirst query\n")
+    qrels.write_text("1 Q0 p1 3\n1 Q0 p2 0\n")
+    candidates.write_text("".join(json.dumps({"id": p, "contents": f"passage {p}"}) + "\n" for p in ("p1", "p2")))
+    md5 = hashlib.md5(qrels.read_bytes()).hexdigest()
+
+    def graded(out, digest):
+        return run_stage("passages-graded", "--queries", queries, "--qrels", qrels, "--candidates", candidates,
+                         "--qrels-digest", digest, "--out-dir", out / "reqa", "--split-dir", out / "split")
+
+    assert graded(tmp_path / "a", f"md5:{md5}").returncode == 0
+    meta = json.loads((tmp_path / "a/reqa/qrels.txt.meta.json").read_text())
+    assert meta["counts"]["checksum"] == {str(queries): "not verified (no checksum given)", str(qrels): "md5 verified"}
+    bad = graded(tmp_path / "b", "md5:" + "0" * 32)
+    assert bad.returncode == 1 and "md5 mismatch" in bad.stderr and not (tmp_path / "b/reqa/qrels.txt").exists()
