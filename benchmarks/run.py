@@ -35,6 +35,7 @@ reference: the pinned MiniLM checkpoint through `snakemake results/zeroshot/<dat
    pytrec_eval (goal: every metric within 1e-4, top-10 lists equal except ties), Success@k against R@k on the same
    runs, encoding speed of both on the same texts, and ~30 steps of the project's fine-tuning against
    MultipleNegativesRankingLoss on the same batches (goal: step losses within 1e-3; the project not slower);
+reference_tiny: the same comparisons on the tiny articles of tests/fixtures (minutes);
 data_parallel: the mini profile's fine-tuning (its encoder shape, batch, lengths, lr, temperature) run by the
    stage as one process on 2 threads and as two data-parallel processes of 1 thread (gloo, the launcher the
    paper profile's training rules use), on the same synthetic QA set, once with the encoder's dropout off
@@ -531,12 +532,48 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
     return out
 
 
+def reference_tiny() -> dict:
+    """The same comparisons on the tiny articles of tests/fixtures (17 sentences, 12 questions; the data of
+    tests/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
+    import reference as ref
+    from towers.io import read_jsonl, read_qrels, read_queries
+
+    fixtures = ROOT / "tests/fixtures"
+    out: dict = {"data": "tests/fixtures/tiny-wiki.xml + tiny-questions.tsv: 17 candidate sentences, 12 questions"}
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        work = Path(tmp)
+        ref.towers_stage("parse-wiki", "--dump", fixtures / "tiny-wiki.xml", "--articles", work / "corpus/articles.jsonl",
+                         "--redirects", work / "corpus/redirects.json", "--stats", work / "corpus/stats.json")
+        ref.towers_stage("reqa-wiki", "--articles", work / "corpus/articles.jsonl", "--questions",
+                         fixtures / "tiny-questions.tsv", "--out-dir", work / "reqa")
+        ref.towers_stage("split-all", "--queries", work / "reqa/queries.tsv", "--out-dir", work / "all")
+        reqa, queries = work / "reqa", work / "all/test.tsv"
+        metrics = ["R@1", "R@5", "R@10", "RR@10", "nDCG@10"]
+        project = ref.project_pipeline(work / "project", reqa / "candidates.jsonl", queries, reqa / "qrels.txt",
+                                       metrics, "success")
+        theirs = ref.st_side(ref.minilm_folder(), reqa / "candidates.jsonl", queries, reqa / "qrels.txt", "sentence")
+        out["retrieval"] = ref.compare_retrieval(project, theirs, "success")
+        sentences = {c["id"]: c["sentence"] for c in read_jsonl(reqa / "candidates.jsonl")}
+        out["encoding_speed"] = ref.encoding_speed(project["model"], ref.minilm_folder(), sorted(sentences.values()) * 8,
+                                                   batch_size=32)
+        qrels, pairs, seen = read_qrels(reqa / "qrels.txt"), [], set()
+        for qid, text in read_queries(reqa / "queries.tsv").items():
+            doc = sorted(qrels[qid])[0]
+            if sentences[doc] not in seen:
+                seen.add(sentences[doc])
+                pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
+        out["training"] = ref.compare_training(work / "training", pairs, steps=30, batch_size=4, lr=5e-5)
+    out["note"] = ("as --part reference, on the tiny articles; speeds on a machine shared with other work "
+                   f"(load average {os.getloadavg()[0]:.1f} at the end): the ratios, measured side by side, are what count")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
     parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs",
-                                           "data_parallel", "reference"],
+                                           "data_parallel", "reference", "reference_tiny"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
@@ -562,7 +599,8 @@ def main() -> None:
              "gpu_hours": gpu_hours,
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats),
              "data_parallel": data_parallel,
-             "reference": lambda: reference(args.cores, args.reference_work)}
+             "reference": lambda: reference(args.cores, args.reference_work),
+             "reference_tiny": reference_tiny}
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()
