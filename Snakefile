@@ -18,7 +18,10 @@ CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method"
 PY = "python" if CONDA else sys.executable
 ENVS = os.path.join(workflow.basedir, "envs")
 CPU_ENV = f"{ENVS}/cpu.yaml"
-if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"]
+# a checkpoint named by hub name (not package:<module>, not a folder here) is fetched through the hub's cache
+HUB_CHECKPOINTS = [c["source"] for c in config["checkpoints"].values()
+                   if not c["source"].startswith("package:") and not os.path.exists(c["source"])]
+if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"] or HUB_CHECKPOINTS
         or config["quadrupletbert"]["pretrain"]["init_hub_model"] or config["ltre"]["start_hub_model"]):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
 TOWERS = f"{PY} -m towers"
@@ -36,7 +39,7 @@ JAVA_ENV = f"{ENVS}/java.yaml"
 
 wildcard_constraints:
     dataset="[a-z0-9-]+",
-    split="|".join([*SPLITS, "dev"]),   # "dev": a passage dataset's one split
+    split="|".join([*SPLITS, "dev", "all"]),   # "dev": a passage dataset's one split; "all": every question
     kind="emb|bert",
     margin=r"[0-9]+(\.[0-9]+)?",
     seed="[0-9]+",
@@ -79,6 +82,7 @@ include: "workflow/rules/pretrain.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
+include: "workflow/rules/zeroshot.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/repbert.smk"
 include: "workflow/rules/ltre.smk"
@@ -95,6 +99,7 @@ rule all:
     input:
         PAPER_TABLES,
         PAPER_FIGURES,
+        ZEROSHOT_TABLES,
         "results/claims.csv",
 
 

@@ -30,6 +30,12 @@ pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.gen
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
    targets and redirects renamed per copy, so WLP still finds its links; written to a temp dir). Goal: the
    peak stays flat as the corpus grows (peak ratio near 1 for a corpus size ratio of k);
+reference: the pinned MiniLM checkpoint through `snakemake results/zeroshot/<dataset>.csv` (fresh copy; enwiki-mini,
+   and SQuAD dev when ../shared/data/squad has it) against sentence-transformers' encode, numpy exact search and
+   pytrec_eval (goal: every metric within 1e-4, top-10 lists equal except ties), Success@k against R@k on the same
+   runs, encoding speed of both on the same texts, and ~30 steps of the project's fine-tuning against
+   MultipleNegativesRankingLoss on the same batches (goal: step losses within 1e-3; the project not slower);
+reference_tiny: the same comparisons on the tiny articles of tests/fixtures (minutes);
 report_view: results/report.html rendered by a real browser (Debian's headless Chromium): a screenshot of what a
    reader sees first (1400 x 1000) and of the first 6000 pixels, written to benchmarks/out/, with the page's size
    and the render time;
@@ -447,6 +453,124 @@ def data_parallel(steps: int = 150) -> dict:
     return {**out, "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
 
 
+SQUAD_DEV = ROOT.parent / "shared" / "data" / "squad"
+
+
+def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_steps: int = 30) -> dict:
+    """The MiniLM checkpoint through the project's pipeline (`snakemake results/zeroshot/<dataset>.csv`, fresh
+    copy) against sentence-transformers + numpy + pytrec_eval (benchmarks/reference.py) on all of enwiki-mini,
+    and on real SQuAD dev when ../shared/data/squad holds it; encoding and training speed of both. The reference
+    side encodes while the pipeline runs (both in the same run, on the same machine); `work_dir` keeps the copy
+    (a rerun reuses what it built)."""
+    import random
+
+    import yaml
+
+    import reference as ref
+    from towers.io import read_jsonl, read_qrels, read_queries, read_run
+
+    datasets = ["enwiki-mini"] + (["squad"] if (SQUAD_DEV / "dev-v1.1.json").exists() else [])
+    out: dict = {"datasets": {}}
+    with contextlib.ExitStack() as stack:
+        work = Path(work_dir) if work_dir else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="towers-bench-")))
+        if not (work / "Snakefile").exists():
+            work.mkdir(parents=True, exist_ok=True)
+            fresh_copy(str(work))
+        (work / "reference.yaml").write_text(yaml.safe_dump({"datasets": {"squad": {"local_dir": str(SQUAD_DEV)}}}))
+        config = ["--configfile", "reference.yaml", "--rerun-incomplete"]
+        inputs = [f"artifacts/{name}/{part}" for name in datasets for part in ("reqa/candidates.jsonl", "splits/all/test.tsv")]
+        timed([sys.executable, "-m", "snakemake", *inputs, "--cores", str(cores), *config], work)
+        targets = [f"results/zeroshot/{name}.csv" for name in datasets]
+        snake = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores), *config]
+        _, plan = timed([*snake, "-n"], work)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")]))}
+        began = time.perf_counter()
+        pipeline = subprocess.Popen(snake, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+        theirs = {name: ref.st_side(ref.minilm_folder(), work / f"artifacts/{name}/reqa/candidates.jsonl",
+                                    work / f"artifacts/{name}/splits/all/test.tsv",
+                                    work / f"artifacts/{name}/reqa/qrels.txt", "sentence", threads=1)
+                  for name in datasets}
+        _, errors = pipeline.communicate()
+        if pipeline.returncode:
+            sys.exit(f"reference: the pipeline failed\n{errors[-3000:]}")
+        out["pipeline"] = {"targets": targets, "jobs": job_counts(plan.stdout),
+                           "seconds_with_the_reference_side_beside": round(time.perf_counter() - began, 1)}
+        keep_outputs(work, targets, "zeroshot")
+        for name in datasets:
+            art = work / "artifacts" / name
+            folder = art / "dense/ckpt-minilm/all"
+            project = {"model": folder / "model", "embeddings": folder / "candidates.npy", "ids": folder / "candidates.ids",
+                       "run": folder / "run-flat.trec", "eval": art / "eval/ckpt-minilm/all/flat.json"}
+            row = ref.compare_retrieval(project, theirs[name], "success")
+            encoded = json.loads((folder / "candidates.npy.meta.json").read_text())
+            row["encode_seconds"] = {"project_stage_incl_start": encoded["seconds"],
+                                     "sentence_transformers_encode": round(theirs[name]["doc_seconds"], 1),
+                                     "note": "concurrent, on a shared machine: see encoding_speed for the ratio"}
+            qrels = read_qrels(art / "reqa/qrels.txt")
+            qids = list(read_queries(art / "splits/all/test.tsv"))
+            row["relevant_per_question"] = {"one": sum(len(qrels[q]) == 1 for q in qids),
+                                            "two_or_more": sum(len(qrels[q]) > 1 for q in qids)}
+            row["recall_conventions"] = {
+                "minilm": ref.conventions(theirs[name]["per_query"]),
+                "bm25": ref.conventions(ref.pytrec_metrics(read_run(art / "bm25/run.trec"), qrels, qids))}
+            out["datasets"][name] = row
+        # speed on the same texts, interleaved; training on enwiki-mini's questions with distinct answer sentences
+        art = work / "artifacts/enwiki-mini"
+        sentences = {c["id"]: c["sentence"] for c in read_jsonl(art / "reqa/candidates.jsonl")}
+        texts = random.Random(13).sample(sorted(sentences.values()), speed_texts)
+        out["encoding_speed"] = ref.encoding_speed(art / "dense/ckpt-minilm/all/model", ref.minilm_folder(), texts)
+        qrels, pairs, seen = read_qrels(art / "reqa/qrels.txt"), [], set()
+        for qid, text in read_queries(art / "reqa/queries.tsv").items():
+            doc = sorted(qrels[qid])[0]
+            if sentences[doc] not in seen:
+                seen.add(sentences[doc])
+                pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
+        shutil.rmtree(work / "training", ignore_errors=True)
+        out["training"] = ref.compare_training(work / "training", pairs, steps=train_steps, batch_size=32, lr=5e-5)
+    out["note"] = ("retrieval: project = snakemake's checkpoint-model, encode-candidates, build-index Flat, dense-search, "
+                   "evaluate (R@k as Success@k); reference = SentenceTransformer(folder).encode, numpy inner product, "
+                   "pytrec_eval. Speeds: one thread each, same texts and batch size, interleaved, median of 3. "
+                   "Training: same batches (draw_batch), AdamW wd 0.01, linear warm-up 0.1, clip 1.0, scale 20, "
+                   "dropout off; no duplicate doc in a batch (the project masks duplicates, MNRL counts them)")
+    return out
+
+
+def reference_tiny() -> dict:
+    """The same comparisons on the tiny articles of tests/fixtures (17 sentences, 12 questions; the data of
+    tests/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
+    import reference as ref
+    from towers.io import read_jsonl, read_qrels, read_queries
+
+    fixtures = ROOT / "tests/fixtures"
+    out: dict = {"data": "tests/fixtures/tiny-wiki.xml + tiny-questions.tsv: 17 candidate sentences, 12 questions"}
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        work = Path(tmp)
+        ref.towers_stage("parse-wiki", "--dump", fixtures / "tiny-wiki.xml", "--articles", work / "corpus/articles.jsonl",
+                         "--redirects", work / "corpus/redirects.json", "--stats", work / "corpus/stats.json")
+        ref.towers_stage("reqa-wiki", "--articles", work / "corpus/articles.jsonl", "--questions",
+                         fixtures / "tiny-questions.tsv", "--out-dir", work / "reqa")
+        ref.towers_stage("split-all", "--queries", work / "reqa/queries.tsv", "--out-dir", work / "all")
+        reqa, queries = work / "reqa", work / "all/test.tsv"
+        metrics = ["R@1", "R@5", "R@10", "RR@10", "nDCG@10"]
+        project = ref.project_pipeline(work / "project", reqa / "candidates.jsonl", queries, reqa / "qrels.txt",
+                                       metrics, "success")
+        theirs = ref.st_side(ref.minilm_folder(), reqa / "candidates.jsonl", queries, reqa / "qrels.txt", "sentence")
+        out["retrieval"] = ref.compare_retrieval(project, theirs, "success")
+        sentences = {c["id"]: c["sentence"] for c in read_jsonl(reqa / "candidates.jsonl")}
+        out["encoding_speed"] = ref.encoding_speed(project["model"], ref.minilm_folder(), sorted(sentences.values()) * 8,
+                                                   batch_size=32)
+        qrels, pairs, seen = read_qrels(reqa / "qrels.txt"), [], set()
+        for qid, text in read_queries(reqa / "queries.tsv").items():
+            doc = sorted(qrels[qid])[0]
+            if sentences[doc] not in seen:
+                seen.add(sentences[doc])
+                pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
+        out["training"] = ref.compare_training(work / "training", pairs, steps=30, batch_size=4, lr=5e-5)
+    out["note"] = ("as --part reference, on the tiny articles; speeds on a machine shared with other work "
+                   f"(load average {os.getloadavg()[0]:.1f} at the end): the ratios, measured side by side, are what count")
+    return out
+
+
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars"]
@@ -477,11 +601,12 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
     parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs",
-                                           "data_parallel", "report_view"],
+                                           "data_parallel", "reference", "reference_tiny", "report_view"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
     parser.add_argument("--pairs-repeats", type=int, default=5, help="pairs: measurements per task and corpus size")
+    parser.add_argument("--reference-work", default="", help="reference: keep the workflow copy here (reused)")
     parser.add_argument("--pairs-worker", nargs=3, metavar=("TASK", "ARTICLES", "REDIRECTS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pairs_worker:
@@ -502,6 +627,8 @@ def main() -> None:
              "gpu_hours": gpu_hours,
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats),
              "data_parallel": data_parallel,
+             "reference": lambda: reference(args.cores, args.reference_work),
+             "reference_tiny": reference_tiny,
              "report_view": report_view}
     for name, run in parts.items():
         if args.part in ("all", name):

@@ -27,3 +27,21 @@ def test_unknown_measure_and_unjudged_queries():
         evaluate({}, {"a": {"d": 1}}, ["a"], ["Recall@@1"])
     with pytest.raises(StageError, match="none of the evaluated queries"):
         evaluate({}, {"a": {"d": 1}}, ["z"], ["R@1"])
+
+
+def test_recall_convention_success_counts_a_question_found_by_any_answer():
+    # b has two relevant documents and finds one at rank 1: a hit (Success@1 = 1) but half its answers (R@1 = 0.5)
+    qrels = {"a": {"d1": 1}, "b": {"d5": 1, "d6": 1}}
+    run = {"a": [("d3", 3.0), ("d1", 2.0)], "b": [("d5", 9.0), ("d7", 8.0)]}
+    success = evaluate(run, qrels, ["a", "b"], ["R@1", "R@5", "RR@10"], recall="success")
+    fraction = evaluate(run, qrels, ["a", "b"], ["R@1", "R@5", "RR@10"], recall="fraction")
+    assert success["per_query"]["b"]["R@1"] == 1.0 and fraction["per_query"]["b"]["R@1"] == 0.5
+    assert success["metrics"] == pytest.approx({"R@1": 0.5, "R@5": 1.0, "RR@10": 0.75})
+    assert fraction["metrics"] == pytest.approx({"R@1": 0.25, "R@5": 0.75, "RR@10": 0.75})
+    assert success["computed_as"] == {"R@1": "Success@1", "R@5": "Success@5"} and fraction["computed_as"] == {}
+    # one relevant document per question (enwiki-mini): the two conventions give the same numbers
+    single = {"a": {"d1": 1}, "b": {"d5": 1}}
+    assert evaluate(run, single, ["a", "b"], ["R@1", "R@5"], recall="success")["metrics"] == \
+        evaluate(run, single, ["a", "b"], ["R@1", "R@5"])["metrics"]
+    with pytest.raises(StageError, match="unknown convention"):
+        evaluate(run, qrels, ["a"], ["R@1"], recall="any")

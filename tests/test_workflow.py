@@ -21,6 +21,7 @@ CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
 REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
     [f"results/repbert/figure{n}.png" for n in (1, 2)]
 LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]
+ZEROSHOT_TARGETS = ["results/zeroshot/enwiki-mini.csv", "results/zeroshot/beir-tiny.csv"]
 
 
 def copy_workflow(dest: Path) -> Path:
@@ -35,8 +36,9 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "results/claims.csv",
-                     "results/report.html", "check", "--cores", 2, "--configfile", "fixtures/tiny.yaml")
+    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, *ZEROSHOT_TARGETS,
+                     "results/claims.csv", "results/report.html", "check", "--cores", 2, "--configfile",
+                     "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]   # `check` passed: every cell as data/expected/tiny.csv has it
     return work
 
@@ -46,7 +48,8 @@ def test_tiny_dag_builds_the_table(tiny_run):
     table = pd.read_csv(tiny_run / TARGET, dtype={"split": str})
     assert list(table[["encoder", "pretraining"]].itertuples(index=False, name=None)) == [
         ("BM-25", "No Pretraining"), ("BoW-MLP", "No Pretraining"), ("BoW-MLP", "ICT+BFS+WLP"),
-        ("Transformer", "No Pretraining"), ("Transformer", "MLM"), ("Transformer", "ICT+BFS+WLP")]
+        ("Transformer", "No Pretraining"), ("Transformer", "MLM"), ("Transformer", "ICT+BFS+WLP"),
+        ("all-MiniLM-L6-v2", "retrieval-trained checkpoint (not a BERT init)")]   # chang2020.table3.checkpoints
     assert set(table["split"]) == {"50-50"} and set(table["profile"]) == {"tiny"}
     for metric in ["R@1", "R@5", "R@10", "R@50", "R@100"]:
         assert table[metric].between(0, 100).all() and f"{metric} paper" in table
@@ -156,6 +159,29 @@ def test_tiny_dag_builds_the_ltre_tables_and_figure(tiny_run):
     assert set(figure["method"]) == {"ltre", "rand", "bm25", "async"}
     assert set(figure["measure"]) == {"MRR@10", "R@3", "BM25 overlap", "async overlap"}
     assert (tiny_run / "results/ltre/figure3.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
+    table = pd.read_csv(tiny_run / "results/zeroshot/enwiki-mini.csv")
+    assert table["model"].tolist() == ["bm25", "ckpt-minilm"] and set(table["split"]) == {"all"}
+    assert (table["queries"] == 12).all()   # every question, not a split's test side
+    assert table[["nDCG@10", "R@100", "RR@10"]].stack().between(0, 1).all()
+    assert "retrieval-trained checkpoint" in table.loc[1, "caveat"] and "contaminated" in table.loc[1, "caveat"]
+    assert "Success@k" in table.loc[0, "note"] and "nDCG@10 published" not in table
+    # one model folder and one encoding of the corpus serve every split: Table 3's 50-50 row searched it
+    dense = tiny_run / "artifacts/enwiki-mini/dense/ckpt-minilm"
+    assert sorted(p.name for p in dense.iterdir()) == ["50-50", "all"]
+    assert not (dense / "50-50/model").exists() and (dense / "50-50/run-flat.trec").exists()
+    towers = json.loads((dense / "all/model/towers.json").read_text())
+    assert towers["pooling"] == "mean" and towers["normalize"] and towers["doc_text"] == "sentence"
+    assert towers["checkpoint"]["read_from"]["pooling"] == "1_Pooling/config.json"
+    beir = pd.read_csv(tiny_run / "results/zeroshot/beir-tiny.csv")
+    assert beir["split"].tolist() == ["dev", "dev"] and (beir["queries"] == 2).all()
+    assert beir["nDCG@10 published"].tolist()[1] == 0.5 and "ir-measures R@k" in beir.loc[0, "note"]
+    assert json.loads((tiny_run / "results/zeroshot/beir-tiny.json").read_text())["rows"]["ckpt-minilm"]["RR@10"] >= 0
+    passages = json.loads((tiny_run / "artifacts/beir-tiny/reqa/candidates.jsonl.meta.json").read_text())
+    assert list(passages["counts"]["checksum"].values()) == ["not verified (a folder)"]
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import torch
 from tqdm import tqdm
 
 from .io import StageError, atomic_path
+from .models import prepare_texts
 from .training import loop
 from .training.inbatch import tokenize_docs, tokenize_queries
 
@@ -19,9 +20,12 @@ def length_order(lengths: list[int]) -> np.ndarray:
 
 @torch.no_grad()
 def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size: int,
-           sort_by_length: bool = True, desc: str = "encode", segment: int = 0) -> np.ndarray:
+           sort_by_length: bool = True, desc: str = "encode", segment: int = 0, prefix: str = "",
+           lowercase: bool = False) -> np.ndarray:
     """items: query strings (kind='query'), doc strings or (sentence, paragraph) tuples (kind='doc').
-    `segment`: the segment id of doc tokens (the model's doc_segment; queries always have 0)."""
+    `segment`: the segment id of doc tokens (the model's doc_segment; queries always have 0);
+    `prefix`, `lowercase`: a pretrained checkpoint's prompt and casing (models.text_options)."""
+    items = prepare_texts(items, prefix, lowercase)
     dev = loop.device()
     tower = tower.to(dev).eval()
     if kind == "query" or isinstance(items[0], str):

@@ -61,15 +61,16 @@ def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) ->
 
     from . import vector_index
     from .encode import encode
-    from .models import TwoTower
+    from .models import TwoTower, text_options
 
     model, tokenizer = TwoTower.load(model_dir)
     index = vector_index.load(index_path)
     length = model.config["query_length"]
+    options = text_options(model.config, "query")
 
     def answer(text: str):
         with torch.no_grad():
-            vector = encode(model.query, tokenizer, [text], "query", length, 1, desc=None)
+            vector = encode(model.query, tokenizer, [text], "query", length, 1, desc=None, **options)
         return vector_index.search(index, vector, depth, nprobe)
 
     return timed_each(queries, answer)

@@ -131,6 +131,25 @@ def doc_input(candidate: dict, doc_text: str):
     raise ValueError(f"unknown doc_text {doc_text!r}")
 
 
+def text_options(config: dict, kind: str) -> dict:
+    """How a model's tower of `kind` ('query' or 'doc') wants its texts: a pretrained checkpoint's prompt
+    (query_prefix, doc_prefix) and lower-casing (sentence-transformers' do_lower_case); none for others."""
+    return {"prefix": config.get(f"{kind}_prefix", ""), "lowercase": bool(config.get("lowercase", False))}
+
+
+def prepare_texts(items: list, prefix: str = "", lowercase: bool = False) -> list:
+    """Texts (or text pairs, whose first text gets the prefix) as a checkpoint reads them: the prompt
+    first, then lower-cased as sentence-transformers does (prompt included)."""
+    if not prefix and not lowercase:
+        return items
+
+    def one(text: str, first: bool) -> str:
+        text = prefix + text if first else text
+        return text.lower() if lowercase else text
+
+    return [one(x, True) if isinstance(x, str) else (one(x[0], True), *(one(t, False) for t in x[1:])) for x in items]
+
+
 def pool(hidden: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
     if how == "cls":
         return hidden[:, 0]
@@ -201,7 +220,8 @@ class TwoTower(nn.Module):
         new towers."""
         if (Path(start_dir) / "towers.json").is_file():
             model, tokenizer = cls.load(start_dir)
-            keep = ("pooling", "embedding_dim", "shared", "normalize", "head", "doc_segment")
+            keep = ("pooling", "embedding_dim", "shared", "normalize", "head", "doc_segment",
+                    "query_prefix", "doc_prefix", "lowercase")   # the last three: a pretrained checkpoint's
             model.config = {**config, **{k: v for k, v in model.config.items() if k in keep}}
             return model, tokenizer, model.config
         return cls.from_encoder(start_dir, config, seed), load_tokenizer(start_dir), config

@@ -186,6 +186,22 @@ def graded_file(dataset, key):
     return dataset_file(dataset, file_spec(dataset, cfg[key]))
 
 
+def graded_checks(dataset):
+    """A graded set's local files are checked by its stage against their sha256 or md5 when params give one
+    (a download was checked by rule download)."""
+    cfg = dataset_cfg(dataset)
+    if not cfg.get("local_dir"):
+        return ""
+    specs = {f["name"]: f for f in cfg.get("files", [])}
+    out = []
+    for key in ("queries", "qrels"):
+        spec = specs.get(cfg[key], {})
+        algorithm = next((a for a in ("sha256", "md5") if spec.get(a)), None)
+        if algorithm:
+            out.append(f"--{key}-digest {algorithm}:{spec[algorithm]}")
+    return " ".join(out)
+
+
 def dataset_file(dataset, spec):
     local = dataset_cfg(dataset).get("local_dir", "")
     return f"{local}/{spec['name']}" if local else f"data/raw/{dataset}/{spec['name']}"
@@ -276,7 +292,8 @@ rule reqa:
     params:
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
-        sha256=lambda w: " ".join(f["sha256"] for f in dataset_cfg(w.dataset).get("files", [])),
+        # "none": a local file given without a sha256 (checked when given, recorded as not verified when not)
+        sha256=lambda w: " ".join(f.get("sha256") or "none" for f in dataset_cfg(w.dataset).get("files", [])),
     log:
         "logs/{dataset}/reqa.log",
     run:
@@ -375,6 +392,7 @@ rule passages_graded:
     wildcard_constraints:
         dataset=ONLY_GRADED,
     params:
+        checks=lambda w: graded_checks(w.dataset),
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
     log:
@@ -383,7 +401,7 @@ rule passages_graded:
         CPU_ENV
     shell:
         "{TOWERS} passages-graded --queries {input.queries:q} --qrels {input.qrels:q} --candidates {input.candidates}"
-        " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}"
+        " {params.checks} --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}"
 
 
 rule passage_triples:

@@ -9,7 +9,8 @@ DENSE = f"{ART}/{{dataset}}/dense/{{model}}/{{split}}"
 
 
 def model_dir(w):
-    return f"{ART}/{base_of(w.dataset)}/dense/{w.model}/{w.split}/model"
+    split = checkpoint_split(w.dataset) if is_checkpoint(w.model) else w.split   # an untrained checkpoint: one split
+    return f"{ART}/{base_of(w.dataset)}/dense/{w.model}/{split}/model"
 
 
 def split_questions(part):
@@ -126,6 +127,8 @@ def index_owner(model):
 
 
 def dense_files(dataset, model, split, index):
+    if is_checkpoint(model):   # not trained: every split searches the one encoding of the corpus
+        split = checkpoint_split(dataset)
     folder = f"{ART}/{corpus_of(dataset)}/dense/{index_owner(model)}/{split}"
     return {"model": f"{ART}/{base_of(dataset)}/dense/{model}/{split}/model", "index": f"{folder}/index-{index}.faiss",
             "ids": f"{folder}/candidates.ids"}

@@ -14,6 +14,48 @@ def run_path(w):
     return f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/run-{w.index}.trec"
 
 
+def recall_convention(dataset):
+    """conventions.reqa_recall on a question set, passage_recall on a passage set (evaluate --recall)."""
+    return config["conventions"]["passage_recall" if base_of(dataset) in PASSAGE_DATASETS else "reqa_recall"]
+
+
+def eval_metrics(dataset, split):
+    """The dataset's metrics; on its zeroshot split (zeroshot.smk) zeroshot's metrics too."""
+    metrics = list(metrics_for(dataset))
+    if split == checkpoint_split(dataset):
+        metrics += [m for m in config["zeroshot"]["metrics"] if m not in metrics]
+    return metrics
+
+
+RECALL_NOTE = {"success": "R@k = Success@k: a query counts as found when any of its relevant documents is in its top k"
+                          " (ReQA's Recall@k as Chang et al. and QuadrupletBERT count it)",
+               "fraction": "R@k = ir-measures R@k: the share of a query's relevant documents in its top k"
+                           " (RepBERT's and LTRe's R@1000)"}
+
+
+def evaluation_queries(dataset):
+    cfg = dataset_cfg(dataset)
+    if cfg["kind"] in ("msmarco-passage", "msmarco-tsv"):
+        dev = cfg.get("dev", "dev.small")
+        small = (" (MS MARCO dev small: the 6,980 queries RepBERT and LTRe report, not the full dev's 101,093)"
+                 if cfg["kind"] == "msmarco-passage" and dev == "dev.small" else "")
+        return f"queries.{dev}.tsv{small}"
+    if cfg["kind"] == "beir":
+        return f"qrels/{cfg.get('eval_split', 'test')}.tsv"
+    if cfg["kind"] == "wikipedia-passages":
+        return f"{cfg.get('dev_fraction', 0.2):g} of the questions"
+    if cfg["kind"] == "graded-passages":
+        return "the judged queries of the graded set"
+    return "a split's test questions (split all: every question)"
+
+
+def table_note(dataset):
+    """The profile's note and how this table's metrics are computed (params: conventions)."""
+    return (f"{config['profile_note']}; {RECALL_NOTE[recall_convention(dataset)]} (conventions); MRR@10 = RR@10:"
+            f" reciprocal rank of the first relevant document within the top 10, 0 past it; evaluation queries"
+            f" of {dataset}: {evaluation_queries(dataset)}")
+
+
 rule evaluate:
     input:
         run=run_path,
@@ -22,11 +64,12 @@ rule evaluate:
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:
-        metrics=lambda w: " ".join(metrics_for(w.dataset)),
+        metrics=lambda w: " ".join(eval_metrics(w.dataset, w.split)),
+        recall=lambda w: recall_convention(w.dataset),
     log:
         "logs/{dataset}/eval_{model}_{split}_{index}.log",
     conda:
         CPU_ENV
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
-        " --metrics {params.metrics} --out {output} 2>&1 | tee {log}"
+        " --metrics {params.metrics} --recall {params.recall} --out {output} 2>&1 | tee {log}"

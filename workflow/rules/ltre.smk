@@ -126,8 +126,10 @@ def lt_steps(model):
 
 
 LT_START = LT["start"]
-LT_NOTE = (f"{config['profile_note']}; LTRe's data: {LT_DATA}, split dev, {LT['towers']['embedding_dim']}-d towers "
-           f"(the paper's: MS MARCO passage dev and TREC DL 2019, RoBERTa-base, 768-d)")
+LT_DATA_NOTE = (f"LTRe's data: {LT_DATA}, split dev, {LT['towers']['embedding_dim']}-d towers "
+                f"(the paper's: MS MARCO passage dev and TREC DL 2019, RoBERTa-base, 768-d)")
+LT_NOTE = f"{config['profile_note']}; {LT_DATA_NOTE}"
+LT_TABLE_NOTE = f"{table_note(LT_DATA)}; {LT_DATA_NOTE}"   # the tables also say how their metrics are computed
 LT_INDEXES = [i["name"] for i in LT["indexes"]]
 
 
@@ -174,7 +176,7 @@ rule ltre_table:
     params:
         rows=lambda w: " ".join(f"--row '{'|'.join(r)}'" for r in lt_rows(w.table)),
         profile=config["profile"],
-        note=LT_NOTE,
+        note=LT_TABLE_NOTE,
     log:
         "logs/tables/ltre_{table}.log",
     conda:

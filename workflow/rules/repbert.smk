@@ -252,7 +252,7 @@ rule repbert_table:
     params:
         rows=lambda w: " ".join(f"--row '{'|'.join(r)}'" for r in rb_rows(w.table)),
         profile=config["profile"],
-        note=config["profile_note"],
+        note=table_note(RB_DATA),
     log:
         "logs/tables/repbert_{table}.log",
     conda:

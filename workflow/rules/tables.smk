@@ -25,13 +25,20 @@ def chang_rows(table):
             else:
                 model = chang_model("transformer", pretraining, config["two_tower"]["embedding_dim"])
             rows.append((split, encoder, LABEL[pretraining], eval_json(t["dataset"], model, split, t["index"])))
+        for name in t.get("checkpoints", []):   # pretrained checkpoints, evaluated as they are (zeroshot.smk)
+            rows.append((split, checkpoint_cfg(f"ckpt-{name}")["label"], CHECKPOINT_ROW,
+                         eval_json(t["dataset"], f"ckpt-{name}", split, t["index"])))
     return rows
+
+
+CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
 
 
 def chang_table_params(table):
     return {"rows": " ".join(f"--row '{'|'.join(r)}'" for r in chang_rows(table)),
             "metrics": " ".join(m for m in config["metrics"] if m.startswith("R@")),
-            "profile": config["profile"], "dataset": CHANG[table]["dataset"], "note": config["profile_note"]}
+            "profile": config["profile"], "dataset": CHANG[table]["dataset"],
+            "note": table_note(CHANG[table]["dataset"])}
 
 
 CHANG_TABLE = (
@@ -105,7 +112,7 @@ rule chang2020_table5:
         metric=CHANG["table5"]["metric"],
         profile=config["profile"],
         dataset=CHANG["table5"]["dataset"],
-        note=config["profile_note"],
+        note=table_note(CHANG["table5"]["dataset"]),
     log:
         "logs/tables/chang2020_table5.log",
     conda:
@@ -154,7 +161,7 @@ def row_flags(rows):
 
 def seeded_table_params(rows):
     return {"rows": row_flags(rows), "metrics": " ".join(QB["metrics"]), "profile": config["profile"],
-            "note": config["profile_note"], "test": QB["significance"]["test"],
+            "note": table_note(QB["datasets"][0]["name"]), "test": QB["significance"]["test"],
             "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
 
 

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..io import (StageError, atomic_path, check_sha256, checksum_from_list, read_json, read_jsonl, read_qrels,
+from ..io import (StageError, atomic_path, check_digest, check_sha256, checksum_from_list, read_json, read_jsonl, read_qrels,
                   read_queries, require_file, write_json, write_jsonl, write_qrels, write_queries)
 from . import arg, stage
 
@@ -37,6 +37,7 @@ def parse_wiki(a):
 
     dump = require_file(resolve_dump(a.dump))
     check_sha256(dump, a.sha256)
+    verified = verification(dump, "sha256" if a.sha256 else None)
     redirects: dict[str, str] = {}
     counter = wiki.Statistics()
     articles = wiki.iter_articles(dump, redirects, a.max_articles or None)
@@ -44,7 +45,12 @@ def parse_wiki(a):
     stats = counter.result(redirects)
     write_json(a.redirects, redirects)
     write_json(a.stats, stats)
-    return a.articles, stats
+    return a.articles, {**stats, "checksum": verified}
+
+
+def verification(path, algorithm: str | None) -> dict:
+    """What a stage's meta file records of an input's integrity: checked against a given digest, or not."""
+    return {str(path): f"{algorithm} verified" if algorithm else "not verified (no checksum given)"}
 
 
 def write_reqa(out_dir, candidates, queries, qrels, extra: dict) -> dict:
@@ -74,14 +80,16 @@ def reqa_wiki(a):
 
 def pooled_reqa(paths: list, sha256s: list, build, out_dir):
     """Build ReQA from several official files (ids prefixed by file number when there are several)."""
-    candidates, queries, qrels = [], {}, {}
+    candidates, queries, qrels, verified = [], {}, {}, {}
     for n, path in enumerate(paths):
-        check_sha256(require_file(path), sha256s[n] if n < len(sha256s) else "")
+        expected = sha256s[n] if n < len(sha256s) and sha256s[n] != "none" else ""   # none: a local file without one
+        check_sha256(require_file(path), expected)
+        verified.update(verification(path, "sha256" if expected else None))
         c, q, r = build(path, id_prefix=f"{n}_" if len(paths) > 1 else "")
         candidates += c
         queries.update(q)
         qrels.update(r)
-    return Path(out_dir) / "candidates.jsonl", write_reqa(out_dir, candidates, queries, qrels, {})
+    return Path(out_dir) / "candidates.jsonl", {**write_reqa(out_dir, candidates, queries, qrels, {}), "checksum": verified}
 
 
 @stage("reqa-squad", arg("--json", required=True, nargs="+"), arg("--sha256", nargs="*", default=[]),
@@ -201,16 +209,17 @@ def download(a):
 
 # --- passage ranking (RepBERT): passage collections, their queries and one "dev" split ---------------
 
-def source_checks(path, a) -> None:
-    """--sha256/--md5 of a source file, when given (a folder has no checksum)."""
+def source_checks(path, a) -> dict:
+    """--sha256/--md5 of a source file, when given (a folder has no checksum); what was verified."""
     from ..io import check_md5
 
     if Path(path).is_dir():
         if a.sha256 or a.md5:
             raise StageError(path, "a folder has no checksum: give --sha256 or --md5 for a file only")
-        return
+        return {str(path): "not verified (a folder)"}
     check_sha256(require_file(path), a.sha256)
     check_md5(path, a.md5)
+    return verification(path, "sha256" if a.sha256 else "md5" if a.md5 else None)
 
 
 def passage_args(max_valid=True):
@@ -245,14 +254,17 @@ def passages_msmarco(a):
     """Passage ranking from the MS MARCO TSV form (official archive, or a folder of one's own)."""
     from ..passages import build_msmarco
 
-    source_checks(a.source, a)
-    return build_passages(a, build_msmarco, source=a.source, collection=a.collection, train=a.train, dev=a.dev,
-                          max_valid=a.max_valid)
+    verified = source_checks(a.source, a)
+    out, stats = build_passages(a, build_msmarco, source=a.source, collection=a.collection, train=a.train, dev=a.dev,
+                                max_valid=a.max_valid)
+    return out, {**stats, "checksum": verified}
 
 
 @stage("passages-graded", arg("--queries", required=True, help="qid<TAB>text, optionally gzipped"),
        arg("--qrels", required=True, help="TREC qrels with grades (qid Q0 docid grade)"),
        arg("--candidates", required=True, help="the base dataset's candidates.jsonl (the collection searched)"),
+       arg("--queries-digest", default="", help="algorithm:hex (sha256 or md5) of a local queries file"),
+       arg("--qrels-digest", default="", help="algorithm:hex of a local qrels file (downloads: checked by download)"),
        arg("--out-dir", required=True), arg("--split-dir", required=True))
 def passages_graded(a):
     """A graded evaluation set (TREC DL 2019) over another passage dataset's collection (downloads are
@@ -266,8 +278,15 @@ def passages_graded(a):
              **{f"split/{name}": Path(a.split_dir) / name for name in SPLIT_FILES}}
     with contextlib.ExitStack() as stack:
         tmp = {key: stack.enter_context(atomic_path(path)) for key, path in names.items()}
+        verified = {}
+        for path, given in ((a.queries, a.queries_digest), (a.qrels, a.qrels_digest)):
+            algorithm, _, digest = given.partition(":")
+            if given and algorithm not in ("sha256", "md5"):
+                raise StageError(path, f"digest {given!r} is not sha256:<hex> or md5:<hex>")
+            check_digest(require_file(path), algorithm, digest) if given else None
+            verified.update(verification(path, algorithm if given else None))
         stats = build_graded(a.queries, a.qrels, a.candidates, tmp)
-    return names["qrels.txt"], stats
+    return names["qrels.txt"], {**stats, "checksum": verified}
 
 
 @stage("passages-beir", arg("--source", required=True, help="a BEIR dataset folder, or its zip"),
@@ -278,9 +297,10 @@ def passages_beir(a):
     """Passage ranking from the BEIR JSONL form (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
     from ..passages import build_beir
 
-    source_checks(a.source, a)
-    return build_passages(a, build_beir, source=a.source, eval_split=a.eval_split, train_split=a.train_split,
-                          max_valid=a.max_valid)
+    verified = source_checks(a.source, a)
+    out, stats = build_passages(a, build_beir, source=a.source, eval_split=a.eval_split, train_split=a.train_split,
+                                max_valid=a.max_valid)
+    return out, {**stats, "checksum": verified}
 
 
 @stage("passages-wiki", arg("--articles", required=True, help="parsed articles (parse-wiki)"),
@@ -336,6 +356,17 @@ def split(a):
     for name, qids in parts.items():   # an empty file when a part has no question (e.g. valid of a 1% split)
         write_queries(Path(a.out_dir) / f"{name}.tsv", {q: queries[q] for q in qids})
     return Path(a.out_dir) / "test.tsv", {k: len(v) for k, v in parts.items()}
+
+
+@stage("split-all", arg("--queries", required=True), arg("--out-dir", required=True))
+def split_all(a):
+    """Split "all": every question on the test side (train and valid empty), so any run, BM25's or an
+    untrained checkpoint's, is scored over all of a QA dataset's questions."""
+    queries = read_queries(a.queries)
+    for name in ("train", "valid"):
+        write_queries(Path(a.out_dir) / f"{name}.tsv", {})
+    write_queries(Path(a.out_dir) / "test.tsv", queries)
+    return Path(a.out_dir) / "test.tsv", {"train": 0, "valid": 0, "test": len(queries)}
 
 
 @stage("pretraining-pairs", arg("--articles", required=True), arg("--redirects", default=""),

@@ -39,7 +39,7 @@ def encode_candidates(a):
     import numpy as np
 
     from ..encode import encode, shard_range
-    from ..models import TwoTower, doc_input
+    from ..models import TwoTower, doc_input, text_options
 
     shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
@@ -52,7 +52,7 @@ def encode_candidates(a):
     except KeyError as err:
         raise StageError(a.candidates, f"a candidate lacks {err}, which the model's doc text {doc_text!r} reads") from None
     vectors = encode(model.doc, tok, docs, "doc", model.config["doc_length"], a.batch_size, desc="encode candidates",
-                     segment=model.config.get("doc_segment", 0))
+                     segment=model.config.get("doc_segment", 0), **text_options(model.config, "doc"))
     with atomic_path(a.ids) as tmp:
         tmp.write_text("\n".join(c["id"] for c in candidates) + "\n")
     with atomic_path(a.embeddings) as tmp:
@@ -91,13 +91,13 @@ def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: 
     """Encode `queries` with the query tower and search the doc tower's Faiss index."""
     from .. import vector_index
     from ..encode import encode
-    from ..models import TwoTower
+    from ..models import TwoTower, text_options
 
     model, tok = TwoTower.load(model_path)
     ids = require_file(ids_path).read_text().split()
     index = vector_index.load(index_path, len(ids), ids_path)
     vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
-                     batch_size, desc="encode queries")
+                     batch_size, desc="encode queries", **text_options(model.config, "query"))
     scores, rows = vector_index.search(index, vectors, depth, nprobe)
     return {qid: [(ids[r], float(s)) for r, s in zip(rows[i], scores[i]) if r >= 0] for i, qid in enumerate(queries)}
 

@@ -8,11 +8,13 @@ from . import arg, stage
 
 
 @stage("evaluate", arg("--run", required=True), arg("--qrels", required=True), arg("--queries", required=True),
-       arg("--metrics", required=True, nargs="+"), arg("--out", required=True))
+       arg("--metrics", required=True, nargs="+"), arg("--out", required=True),
+       arg("--recall", default="fraction", choices=["success", "fraction"],
+           help="R@k as Success@k (any relevant in the top k: ReQA's Recall@k) or ir-measures R@k (share found)"))
 def evaluate(a):
     from ..evaluate import evaluate as score
 
-    result = score(read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries)), a.metrics)
+    result = score(read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries)), a.metrics, a.recall)
     write_json(a.out, {"run": str(a.run), **result})
     return a.out, {"queries": result["queries"], **result["metrics"]}
 
@@ -128,6 +130,25 @@ def seeded_table(a):
     compare = tuple(a.compare.split("|")) if a.compare else None
     return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha,
                               a.exact_index), a.csv, a.json)
+
+
+@stage("zeroshot-table", arg("--dataset", required=True), arg("--split", required=True), arg("--profile", required=True),
+       arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
+       arg("--row", required=True, action="append", help="model|label|caveat|eval.json"),
+       arg("--published", action="append", default=[], help="model|metric|value|source: a value published elsewhere"),
+       arg("--csv", required=True), arg("--json", required=True))
+def zeroshot_table(a):
+    """BM25 and pretrained checkpoints, evaluated as they are over a dataset's evaluation queries."""
+    from ..tables import zeroshot_table as build
+
+    published = parse_rows(a.published, ["model", "metric", "value", "source"])
+    for value in published:
+        try:
+            float(value["value"])
+        except ValueError:
+            raise StageError("--published", f"{value['value']!r} is not a number") from None
+    return write_table(*build(parse_rows(a.row, ["model", "label", "caveat", "eval"], may_be_empty=["caveat"]),
+                              published, a.dataset, a.split, a.metrics, a.profile, a.note), a.csv, a.json)
 
 
 REPBERT_ROWS = {"table1": ["method", "eval", "latency"], "table2": ["method", "depth", "eval"],

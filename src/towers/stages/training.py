@@ -192,6 +192,30 @@ def pretrain_two_tower(a):
     return a.out, report
 
 
+@stage("checkpoint-model",
+       arg("--source", required=True, help="a hub name, a local folder (HF or sentence-transformers layout), or "
+                                          "package:<module> (a Python package that ships the model folder)"),
+       arg("--out", required=True), arg("--doc-text", required=True, choices=DOC_TEXTS),
+       arg("--pooling", default=None, help="default: the checkpoint's (1_Pooling/config.json), else cls"),
+       arg("--normalize", type=int, default=None, help="default: 1 when modules.json has Normalize"),
+       arg("--query-length", type=int, default=None, help="default: its max_seq_length, else the encoder's limit"),
+       arg("--doc-length", type=int, default=None), arg("--query-prefix", default=None, help="default: its query prompt"),
+       arg("--doc-prefix", default=None, help="default: its document prompt"),
+       arg("--lowercase", type=int, default=None, help="default: its do_lower_case"),
+       arg("--label", default=""), arg("--caveat", default=""))
+def checkpoint_model(a):
+    """A pretrained encoder checkpoint as a model folder of this project, evaluated as it is (not trained)."""
+    from ..checkpoint import convert
+
+    overrides = {"pooling": a.pooling, "normalize": None if a.normalize is None else bool(a.normalize),
+                 "query_length": a.query_length, "doc_length": a.doc_length, "query_prefix": a.query_prefix,
+                 "doc_prefix": a.doc_prefix, "lowercase": None if a.lowercase is None else bool(a.lowercase)}
+    with atomic_path(a.out) as tmp:
+        config = convert(a.source, tmp, a.doc_text, overrides, a.label, a.caveat)
+    return a.out, {k: v for k, v in config.items() if k != "checkpoint"} | {"read_from": config["checkpoint"]["read_from"],
+                                                                             "folder": config["checkpoint"]["folder"]}
+
+
 @stage("init-bow", arg("--out", required=True), arg("--buckets", type=int, required=True), arg("--dim", type=int, required=True),
        arg("--max-features", type=int, default=256), arg("--seed", type=int, required=True),
        arg("--char-ngram", type=int, default=3, help="0 = no character n-grams"),

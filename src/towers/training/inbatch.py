@@ -9,7 +9,7 @@ import torch
 
 from ..losses import in_batch_softmax
 from ..io import StageError
-from ..models import TwoTower, doc_input
+from ..models import TwoTower, doc_input, prepare_texts, text_options
 from . import distributed, loop
 
 
@@ -73,9 +73,10 @@ def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, o
 
     def batch_loss(rows: list[dict]) -> torch.Tensor:
         mine = distributed.share(len(rows))
-        q = model.query(**tokenize_queries(tokenizer, [r["query"] for r in rows[mine]], model_cfg["query_length"]))
-        d = model.doc(**tokenize_docs(tokenizer, [r["doc"] for r in rows[mine]], model_cfg["doc_length"],
-                                      segment=model_cfg.get("doc_segment", 0)))
+        queries = prepare_texts([r["query"] for r in rows[mine]], **text_options(model_cfg, "query"))
+        docs = prepare_texts([r["doc"] for r in rows[mine]], **text_options(model_cfg, "doc"))
+        q = model.query(**tokenize_queries(tokenizer, queries, model_cfg["query_length"]))
+        d = model.doc(**tokenize_docs(tokenizer, docs, model_cfg["doc_length"], segment=model_cfg.get("doc_segment", 0)))
         return loss(q, distributed.gather(d), rows, mine.start)
 
     def validate(step: int) -> dict:
@@ -104,19 +105,21 @@ def qa_rows(pairs: list[dict], doc_text: str) -> list[dict]:
     return [{"query": p["query"], "doc": doc_input(p, doc_text), "key": p["doc_id"]} for p in pairs]
 
 
+def draw_batch(rows: list, batch_size: int, seed: int, step: int) -> list:
+    """Fine-tuning's batch of a step: `batch_size` distinct rows drawn from (seed, step)."""
+    rng = np.random.default_rng([seed, step])
+    return [rows[i] for i in rng.choice(len(rows), size=min(batch_size, len(rows)), replace=False)]
+
+
 def finetune(pairs: list[dict], valid_pairs: list[dict], start_dir, out_dir, state_dir, model_cfg: dict,
              train_cfg: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
     """pairs: {'query', 'doc_id', 'sentence', 'paragraph'} for each (training question, gold candidate);
     every step draws a batch of them from (seed, step)."""
     doc_text = model_cfg.get("doc_text", "sentence+paragraph")
     rows, valid = qa_rows(pairs, doc_text), qa_rows(valid_pairs, doc_text)
-
-    def draw(step: int) -> list[dict]:
-        rng = np.random.default_rng([seed, step])
-        return [rows[i] for i in rng.choice(len(rows), size=min(train_cfg["batch_size"], len(rows)), replace=False)]
-
-    report = train(draw, valid, start_dir, out_dir, state_dir, model_cfg, train_cfg, seed,
-                   {"pairs": loop.fingerprint(pairs)}, log_path, stop_after_step, desc="finetune")
+    report = train(lambda step: draw_batch(rows, train_cfg["batch_size"], seed, step), valid, start_dir, out_dir,
+                   state_dir, model_cfg, train_cfg, seed, {"pairs": loop.fingerprint(pairs)}, log_path, stop_after_step,
+                   desc="finetune")
     report.update(train_pairs=len(pairs), valid_pairs=len(valid_pairs))
     return report
 
