@@ -106,7 +106,7 @@ rule all:
 rule report:
     # one HTML page: every table beside the paper's values, every figure, the rule graph, versions, hardware
     input:
-        tables=PAPER_TABLES,
+        tables=PAPER_TABLES + ZEROSHOT_TABLES,
         figures=PAPER_FIGURES,
         claims="results/claims.csv",
         check="results/check.csv",

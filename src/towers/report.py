@@ -321,6 +321,12 @@ def write(tables: list[Path], figures: list[Path], claims_csv: Path, check_csv: 
             body.append(claims_block(own))
         body += [table_block(t, statuses, profile_note) for t in mine]
         body += [image_html(f, table_name(f)) for f in figures if paper_of(table_name(f)) == paper]
+    others = [t for t in tables if paper_of(table_name(t)) is None]
+    if others:   # the zero-shot tables: pretrained checkpoints as they are, beside BM25
+        body.append("<h2 id='zeroshot'>Pretrained checkpoints, zero-shot</h2><p class='note'>Reference runs, not "
+                    "papers' claims: each checkpoint's caveat is in its row (a retrieval-trained checkpoint is no "
+                    "BERT init, and its numbers on data it was trained on are contaminated).</p>")
+        body += [table_block(t, statuses, profile_note) for t in others]
     env = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in environment().items())
     body += ["<h2>Workflow</h2>", image_html(dag_png, f"the rule graph ({drawn_by})"),
              f"<h2>Software and hardware</h2><table>{env}</table>"]

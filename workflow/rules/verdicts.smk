@@ -2,7 +2,7 @@
 # cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
 # Both read the cells each table stage records in its meta file (towers.tables.cell).
 
-RESULT_CSVS = PAPER_TABLES + [f[:-len(".png")] + ".csv" for f in PAPER_FIGURES]
+RESULT_CSVS = PAPER_TABLES + ZEROSHOT_TABLES + [f[:-len(".png")] + ".csv" for f in PAPER_FIGURES]
 CLAIMS = config["claims"]
 
 
