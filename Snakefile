@@ -5,12 +5,18 @@ import os
 import re
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
+
+from towers.params_check import ParamsError, check as check_params, load_sources
 
 min_version("9.0")
 
 configfile: "params.yaml"
-validate(config, "workflow/schemas/params.schema.yaml")
+try:   # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
+    check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"),
+                 load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config)))
+except ParamsError as err:
+    sys.exit(f"error: {err}")
 
 # Software: the pip route (default) runs every stage with the interpreter snakemake runs in (the project's
 # venv); with --software-deployment-method conda each rule runs in its envs/ environment's python.

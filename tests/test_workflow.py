@@ -243,8 +243,7 @@ def test_invalid_params_name_the_key(tmp_path):
     (work / "params.yaml").write_text(text)
     plan = snakemake(work, TARGET, "-n")
     assert plan.returncode != 0
-    message = plan.stdout + plan.stderr
-    assert "On instance['bm25']['k1']" in message and "'high' is not of type 'number'" in message
+    assert (plan.stdout + plan.stderr).strip() == "error: params.yaml: bm25.k1: 'high' is not of type 'number'"
 
 
 def test_unknown_params_key_is_rejected(tmp_path):
@@ -252,6 +251,17 @@ def test_unknown_params_key_is_rejected(tmp_path):
     (work / "params.yaml").write_text((work / "params.yaml").read_text().replace("bm25:", "bm52:"))
     plan = snakemake(work, TARGET, "-n")
     assert plan.returncode != 0 and "bm52" in plan.stdout + plan.stderr
+
+
+def test_a_nested_typo_in_a_profile_is_one_line_naming_file_and_key(tmp_path):
+    """A misspelt key inside a dataset of a --configfile profile: refused before planning, not run on defaults."""
+    work = copy_workflow(tmp_path)
+    tiny = (work / "fixtures/tiny.yaml").read_text()
+    (work / "fixtures/typo.yaml").write_text(tiny.replace("    ict_queries: 8", "    ict_querys: 8"))
+    plan = snakemake(work, TARGET, "--configfile", "fixtures/typo.yaml", "-n")
+    assert plan.returncode != 0 and "Job stats" not in plan.stdout and "Traceback" not in plan.stderr
+    assert plan.stderr.strip().splitlines()[-1] == ("error: fixtures/typo.yaml: datasets.enwiki-mini-passages: "
+                                                    "unknown key 'ict_querys' (did you mean 'ict_queries'?)")
 
 
 def test_paper_profile_plans_every_chang_table(tmp_path):
