@@ -150,7 +150,7 @@ def source_check(dataset, name=None):
     if not cfg.get("files"):
         return ""
     spec = file_spec(dataset, name or cfg.get("archive") or cfg["files"][0]["name"])
-    return " ".join(f"--{algorithm} {spec[algorithm]}" for algorithm in ("sha256", "md5") if spec.get(algorithm))
+    return " ".join(f"--{algorithm} {q(spec[algorithm])}" for algorithm in ("sha256", "md5") if spec.get(algorithm))
 
 
 def passage_command(wildcards):
@@ -214,9 +214,9 @@ def download_check(dataset, name):
     list; a file without one is refused unless params say `checksum: none`."""
     spec = file_spec(dataset, name)
     if spec.get("sha256"):
-        return f"--sha256 {spec['sha256']}"
+        return f"--sha256 {q(spec['sha256'])}"
     if spec.get("md5"):
-        return f"--md5 {spec['md5']}"
+        return f"--md5 {q(spec['md5'])}"
     if spec.get("sha1_from"):
         return f"--sha1-from {shlex.quote(spec['sha1_from'])}"
     if spec.get("checksum") == "none":
@@ -234,14 +234,14 @@ rule parse_wiki:
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
     params:
         dump=lambda w: dump_of(w.dataset),
-        sha256=lambda w: dataset_cfg(w.dataset).get("dump_sha256", ""),
+        sha256=lambda w: q(dataset_cfg(w.dataset).get("dump_sha256", "")),
         max_articles=lambda w: dataset_cfg(w.dataset).get("max_articles", 0),
     log:
         "logs/{dataset}/parse_wiki.log",
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 '{params.sha256}' --max-articles {params.max_articles}"
+        "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 {params.sha256} --max-articles {params.max_articles}"
         " --articles {output.articles} --redirects {output.redirects} --stats {output.stats} 2>&1 | tee {log}"
 
 
@@ -276,7 +276,7 @@ rule reqa:
     params:
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
-        sha256=lambda w: " ".join(f["sha256"] for f in dataset_cfg(w.dataset).get("files", [])),
+        sha256=lambda w: [f["sha256"] for f in dataset_cfg(w.dataset).get("files", [])],
     log:
         "logs/{dataset}/reqa.log",
     run:
@@ -284,10 +284,10 @@ rule reqa:
             shell("{TOWERS} reqa-wiki --articles {input.articles} --questions {input.questions:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
         elif params.kind == "nq":
-            shell("{TOWERS} reqa-nq --jsonl {input.files:q} --sha256 {params.sha256}"
+            shell("{TOWERS} reqa-nq --jsonl {input.files:q} --sha256 {params.sha256:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
         else:
-            shell("{TOWERS} reqa-squad --json {input.files:q} --sha256 {params.sha256}"
+            shell("{TOWERS} reqa-squad --json {input.files:q} --sha256 {params.sha256:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
 
 

@@ -22,11 +22,11 @@ rule evaluate:
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:
-        metrics=lambda w: " ".join(metrics_for(w.dataset)),
+        metrics=lambda w: metrics_for(w.dataset),
     log:
         "logs/{dataset}/eval_{model}_{split}_{index}.log",
     conda:
         CPU_ENV
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
-        " --metrics {params.metrics} --out {output} 2>&1 | tee {log}"
+        " --metrics {params.metrics:q} --out {output} 2>&1 | tee {log}"

@@ -29,8 +29,8 @@ def chang_rows(table):
 
 
 def chang_table_params(table):
-    return {"rows": " ".join(f"--row '{'|'.join(r)}'" for r in chang_rows(table)),
-            "metrics": " ".join(m for m in config["metrics"] if m.startswith("R@")),
+    return {"rows": " ".join(f"--row {q('|'.join(r))}" for r in chang_rows(table)),
+            "metrics": " ".join(q(m) for m in config["metrics"] if m.startswith("R@")),
             "profile": config["profile"], "dataset": CHANG[table]["dataset"], "note": config["profile_note"]}
 
 
@@ -101,7 +101,7 @@ rule chang2020_table5:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",
     params:
-        rows=" ".join(f"--row '{'|'.join(r)}'" for r in ablation_rows()),
+        rows=" ".join(f"--row {q('|'.join(r))}" for r in ablation_rows()),
         metric=CHANG["table5"]["metric"],
         profile=config["profile"],
         dataset=CHANG["table5"]["dataset"],
@@ -149,11 +149,11 @@ def qb_table2_rows():
 
 
 def row_flags(rows):
-    return " ".join(f"--row '{'|'.join(r[:-1])}|{','.join(r[-1])}'" for r in rows)
+    return " ".join(f"--row {q('|'.join(r[:-1]) + '|' + ','.join(r[-1]))}" for r in rows)
 
 
 def seeded_table_params(rows):
-    return {"rows": row_flags(rows), "metrics": " ".join(QB["metrics"]), "profile": config["profile"],
+    return {"rows": row_flags(rows), "metrics": " ".join(map(q, QB["metrics"])), "profile": config["profile"],
             "note": config["profile_note"], "test": QB["significance"]["test"],
             "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
 
