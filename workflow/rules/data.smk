@@ -10,8 +10,10 @@
 # 2019): extra test queries with graded qrels over a passage dataset's collection, searched with its
 # base's models and indexes (rule passages_graded).
 
+import hashlib
 import re
 import shlex
+from pathlib import Path
 
 QA_KINDS = ("wikipedia-qa", "squad", "nq")
 PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
@@ -135,12 +137,32 @@ def passage_source(dataset):
     return cfg["local_dir"]
 
 
+def folder_files(folder) -> list[str]:
+    """Every file under a folder (hidden ones aside), sorted; none when `folder` is not one (an archive)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    return sorted(str(p) for p in root.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def folder_listing(folder) -> str:
+    """A digest of each file's name, size and modification time under a folder: a param, so that a file swapped
+    for another, even an older one (which Snakemake's time check misses), reruns the job. Nothing is read."""
+    entries = [(str(Path(f).relative_to(folder)), Path(f).stat().st_size, Path(f).stat().st_mtime_ns)
+               for f in folder_files(folder)]
+    return hashlib.sha256(repr(entries).encode()).hexdigest()[:16] if entries else ""
+
+
 def passage_inputs(wildcards):
     cfg = dataset_cfg(wildcards.dataset)
     if cfg["kind"] == "wikipedia-passages":
         return {"articles": f"{ART}/{cfg['articles']}/corpus/articles.jsonl", "questions": cfg["questions"]}
     if cfg["kind"] in PASSAGE_KINDS:
-        return {"source": passage_source(wildcards.dataset)}
+        # a local_dir collection: its files are inputs too (the folder's own time moves only when an entry is
+        # added or removed, not when a file in it is edited)
+        source = passage_source(wildcards.dataset)
+        return {"source": source, "collection": folder_files(source)}
     raise ValueError(f"datasets.{wildcards.dataset} is not a passage dataset (kind {', '.join(PASSAGE_KINDS)})")
 
 
@@ -198,8 +220,9 @@ def dump_of(dataset):
 
 
 def dump_inputs(wildcards):
-    cfg = dataset_cfg(wildcards.dataset)
-    return [] if cfg.get("dump") else [dump_of(wildcards.dataset)]
+    """The dump file: a download, or a path given as `dump` (an edit reruns the parse); none for gensim's."""
+    dump = dump_of(wildcards.dataset)
+    return [] if dump == "gensim" or dump.startswith("gensim:") else [dump]
 
 
 def file_spec(dataset, name):
@@ -345,6 +368,7 @@ rule passages:
         dataset=ONLY_PASSAGES,
     params:
         command=passage_command,
+        listing=lambda w: "" if dataset_cfg(w.dataset)["kind"] == "wikipedia-passages" else folder_listing(passage_source(w.dataset)),
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
