@@ -150,3 +150,61 @@ def test_pretraining_pairs_with_an_unknown_task(tmp_path):
                        "--tokenizer", tmp_path / "tok", "--out", tmp_path / "pairs.jsonl", "--stats", tmp_path / "s.json")
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith("error: --task: tasks must be")
     assert not (tmp_path / "pairs.jsonl").exists()
+
+
+def _eval_world(tmp_path):
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"text {i}"}) + "\n"
+                                                       for i in range(4)))
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\nq3 0 d3 1\n")
+    (tmp_path / "test.tsv").write_text("q1\tone\nq2\ttwo\nq3\tthree\nq4\tfour\n")   # q4: not judged
+
+
+def _evaluate(tmp_path, run_lines):
+    (tmp_path / "run.trec").write_text("".join(f"{q} Q0 {d} {r} {10 - r} t\n" for q, d, r in run_lines))
+    return run_stage("evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                     tmp_path / "test.tsv", "--metrics", "R@1", "--candidates", tmp_path / "candidates.jsonl",
+                     "--out", tmp_path / "eval.json")
+
+
+def test_evaluation_warns_about_and_counts_ids_that_do_not_meet(tmp_path):
+    """Unjudged test queries, judged ones the run misses and documents outside the collection score nothing
+    silently: each is a warning naming the file and a count in the record."""
+    _eval_world(tmp_path)
+    result = _evaluate(tmp_path, [("q1", "d1", 1), ("q2", "x9", 1), ("q2", "d2", 2)])   # q3 missing, x9 unknown
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: {tmp_path / 'qrels.txt'}: 1 of the 4 test queries of {tmp_path / 'test.tsv'} are not judged "
+        "(first: q4); they are left out of every metric",
+        f"warning: {tmp_path / 'run.trec'}: 1 of the 3 judged test queries have no ranking in it (first: q3); "
+        "they score 0",
+        f"warning: {tmp_path / 'run.trec'}: 1 of the 3 documents it ranks for the test queries are not in "
+        f"{tmp_path / 'candidates.jsonl'} (first: x9); they count as not relevant"]
+    counts = json.loads((tmp_path / "eval.json.meta.json").read_text())["counts"]
+    assert (counts["queries_not_judged"], counts["queries_missing_from_run"], counts["documents_not_in_collection"]) \
+        == (1, 1, 1)
+
+
+def test_a_run_that_matches_no_test_query_or_no_document_is_refused(tmp_path):
+    _eval_world(tmp_path)
+    other = _evaluate(tmp_path, [("z1", "d1", 1), ("z2", "d2", 1)])   # another split's or dataset's run
+    assert_one_line_error(other, f"{tmp_path / 'run.trec'}: none of its 2 queries is one of the 3 judged test "
+                                 f"queries of {tmp_path / 'test.tsv'} (first here: z1, first there: q1)")
+    foreign = _evaluate(tmp_path, [("q1", "x1", 1), ("q2", "x2", 1)])   # ids of another collection
+    assert_one_line_error(foreign, f"{tmp_path / 'run.trec'}: none of the 2 documents it ranks for the test queries "
+                                   f"is in {tmp_path / 'candidates.jsonl'} (first: x1)")
+    assert not (tmp_path / "eval.json").exists()
+
+
+def test_a_repeated_question_or_query_id_is_refused(tmp_path):
+    questions = tmp_path / "questions.tsv"
+    lines = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
+    questions.write_text("\n".join(lines + [lines[2]]) + "\n")   # a row pasted twice
+    result = run_stage("reqa-wiki", "--articles", _articles(tmp_path), "--questions", questions,
+                       "--out-dir", tmp_path / "reqa")
+    assert_one_line_error(result, f"{questions}: line {len(lines) + 1} asks the question of line 3 again (same article)")
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tone\nq2\ttwo\nq1\tone again\n")
+    result = run_stage("split", "--queries", queries, "--train-fraction", 0.5, "--seed", 1, "--out-dir", tmp_path / "s")
+    assert_one_line_error(result, f"{queries}: line 3 repeats query id q1")
+    assert not (tmp_path / "reqa").exists() and not (tmp_path / "s").exists()

@@ -176,6 +176,8 @@ def read_queries(path) -> dict[str, str]:
             parts = line.split("\t")
             if len(parts) != 2 or not parts[0] or not parts[1].strip():
                 raise StageError(path, f"line {number} is not 'qid<TAB>text'")
+            if parts[0] in queries:   # the later line would silently replace the earlier one
+                raise StageError(path, f"line {number} repeats query id {parts[0]}")
             queries[parts[0]] = parts[1]
     if not queries:
         raise StageError(path, "no queries")

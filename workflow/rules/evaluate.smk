@@ -19,6 +19,7 @@ rule evaluate:
         run=run_path,
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
         queries=lambda w: f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/test.tsv",   # an open-domain dataset: its base's
+        candidates=lambda w: f"{ART}/{corpus_of(w.dataset)}/reqa/candidates.jsonl",   # ranked ids are checked against it
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:
@@ -29,4 +30,4 @@ rule evaluate:
         CPU_ENV
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
-        " --metrics {params.metrics:q} --out {output} 2>&1 | tee {log}"
+        " --metrics {params.metrics:q} --candidates {input.candidates} --out {output} 2>&1 | tee {log}"
