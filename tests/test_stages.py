@@ -1,5 +1,8 @@
 """Stages as commands: bad input stops them with one line naming the file, and no finished-looking output."""
 import json
+from pathlib import Path
+
+import pytest
 
 from conftest import FIXTURES, run_stage
 
@@ -208,3 +211,47 @@ def test_a_repeated_question_or_query_id_is_refused(tmp_path):
     result = run_stage("split", "--queries", queries, "--train-fraction", 0.5, "--seed", 1, "--out-dir", tmp_path / "s")
     assert_one_line_error(result, f"{queries}: line 3 repeats query id q1")
     assert not (tmp_path / "reqa").exists() and not (tmp_path / "s").exists()
+
+
+def test_a_corrupt_lucene_segment_is_one_line_naming_the_index(tmp_path):
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"lighthouse number {i}"}) + "\n"
+                                              for i in range(20)))
+    built = run_stage("bm25-index", "--candidates", tmp_path / "c.jsonl", "--index", tmp_path / "index", "--threads", 1)
+    assert built.returncode == 0, built.stderr[-2000:]
+    for segment in (tmp_path / "index").iterdir():   # every data file of the segment overwritten mid-way
+        if segment.name.startswith("_"):
+            data = bytearray(segment.read_bytes())
+            data[len(data) // 2:] = b"\0" * (len(data) - len(data) // 2)
+            segment.write_bytes(bytes(data))
+    (tmp_path / "q.tsv").write_text("q1\tlighthouse number 3\n")
+    result = run_stage("bm25-search", "--index", tmp_path / "index", "--queries", tmp_path / "q.tsv",
+                       "--run", tmp_path / "run.trec", "--k1", 0.9, "--b", 0.4, "--depth", 5, "--threads", 1)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"error: {tmp_path / 'index'}: not a readable Lucene index, damaged or incomplete")
+    assert not (tmp_path / "run.trec").exists()
+
+
+def test_a_read_only_output_folder_is_one_line_naming_the_output(tmp_path):
+    """(As root, permission bits do not stop writes: then a folder the kernel refuses writes in stands in.)"""
+    def refuses_writes(folder):
+        try:
+            (folder / ".probe").write_text("")
+        except OSError:
+            return True
+        (folder / ".probe").unlink()
+        return False
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if not refuses_writes(folder):
+        folder = Path("/sys/kernel")
+        if not folder.is_dir() or not refuses_writes(folder):
+            pytest.skip("no folder refuses writes here")
+    _eval_world(tmp_path)
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    result = run_stage("evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                       tmp_path / "test.tsv", "--metrics", "R@1", "--out", folder / "eval.json")
+    assert_one_line_error(result, f"{folder / 'eval.json'}: Permission denied")
+    assert not any(p.name.startswith((".eval.json", "eval.json")) for p in folder.iterdir())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,14 @@ def main(argv=None) -> int:
         output, counts = args.func(args)
     except StageError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        if not err.filename:   # not a file's problem: a real fault, with its traceback
+            raise
+        # a file that cannot be read or written (a read-only folder, a full disk): one line naming it
+        # (an atomic output's temporary name shown as the output's own)
+        path = re.sub(r"(^|/)\.([^/]+)\.tmp\d+$", r"\1\2", str(err.filename))
+        print(f"error: {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
         return 1
     if parallel:
         distributed.finish()   # a stage that returned without training: only the leader writes its record
