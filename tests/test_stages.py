@@ -255,3 +255,40 @@ def test_a_read_only_output_folder_is_one_line_naming_the_output(tmp_path):
                        tmp_path / "test.tsv", "--metrics", "R@1", "--out", folder / "eval.json")
     assert_one_line_error(result, f"{folder / 'eval.json'}: Permission denied")
     assert not any(p.name.startswith((".eval.json", "eval.json")) for p in folder.iterdir())
+
+
+def test_every_stage_has_a_main_output_to_lock():
+    import argparse
+
+    from towers.stages import load_all, main_output
+
+    for name, (_, arguments) in load_all().items():
+        args = argparse.Namespace(**{flag.lstrip("-").replace("-", "_"): f"path-{flag}" for flag, _ in arguments})
+        assert main_output(name, args), name
+
+
+def test_a_stage_refuses_to_write_an_output_another_live_stage_holds(tmp_path):
+    """A stage orphaned by a kill -9 of Snakemake still holds its output: a duplicate started after
+    `snakemake --unlock` stops in one line naming the holder, and runs once the holder is gone."""
+    import subprocess
+    import sys
+
+    _eval_world(tmp_path)
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    out = tmp_path / "eval" / "bm25.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom towers.io import sole_writer\n"
+                               "with sole_writer(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)\n",
+                               str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        args = ["evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                tmp_path / "test.tsv", "--metrics", "R@1", "--out", out]
+        result = run_stage(*args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith(f"error: {out}: pid {holder.pid} on ")
+        assert not out.exists()
+    finally:
+        holder.kill()   # as kill -9 would: the kernel drops the lock
+        holder.wait()
+    assert run_stage(*args).returncode == 0 and out.exists()
+    assert not (out.parent / f".{out.name}.lock").exists()

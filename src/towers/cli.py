@@ -6,6 +6,7 @@ problems end the stage with one line, `error: <file>: <problem>`, and exit statu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -13,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from .io import StageError, versions, write_json
-from .stages import load_all
+from .io import StageError, sole_writer, versions, write_json
+from .stages import load_all, main_output
 
 
 def parser() -> argparse.ArgumentParser:
@@ -35,8 +36,12 @@ def main(argv=None) -> int:
     if parallel:   # (imported only then: torch is slow to import for the light stages)
         from .training import distributed
         distributed.start()
+    # one writer an output: a duplicate of a stage still running (orphaned by a killed Snakemake) stops here
+    output = main_output(args.stage, args)
+    lock = sole_writer(output) if output and (not parallel or distributed.leader()) else contextlib.nullcontext()
     try:
-        output, counts = args.func(args)
+        with lock:
+            output, counts = args.func(args)
     except StageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
