@@ -6,12 +6,17 @@ import re
 import shlex
 import sys
 
+import yaml
 from snakemake.utils import min_version
 
-from towers.params_check import ParamsError, check as check_params, load_sources
+from towers.params_check import ParamsError, check as check_params, load_sources, load_yaml
 
 min_version("9.0")
 
+try:   # Snakemake's own message for a broken YAML file names no file
+    load_yaml("params.yaml")
+except (OSError, yaml.YAMLError) as err:
+    sys.exit(f"error: params.yaml: {' '.join(str(err).split())[:300]}")
 configfile: "params.yaml"
 try:   # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
     check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"),
@@ -80,8 +85,8 @@ PROFILE_INPUT = local(PROFILE_MARKER)   # written where snakemake parses this fi
 # kill, Ctrl-C), the old B and table look finished to the next run ("Nothing to be done"), or a table is
 # rebuilt from some new and some old rows. Hence, before any job starts, every output of every job this run
 # will run is removed, as Snakemake removes each job's outputs just before that job: a stop part-way leaves
-# those outputs missing, and the next run rebuilds them. Dry runs (-n) and --touch remove nothing (no hook
-# runs); training state (train-state/) is no output, so training still resumes. `dvc repro` runs this too.
+# those outputs missing, and the next run rebuilds them. Dry runs (-n, which run no hook) and --touch remove
+# nothing; training state (train-state/) is no output, so training still resumes. `dvc repro` runs this too.
 onstart:
     if not workflow.touch:
         for job in list(workflow.dag.needrun_jobs()):

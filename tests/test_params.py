@@ -14,6 +14,14 @@ PARAMS = ROOT / "params.yaml"
 PROFILES = {"default": [], "paper": [ROOT / "config/paper.yaml"], "tiny": [FIXTURES / "tiny.yaml"]}
 
 
+@pytest.fixture(autouse=True)
+def workflow_folder(monkeypatch, request):
+    """Files named in params are looked up where Snakemake runs: the repository, or for the tiny
+    configuration a copy holding fixtures/ (tests/ has one)."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    monkeypatch.chdir(ROOT / "tests" if params.get("profile") == "tiny" else ROOT)
+
+
 def merged(files) -> dict:
     """Snakemake's merge of config files: mappings key by key, everything else replaced."""
     def update(into, other):
@@ -144,3 +152,15 @@ def test_names_of_undefined_datasets_indexes_and_splits_are_refused(path, value,
     node[path[-1]] = value
     message = problem(config)
     assert message and message.startswith(f"params.yaml: {dotted(path)}") and expected in message, message
+
+
+def test_files_and_folders_params_name_must_exist():
+    config = merged([PARAMS])
+    config["datasets"]["enwiki-mini"]["questions"] = "data/enwiki-mini/questions.tsv;touch x"
+    assert problem(config) == ("params.yaml: datasets.enwiki-mini.questions: "
+                               "no such file: 'data/enwiki-mini/questions.tsv;touch x'")
+    config = merged([PARAMS])
+    config["datasets"]["squad"]["local_dir"] = "nowhere"
+    assert problem(config) == "params.yaml: datasets.squad.local_dir: no such folder: 'nowhere'"
+    config["datasets"]["squad"]["local_dir"] = "data"
+    assert problem(config) == "params.yaml: datasets.squad.local_dir: 'data' holds no 'dev-v1.1.json'"

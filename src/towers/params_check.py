@@ -118,6 +118,20 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
         for key in keys:
             if spec.get(key) and spec[key] not in names:
                 problems.append(([*where, key], f"{spec[key]!r} is not one of its files ({', '.join(names) or 'none'})"))
+        # files and folders params name: missing ones said here, not as Snakemake's missing-input report
+        for key in ("questions", "dump"):
+            value = spec.get(key)
+            if value and not (key == "dump" and (value == "gensim" or value.startswith("gensim:"))) \
+                    and not os.path.isfile(value):
+                problems.append(([*where, key], f"no such file: {value!r}"))
+        local = spec.get("local_dir")
+        if local:
+            wanted = [f["name"] for f in spec.get("files", [])] + [spec[k] for k in ("queries", "qrels") if spec.get(k)]
+            if not os.path.isdir(local):
+                problems.append(([*where, "local_dir"], f"no such folder: {local!r}"))
+            elif missing := [w for w in wanted if not os.path.exists(os.path.join(local, w))]:
+                problems.append(([*where, "local_dir"], f"{local!r} holds no {missing[0]!r}"
+                                 + (f" (nor {len(missing) - 1} more of its files)" if len(missing) > 1 else "")))
     for name in config.get("encode", {}).get("shards", {}):
         if name not in datasets:
             problems.append((["encode", "shards", name], f"dataset {name!r} is not defined under datasets"))
@@ -176,7 +190,7 @@ def check(config: dict, schema_path, sources: list[tuple[str, dict]]) -> None:
 
     `sources`: (name, parsed YAML) of every config file in the order they apply (params.yaml, then
     --configfile files, then --config), used to name the file that sets a wrong key."""
-    problems = schema_problems(config, load_yaml(schema_path))
+    problems = schema_problems(config, load_schema(str(schema_path)))
     if not problems:   # names are only looked up in a config whose shape is right
         problems = reference_problems(config)
     if problems:
@@ -191,10 +205,14 @@ def _shown(path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-@functools.lru_cache(maxsize=8)
 def load_yaml(path):
     """A YAML file, parsed by libyaml where PyYAML has it (the schema takes 0.3 s in pure Python)."""
     return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@functools.lru_cache(maxsize=4)
+def load_schema(path) -> dict:
+    return load_yaml(path)
 
 
 def load_sources(files, overrides: dict | None = None) -> list[tuple[str, dict]]:
