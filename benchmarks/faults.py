@@ -245,6 +245,13 @@ def run_params(ws: Workspace, tmp: Path) -> list[dict]:
         (ws.root / "fixtures/bad.yaml").write_text(text)
         outcome, last = classify_failure(ws.snake(CHANG3, *TINY, "fixtures/bad.yaml", "-n"), names)
         cases.append({"group": "params", "case": name, "outcome": outcome, "message": last})
+    original = (ws.root / "params.yaml").read_text()
+    try:
+        (ws.root / "params.yaml").write_text(original + "bm25: {k1: 0.9\n")
+        outcome, last = classify_failure(ws.snake(CHANG3, *TINY, "-n"), ["params.yaml"])
+    finally:
+        (ws.root / "params.yaml").write_text(original)
+    cases.append({"group": "params", "case": "params.yaml that is not YAML", "outcome": outcome, "message": last})
     result = ws.snake(CHANG3, *TINY, "fixtures/missing.yaml", "-n")
     outcome, last = classify_failure(result, ["missing.yaml"])
     cases.append({"group": "params", "case": "a config file that does not exist", "outcome": outcome, "message": last})
@@ -379,13 +386,13 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
     g = folder("qrels files")
     unjudged = g / "qrels.txt"
     unjudged.write_text("zz 0 d1 1\n")
-    evaluate("qrels: none of the test queries judged", run, qrels_file=unjudged)
+    evaluate("qrels: none of the test queries judged", run, qrels_file=unjudged, bad=unjudged)
     some = g / "some-qrels.txt"
     some.write_text("".join(l + "\n" for l in lines_of(qrels) if l.split()[0] not in kept))
     evaluate("qrels: some test queries unjudged", run, qrels_file=some, bad=some, expect="warn")
     nonint = g / "nonint.txt"
     nonint.write_text(qrels.read_text() + "q1 0 d1 high\n")
-    evaluate("qrels: a non-integer grade", run, qrels_file=nonint)
+    evaluate("qrels: a non-integer grade", run, qrels_file=nonint, bad=nonint)
     evaluate("metrics: an unknown measure", run, metrics=("Recall@@1",), bad="Recall@@1")
 
     # ReQA candidates JSONL and trained models: encode-candidates
@@ -439,7 +446,7 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
         p.with_suffix(".ids").write_text(f"a{i}\nb{i}\n")
     case("shards: of different widths", ["merge-embeddings", "--parts", *parts, "--part-ids",
                                          *[p.with_suffix(".ids") for p in parts], "--embeddings", f / "m.npy", "--ids",
-                                         f / "m.ids"], parts[1], [f / "m.npy", f / "m.ids"])
+                                         f / "m.ids"], parts[1], [f / "m.npy", f / "m.ids"], extra_names=[str(parts[0])])
 
     # Lucene indexes: bm25-search
     for name, spoil in [("Lucene: segment overwritten", "zero"), ("Lucene: segments file gone", "drop")]:
@@ -469,7 +476,9 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
 
     f = folder("training files")
     orphan = f / "qrels.txt"
-    orphan.write_text(qrels.read_text().replace(" 0 ", " 0 nosuch-", 1))
+    trained = lines_of(split / "train.tsv")[0].split("\t")[0]   # a training question's document renamed
+    orphan.write_text("".join((l.replace(" 0 ", " 0 nosuch-", 1) if l.split()[0] == trained else l) + "\n"
+                              for l in lines_of(qrels)))
     finetune("qrels: a document not among the candidates", orphan, qrels_file=orphan)
     no_train = f / "train.tsv"
     no_train.write_text("z1\tnobody asks this\n")

@@ -111,3 +111,15 @@ def test_a_tampered_checkpoint_is_refused_without_running_its_code(setup, tmp_pa
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: {state / 'checkpoint.pt'}: not a training checkpoint")
     assert not out.exists()
+
+
+def test_a_training_question_whose_document_is_not_a_candidate_is_one_line(setup, tmp_path):
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text((setup / "qrels.txt").read_text().replace("q0 0 d0 1", "q0 0 nosuch 1"))
+    args = [str(a) for a in finetune_args(setup, tmp_path / "m")]
+    args[args.index("--qrels") + 1] = str(qrels)
+    result = run_stage(*args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {qrels}: question q0 of {setup / 'train.tsv'}: its document nosuch is not in {setup / 'candidates.jsonl'}")
+    assert not (tmp_path / "m").exists()
