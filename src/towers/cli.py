@@ -37,8 +37,8 @@ def main(argv=None) -> int:
         from .training import distributed
         distributed.start()
     # one writer an output: a duplicate of a stage still running (orphaned by a killed Snakemake) stops here
-    output = main_output(args.stage, args)
-    lock = sole_writer(output) if output and (not parallel or distributed.leader()) else contextlib.nullcontext()
+    written = main_output(args.stage, args)
+    lock = sole_writer(written) if written and (not parallel or distributed.leader()) else contextlib.nullcontext()
     try:
         with lock:
             output, counts = args.func(args)
