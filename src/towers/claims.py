@@ -134,7 +134,9 @@ def cell_term(cells, table: str, selector: dict, column: str) -> Term:
     pairing = {"steps": "steps", None: "none"}.get(source and source["kind"], "queries")
     label = "/".join(f"{v}" for v in selector.values()) or table
     return Term(label=label, value=found["value"], paper=found.get("paper"),
-                samples=samples_of(source) if source else None, sources=(repr(source),), pairing=pairing)
+                samples=samples_of(source) if source else None, pairing=pairing,
+                # what the value rests on: its per-item values, or the cell itself where it has none
+                sources=(repr(source) if source else repr((table, sorted(found["row"].items()), column)),))
 
 
 def difference(a: Term, b: Term, label: str | None = None) -> Term:
@@ -495,7 +497,7 @@ def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, a
             part.p_adjusted = adjusted
         by_signature = {p.signature(): p for p in tested}
         for part in parts:
-            if part.duplicate_of:
+            if part.duplicate_of and part.signature() in by_signature:   # (untested: no per-item values)
                 part.p_adjusted = by_signature[part.signature()].p_adjusted
         records += [record(document, part, alpha) for part in parts]
     by_claim: dict[tuple, list[str]] = {}

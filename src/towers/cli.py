@@ -6,14 +6,16 @@ problems end the stage with one line, `error: <file>: <problem>`, and exit statu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
 
-from .io import StageError, versions, write_json
-from .stages import load_all
+from .io import StageError, sole_writer, versions, write_json
+from .stages import load_all, main_output
 
 
 def parser() -> argparse.ArgumentParser:
@@ -34,14 +36,26 @@ def main(argv=None) -> int:
     if parallel:   # (imported only then: torch is slow to import for the light stages)
         from .training import distributed
         distributed.start()
+    # one writer an output: a duplicate of a stage still running (orphaned by a killed Snakemake) stops here
+    written = main_output(args.stage, args)
+    lock = sole_writer(written) if written and (not parallel or distributed.leader()) else contextlib.nullcontext()
     try:
-        output, counts = args.func(args)
+        with lock:
+            output, counts = args.func(args)
     except StageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except OSError as err:
+        if not err.filename:   # not a file's problem: a real fault, with its traceback
+            raise
+        # a file that cannot be read or written (a read-only folder, a full disk): one line naming it
+        # (an atomic output's temporary name shown as the output's own)
+        path = re.sub(r"(^|/)\.([^/]+)\.tmp\d+$", r"\1\2", str(err.filename))
+        print(f"error: {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
+        return 1
     if parallel:
         distributed.finish()   # a stage that returned without training: only the leader writes its record
-    cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.tables.cell)
+    cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.tables.cell), a list
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2),
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",

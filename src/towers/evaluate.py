@@ -8,8 +8,8 @@ import ir_measures
 from .io import StageError
 
 # How a table's R@k is computed (params: conventions). "success": a query counts as found when any of its
-# relevant documents is in the top k (ir-measures Success@k): ReQA's Recall@k as Chang et al. and
-# QuadrupletBERT report it. "fraction": the share of its relevant documents in the top k (ir-measures R@k):
+# relevant documents is in the top k (ir-measures Success@k): ReQA's Recall@k as Chang et al. report it.
+# "fraction": the share of its relevant documents in the top k (ir-measures R@k): QuadrupletBERT's eq. 5,
 # RepBERT's and LTRe's R@1000. They differ only on queries with two or more relevant documents.
 RECALL_CONVENTIONS = {"success": "Success@{k}", "fraction": "R@{k}"}
 

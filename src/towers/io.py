@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from pathlib import Path
@@ -122,6 +124,39 @@ def atomic_open(path, mode: str = "w") -> Iterator:
             yield handle
 
 
+@contextlib.contextmanager
+def sole_writer(path) -> Iterator[None]:
+    """Hold the writer lock of `path` (a `.<name>.lock` file beside it) for the block, or stop with one line
+    naming the process that holds it. A stage left running by a killed Snakemake keeps writing its output; a
+    second one started beside it (after `snakemake --unlock`) would race it, and whichever ends last would
+    win, perhaps with outdated settings. The kernel drops the lock when its holder dies, even by kill -9."""
+    path = Path(str(path).rstrip("/"))
+    lock = path.with_name(f".{path.name}.lock")
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock, "a+", encoding="utf-8")
+    except OSError as err:   # a folder that takes no files takes no output either: said of the output
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise StageError(path, f"{holder} is writing it; wait for that stage to end (or stop it), then run again") \
+            from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+    handle.flush()
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            lock.unlink()
+        handle.close()
+
+
 def parse_jsonl(lines: Iterable[str], path) -> Iterator[tuple[int, object]]:
     """(line number, value) for each non-blank line; a line that is not JSON stops with its number."""
     for number, line in enumerate(lines, 1):
@@ -176,6 +211,8 @@ def read_queries(path) -> dict[str, str]:
             parts = line.split("\t")
             if len(parts) != 2 or not parts[0] or not parts[1].strip():
                 raise StageError(path, f"line {number} is not 'qid<TAB>text'")
+            if parts[0] in queries:   # the later line would silently replace the earlier one
+                raise StageError(path, f"line {number} repeats query id {parts[0]}")
             queries[parts[0]] = parts[1]
     if not queries:
         raise StageError(path, "no queries")

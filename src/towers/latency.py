@@ -46,14 +46,11 @@ def summary(seconds: list[float]) -> dict:
 
 
 def bm25(index_dir, queries: list[str], depth: int, k1: float, b: float) -> list[float]:
-    from .bm25 import start_jvm
+    from .bm25 import readable_index, searcher
 
-    start_jvm()
-    from pyserini.search.lucene import LuceneSearcher
-
-    searcher = LuceneSearcher(str(index_dir))
-    searcher.set_bm25(k1=k1, b=b)
-    return timed_each(queries, lambda text: searcher.search(text, k=depth))
+    lucene = searcher(index_dir, k1, b)
+    with readable_index(index_dir):
+        return timed_each(queries, lambda text: lucene.search(text, k=depth))
 
 
 def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) -> list[float]:

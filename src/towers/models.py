@@ -8,6 +8,7 @@ An encoder folder is either an HF checkpoint or a hashed bag-of-words encoder (H
 word-embedding towers); `load_encoder` and `load_tokenizer` tell them apart by hashed_bow.json."""
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import zlib
@@ -99,16 +100,31 @@ class HashedBagOfWords(nn.Module):
         return model
 
 
+@contextlib.contextmanager
+def readable(folder, what: str = "model"):
+    """A saved model or tokenizer that cannot be read (truncated weights, a broken config, a missing file) as
+    one line naming its folder, not the loader's traceback."""
+    from safetensors import SafetensorError
+
+    try:
+        yield
+    except (OSError, ValueError, KeyError, RuntimeError, EOFError, SafetensorError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+        raise StageError(folder, f"cannot load the {what}, damaged or incomplete ({first})") from None
+
+
 def load_encoder(folder) -> nn.Module:
-    if (Path(folder) / HASHED_BOW).is_file():
-        return HashedBagOfWords.from_pretrained(folder)
-    return AutoModel.from_pretrained(folder)
+    with readable(folder, "encoder"):
+        if (Path(folder) / HASHED_BOW).is_file():
+            return HashedBagOfWords.from_pretrained(folder)
+        return AutoModel.from_pretrained(folder)
 
 
 def load_tokenizer(folder):
-    if (Path(folder) / "hasher.json").is_file():
-        return FeatureHasher.from_pretrained(folder)
-    return AutoTokenizer.from_pretrained(folder)
+    with readable(folder, "tokenizer"):
+        if (Path(folder) / "hasher.json").is_file():
+            return FeatureHasher.from_pretrained(folder)
+        return AutoTokenizer.from_pretrained(folder)
 
 
 def random_bag_of_words(out_dir, buckets: int, dim: int, max_features: int, seed: int, char_ngram: int = 3,
@@ -248,8 +264,9 @@ class TwoTower(nn.Module):
         folder = Path(folder)
         if not (folder / "towers.json").is_file():
             raise StageError(folder, "not a saved two-tower model (towers.json missing)")
-        config = json.loads((folder / "towers.json").read_text())
-        heads = load_file(str(folder / "heads.safetensors"))
+        with readable(folder, "two-tower model"):
+            config = json.loads((folder / "towers.json").read_text())
+            heads = load_file(str(folder / "heads.safetensors"))
 
         def tower(name: str) -> Tower:
             built = cls.tower(folder / name, config)

@@ -38,13 +38,19 @@ def read_questions(path) -> list[dict]:
         rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows or rows[0] != QUESTION_COLUMNS:
         raise StageError(path, f"header must be {' '.join(QUESTION_COLUMNS)} (tab-separated)")
-    questions = []
+    questions, seen = [], {}
     for line, row in enumerate(rows[1:], 2):
         if not row:
             continue
         if len(row) != len(QUESTION_COLUMNS) or not all(field.strip() for field in row):
             raise StageError(path, f"line {line} needs {len(QUESTION_COLUMNS)} non-empty tab-separated fields")
-        questions.append(dict(zip(QUESTION_COLUMNS, row), line=line))
+        question = dict(zip(QUESTION_COLUMNS, row), line=line)
+        # a row pasted twice would count one question twice (and could land on both sides of a split)
+        key = (question["article"], " ".join(question["question"].split()))
+        if key in seen:
+            raise StageError(path, f"line {line} asks the question of line {seen[key]} again (same article)")
+        seen[key] = line
+        questions.append(question)
     if not questions:
         raise StageError(path, "the question set is empty")
     return questions

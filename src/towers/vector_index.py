@@ -82,7 +82,11 @@ def load(path, count: int | None = None, ids_path=None):
     length of the id list at `ids_path`), else a one-line error naming the list."""
     import faiss
 
-    index = faiss.read_index(str(require_file(path)))
+    try:
+        index = faiss.read_index(str(require_file(path)))
+    except RuntimeError as err:   # Faiss's C++ exception, with its source location, for a truncated file
+        reason = str(err).strip().splitlines()[0].rpartition("failed: ")[2] or "unreadable"
+        raise StageError(path, f"not a readable Faiss index, truncated or corrupt ({reason[:200]})") from None
     if count is not None and index.ntotal != count:
         raise StageError(ids_path, f"{count} ids for an index of {index.ntotal} vectors ({path})")
     return to_device(index)

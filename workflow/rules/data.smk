@@ -10,8 +10,10 @@
 # 2019): extra test queries with graded qrels over a passage dataset's collection, searched with its
 # base's models and indexes (rule passages_graded).
 
+import hashlib
 import re
 import shlex
+from pathlib import Path
 
 QA_KINDS = ("wikipedia-qa", "squad", "nq")
 PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
@@ -135,12 +137,32 @@ def passage_source(dataset):
     return cfg["local_dir"]
 
 
+def folder_files(folder) -> list[str]:
+    """Every file under a folder (hidden ones aside), sorted; none when `folder` is not one (an archive)."""
+    root = Path(folder)
+    if not root.is_dir():
+        return []
+    return sorted(str(p) for p in root.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+
+
+def folder_listing(folder) -> str:
+    """A digest of each file's name, size and modification time under a folder: a param, so that a file swapped
+    for another, even an older one (which Snakemake's time check misses), reruns the job. Nothing is read."""
+    entries = [(str(Path(f).relative_to(folder)), Path(f).stat().st_size, Path(f).stat().st_mtime_ns)
+               for f in folder_files(folder)]
+    return hashlib.sha256(repr(entries).encode()).hexdigest()[:16] if entries else ""
+
+
 def passage_inputs(wildcards):
     cfg = dataset_cfg(wildcards.dataset)
     if cfg["kind"] == "wikipedia-passages":
         return {"articles": f"{ART}/{cfg['articles']}/corpus/articles.jsonl", "questions": cfg["questions"]}
     if cfg["kind"] in PASSAGE_KINDS:
-        return {"source": passage_source(wildcards.dataset)}
+        # a local_dir collection: its files are inputs too (the folder's own time moves only when an entry is
+        # added or removed, not when a file in it is edited)
+        source = passage_source(wildcards.dataset)
+        return {"source": source, "collection": folder_files(source)}
     raise ValueError(f"datasets.{wildcards.dataset} is not a passage dataset (kind {', '.join(PASSAGE_KINDS)})")
 
 
@@ -150,7 +172,7 @@ def source_check(dataset, name=None):
     if not cfg.get("files"):
         return ""
     spec = file_spec(dataset, name or cfg.get("archive") or cfg["files"][0]["name"])
-    return " ".join(f"--{algorithm} {spec[algorithm]}" for algorithm in ("sha256", "md5") if spec.get(algorithm))
+    return " ".join(f"--{algorithm} {q(spec[algorithm])}" for algorithm in ("sha256", "md5") if spec.get(algorithm))
 
 
 def passage_command(wildcards):
@@ -214,8 +236,9 @@ def dump_of(dataset):
 
 
 def dump_inputs(wildcards):
-    cfg = dataset_cfg(wildcards.dataset)
-    return [] if cfg.get("dump") else [dump_of(wildcards.dataset)]
+    """The dump file: a download, or a path given as `dump` (an edit reruns the parse); none for gensim's."""
+    dump = dump_of(wildcards.dataset)
+    return [] if dump == "gensim" or dump.startswith("gensim:") else [dump]
 
 
 def file_spec(dataset, name):
@@ -230,9 +253,9 @@ def download_check(dataset, name):
     list; a file without one is refused unless params say `checksum: none`."""
     spec = file_spec(dataset, name)
     if spec.get("sha256"):
-        return f"--sha256 {spec['sha256']}"
+        return f"--sha256 {q(spec['sha256'])}"
     if spec.get("md5"):
-        return f"--md5 {spec['md5']}"
+        return f"--md5 {q(spec['md5'])}"
     if spec.get("sha1_from"):
         return f"--sha1-from {shlex.quote(spec['sha1_from'])}"
     if spec.get("checksum") == "none":
@@ -250,14 +273,14 @@ rule parse_wiki:
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
     params:
         dump=lambda w: dump_of(w.dataset),
-        sha256=lambda w: dataset_cfg(w.dataset).get("dump_sha256", ""),
+        sha256=lambda w: q(dataset_cfg(w.dataset).get("dump_sha256", "")),
         max_articles=lambda w: dataset_cfg(w.dataset).get("max_articles", 0),
     log:
         "logs/{dataset}/parse_wiki.log",
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 '{params.sha256}' --max-articles {params.max_articles}"
+        "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 {params.sha256} --max-articles {params.max_articles}"
         " --articles {output.articles} --redirects {output.redirects} --stats {output.stats} 2>&1 | tee {log}"
 
 
@@ -293,7 +316,7 @@ rule reqa:
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
         # "none": a local file given without a sha256 (checked when given, recorded as not verified when not)
-        sha256=lambda w: " ".join(f.get("sha256") or "none" for f in dataset_cfg(w.dataset).get("files", [])),
+        sha256=lambda w: [f.get("sha256") or "none" for f in dataset_cfg(w.dataset).get("files", [])],
     log:
         "logs/{dataset}/reqa.log",
     run:
@@ -301,10 +324,10 @@ rule reqa:
             shell("{TOWERS} reqa-wiki --articles {input.articles} --questions {input.questions:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
         elif params.kind == "nq":
-            shell("{TOWERS} reqa-nq --jsonl {input.files:q} --sha256 {params.sha256}"
+            shell("{TOWERS} reqa-nq --jsonl {input.files:q} --sha256 {params.sha256:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
         else:
-            shell("{TOWERS} reqa-squad --json {input.files:q} --sha256 {params.sha256}"
+            shell("{TOWERS} reqa-squad --json {input.files:q} --sha256 {params.sha256:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
 
 
@@ -362,6 +385,7 @@ rule passages:
         dataset=ONLY_PASSAGES,
     params:
         command=passage_command,
+        listing=lambda w: "" if dataset_cfg(w.dataset)["kind"] == "wikipedia-passages" else folder_listing(passage_source(w.dataset)),
         out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],

@@ -110,7 +110,7 @@ rule faiss_index:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} build-index --embeddings {input} --factory '{params.factory}' --out {output}"
+        "{TOWERS} build-index --embeddings {input} --factory {params.factory:q} --out {output}"
         " 2>&1 | tee {log}"
 
 

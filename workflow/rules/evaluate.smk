@@ -14,9 +14,15 @@ def run_path(w):
     return f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/run-{w.index}.trec"
 
 
-def recall_convention(dataset):
-    """conventions.reqa_recall on a question set, passage_recall on a passage set (evaluate --recall)."""
-    return config["conventions"]["passage_recall" if base_of(dataset) in PASSAGE_DATASETS else "reqa_recall"]
+QB_MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")   # tables.smk: qb_model
+
+
+def recall_convention(dataset, model=""):
+    """conventions: passage_recall on a passage set; on a question set quadrupletbert_recall for QuadrupletBERT's
+    models (its eq. 5) and reqa_recall for the rest (Chang et al.'s, BM25, checkpoints) (evaluate --recall)."""
+    if base_of(dataset) in PASSAGE_DATASETS:
+        return config["conventions"]["passage_recall"]
+    return config["conventions"]["quadrupletbert_recall" if QB_MODEL.match(model) else "reqa_recall"]
 
 
 def eval_metrics(dataset, split):
@@ -28,9 +34,9 @@ def eval_metrics(dataset, split):
 
 
 RECALL_NOTE = {"success": "R@k = Success@k: a query counts as found when any of its relevant documents is in its top k"
-                          " (ReQA's Recall@k as Chang et al. and QuadrupletBERT count it)",
+                          " (ReQA's Recall@k as Chang et al. count it)",
                "fraction": "R@k = ir-measures R@k: the share of a query's relevant documents in its top k"
-                           " (RepBERT's and LTRe's R@1000)"}
+                           " (QuadrupletBERT's eq. 5, RepBERT's and LTRe's R@1000)"}
 
 
 def evaluation_queries(dataset):
@@ -49,9 +55,10 @@ def evaluation_queries(dataset):
     return "a split's test questions (split all: every question)"
 
 
-def table_note(dataset):
-    """The profile's note and how this table's metrics are computed (params: conventions)."""
-    return (f"{config['profile_note']}; {RECALL_NOTE[recall_convention(dataset)]} (conventions); MRR@10 = RR@10:"
+def table_note(dataset, model=""):
+    """The profile's note and how this table's metrics are computed (params: conventions); `model`: one of the
+    table's models where the convention depends on it (QuadrupletBERT's)."""
+    return (f"{config['profile_note']}; {RECALL_NOTE[recall_convention(dataset, model)]} (conventions); MRR@10 = RR@10:"
             f" reciprocal rank of the first relevant document within the top 10, 0 past it; evaluation queries"
             f" of {dataset}: {evaluation_queries(dataset)}")
 
@@ -61,15 +68,17 @@ rule evaluate:
         run=run_path,
         qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
         queries=lambda w: f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/test.tsv",   # an open-domain dataset: its base's
+        candidates=lambda w: f"{ART}/{corpus_of(w.dataset)}/reqa/candidates.jsonl",   # ranked ids are checked against it
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:
-        metrics=lambda w: " ".join(eval_metrics(w.dataset, w.split)),
-        recall=lambda w: recall_convention(w.dataset),
+        metrics=lambda w: eval_metrics(w.dataset, w.split),
+        recall=lambda w: recall_convention(w.dataset, w.model),
     log:
         "logs/{dataset}/eval_{model}_{split}_{index}.log",
     conda:
         CPU_ENV
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
-        " --metrics {params.metrics} --recall {params.recall} --out {output} 2>&1 | tee {log}"
+        " --metrics {params.metrics:q} --recall {params.recall:q} --candidates {input.candidates}"
+        " --out {output} 2>&1 | tee {log}"

@@ -60,7 +60,7 @@ rule train_negatives:
     log:
         "logs/{dataset}/train_neg-{chain}_{split}.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TRAIN} train-negatives --start {params.start} --negatives {params.source}"
+        "OMP_NUM_THREADS={threads} {TRAIN} train-negatives --start {params.start:q} --negatives {params.source}"
         " --candidates {input.candidates} --qrels {input.qrels} --train {input.train} --bm25-run {input.bm25}"
         " {params.towers} {params.train} --out {output.model} --state-dir {params.state} --seed {params.seed}"
         " --threads {threads} --log {output.steps} 2>&1 | tee {log}"
@@ -174,7 +174,7 @@ rule ltre_table:
     wildcard_constraints:
         table="table[134]",
     params:
-        rows=lambda w: " ".join(f"--row '{'|'.join(r)}'" for r in lt_rows(w.table)),
+        rows=lambda w: " ".join(f"--row {q('|'.join(r))}" for r in lt_rows(w.table)),
         profile=config["profile"],
         note=LT_TABLE_NOTE,
     log:
@@ -199,7 +199,7 @@ rule ltre_figure3:
         csv="results/ltre/figure3.csv",
         png="results/ltre/figure3.png",
     params:
-        runs=" ".join(f"--run '{m}|{p}'" for m, p in figure3_runs()),
+        runs=" ".join(f"--run {q(m + '|' + p)}" for m, p in figure3_runs()),
         probe=LT["figure3"]["probe_depth"],
         note=LT_NOTE,
     log:

@@ -75,7 +75,7 @@ rule chang2020_table2:
     params:
         profile=config["profile"],
         note=config["profile_note"],
-        rows=" ".join(f"--row '{d['name']}|{d['paper']}|{ART}/{d['name']}/reqa/table2-stats.json'"
+        rows=" ".join(f"--row {q(d['name'] + '|' + d['paper'] + '|' + ART + '/' + d['name'] + '/reqa/table2-stats.json')}"
                       for d in config["chang2020"]["table2"]["datasets"]),
     log:
         "logs/tables/chang2020_table2.log",

@@ -24,14 +24,14 @@ rule tokenizer:
         vocab=config["tokenizer"]["vocab_size"],
         min_freq=config["tokenizer"]["min_frequency"],
         lowercase=int(config["tokenizer"]["lowercase"]),
-        hub=config["tokenizer"]["hub_model"],
+        hub=q(config["tokenizer"]["hub_model"]),
     log:
         "logs/{dataset}/tokenizer.log",
     conda:
         CPU_ENV
     shell:
         "{TOWERS} tokenizer --candidates {input} --out {output} --vocab-size {params.vocab}"
-        " --min-frequency {params.min_freq} --lowercase {params.lowercase} --hub-model '{params.hub}' 2>&1 | tee {log}"
+        " --min-frequency {params.min_freq} --lowercase {params.lowercase} --hub-model {params.hub} 2>&1 | tee {log}"
 
 
 rule init_random:
@@ -45,14 +45,14 @@ rule init_random:
     params:
         arch=lambda w: arch_flags(int(w.layers)),
         seed=config["seed"],
-        hub=config["encoder"]["hub_model"],
+        hub=q(config["encoder"]["hub_model"]),
     log:
         "logs/{dataset}/init_random_l{layers}.log",
     conda:
         CPU_ENV
     shell:
         "{TOWERS} init-random --tokenizer {input} --out {output} --seed {params.seed} {params.arch}"
-        " --hub-model '{params.hub}' 2>&1 | tee {log}"
+        " --hub-model {params.hub} 2>&1 | tee {log}"
 
 
 rule pretrain_mlm:
@@ -64,7 +64,7 @@ rule pretrain_mlm:
     params:
         arch=arch_flags(),
         seed=config["seed"],
-        hub=config["encoder"]["hub_model"],
+        hub=q(config["encoder"]["hub_model"]),
         train=flags(config["pretrain_mlm"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm",
     threads: config["torch_threads"]
@@ -77,7 +77,7 @@ rule pretrain_mlm:
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --candidates {input.candidates} --tokenizer {input.tokenizer}"
         " --out {output} --state-dir {params.state} --seed {params.seed} {params.train} {params.arch}"
-        " --hub-model '{params.hub}' --log logs/{wildcards.dataset}/pretrain_mlm.steps.jsonl 2>&1 | tee {log}"
+        " --hub-model {params.hub} --log logs/{wildcards.dataset}/pretrain_mlm.steps.jsonl 2>&1 | tee {log}"
 
 
 rule pretrain_mlm_nsp:
@@ -92,7 +92,7 @@ rule pretrain_mlm_nsp:
         arch=arch_flags(),
         seed=config["seed"],
         train=flags({k: v for k, v in config["quadrupletbert"]["pretrain"].items() if k != "init_hub_model"}),
-        init=config["quadrupletbert"]["pretrain"]["init_hub_model"],
+        init=q(config["quadrupletbert"]["pretrain"]["init_hub_model"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
     threads: config["torch_threads"]
     resources:
@@ -102,7 +102,7 @@ rule pretrain_mlm_nsp:
     log:
         "logs/{dataset}/pretrain_mlm_nsp.log",
     shell:
-        "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --nsp 1 --init-hub-model '{params.init}'"
+        "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --nsp 1 --init-hub-model {params.init}"
         " --candidates {input.candidates} --tokenizer {input.tokenizer} --out {output} --state-dir {params.state}"
         " --seed {params.seed} {params.train} {params.arch}"
         " --log logs/{wildcards.dataset}/pretrain_mlm_nsp.steps.jsonl 2>&1 | tee {log}"

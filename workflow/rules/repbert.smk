@@ -144,7 +144,7 @@ rule rerank:
         first="|".join(FIRST_STAGE),
         depth="[0-9]+",
     params:
-        scorer=lambda w, input: f"--scores {input.scores}" if "scores" in input.keys() else f"--model {reranker(w)}",
+        scorer=lambda w, input: f"--scores {input.scores}" if "scores" in input.keys() else f"--model {q(reranker(w))}",
         max_length=RB["reranker"]["max_length"],
         batch=RB["reranker"]["batch_size"],
     threads: config["torch_threads"]
@@ -250,7 +250,7 @@ rule repbert_table:
     wildcard_constraints:
         table="table[1-4]",
     params:
-        rows=lambda w: " ".join(f"--row '{'|'.join(r)}'" for r in rb_rows(w.table)),
+        rows=lambda w: " ".join(f"--row {q('|'.join(r))}" for r in rb_rows(w.table)),
         profile=config["profile"],
         note=table_note(RB_DATA),
     log:
@@ -274,8 +274,8 @@ rule repbert_figure1:
         csv="results/repbert/figure1.csv",
         png="results/repbert/figure1.png",
     params:
-        recall=" ".join(f"--recall '{FIRST_STAGE[n]}|{first_eval(n)}'" for n in FIRST_STAGE),
-        rerank=" ".join(f"--rerank '{FIRST_STAGE[n]}|{d}|{rb_eval(f'{n}-d{d}', 'rerank')}'"
+        recall=" ".join(f"--recall {q(FIRST_STAGE[n] + '|' + first_eval(n))}" for n in FIRST_STAGE),
+        rerank=" ".join(f"--rerank {q(FIRST_STAGE[n] + '|' + str(d) + '|' + rb_eval(f'{n}-d{d}', 'rerank'))}"
                         for n in FIRST_STAGE for d in RB["rerank_depths"]),
         depths=" ".join(map(str, RB_RECALL_DEPTHS)),
         note=config["profile_note"],
@@ -296,7 +296,7 @@ rule repbert_figure2:
         csv="results/repbert/figure2.csv",
         png="results/repbert/figure2.png",
     params:
-        rows=" ".join(f"--consistency '{FIRST_STAGE[n]}|{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json'"
+        rows=" ".join(f"--consistency {q(FIRST_STAGE[n] + '|' + ART + '/' + RB_DATA + '/consistency/' + n + '/' + RB_SPLIT + '.json')}"
                       for n in FIRST_STAGE),
         note=config["profile_note"],
     log:

@@ -35,8 +35,8 @@ CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
 
 
 def chang_table_params(table):
-    return {"rows": " ".join(f"--row '{'|'.join(r)}'" for r in chang_rows(table)),
-            "metrics": " ".join(m for m in config["metrics"] if m.startswith("R@")),
+    return {"rows": " ".join(f"--row {q('|'.join(r))}" for r in chang_rows(table)),
+            "metrics": " ".join(q(m) for m in config["metrics"] if m.startswith("R@")),
             "profile": config["profile"], "dataset": CHANG[table]["dataset"],
             "note": table_note(CHANG[table]["dataset"])}
 
@@ -108,7 +108,7 @@ rule chang2020_table5:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",
     params:
-        rows=" ".join(f"--row '{'|'.join(r)}'" for r in ablation_rows()),
+        rows=" ".join(f"--row {q('|'.join(r))}" for r in ablation_rows()),
         metric=CHANG["table5"]["metric"],
         profile=config["profile"],
         dataset=CHANG["table5"]["dataset"],
@@ -156,12 +156,12 @@ def qb_table2_rows():
 
 
 def row_flags(rows):
-    return " ".join(f"--row '{'|'.join(r[:-1])}|{','.join(r[-1])}'" for r in rows)
+    return " ".join(f"--row {q('|'.join(r[:-1]) + '|' + ','.join(r[-1]))}" for r in rows)
 
 
 def seeded_table_params(rows):
-    return {"rows": row_flags(rows), "metrics": " ".join(QB["metrics"]), "profile": config["profile"],
-            "note": table_note(QB["datasets"][0]["name"]), "test": QB["significance"]["test"],
+    return {"rows": row_flags(rows), "metrics": " ".join(map(q, QB["metrics"])), "profile": config["profile"],
+            "note": table_note(QB["datasets"][0]["name"], qb_model("QuadrupletBERT", 0, 0)), "test": QB["significance"]["test"],
             "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
 
 

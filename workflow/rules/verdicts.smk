@@ -8,7 +8,7 @@ CLAIMS = config["claims"]
 
 def named_tables(paths):
     """--table name=path for each results CSV (name: its path under results/ without .csv)."""
-    return " ".join(f"--table {p[len('results/'):-len('.csv')]}={p}" for p in paths)
+    return " ".join(f"--table {q(p[len('results/'):-len('.csv')] + '=' + p)}" for p in paths)
 
 
 rule claims:
@@ -30,8 +30,8 @@ rule claims:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile}"
-        " --test {params.test} --alpha {params.alpha} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile:q}"
+        " --test {params.test:q} --alpha {params.alpha:q} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule check_cells:
@@ -50,6 +50,24 @@ rule check_cells:
         CPU_ENV
     shell:
         "{TOWERS} check {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
+
+
+rule expected_values:
+    # `make expected`: this build's cells as the profile's expected values (copied to check.expected)
+    input:
+        profile=PROFILE_INPUT,
+        tables=RESULT_CSVS,
+    output:
+        "results/expected-values.csv",
+    params:
+        tables=named_tables(RESULT_CSVS),
+        basis=config["check"].get("basis", "estimate"),
+    log:
+        "logs/tables/expected_values.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} expected {params.tables} --basis {params.basis:q} --out {output} 2>&1 | tee {log}"
 
 
 localrules: check

@@ -35,7 +35,7 @@ def checkpoint_flags(w):
     for key in ("pooling", "query_length", "doc_length", "query_prefix", "doc_prefix", "normalize", "lowercase"):
         if key in cfg:
             value = int(cfg[key]) if isinstance(cfg[key], bool) else cfg[key]
-            out.append(f"--{key.replace('_', '-')} {shlex.quote(str(value))}")
+            out.append(f"--{key.replace('_', '-')} {q(value)}")
     return " ".join(out)
 
 
@@ -111,10 +111,10 @@ rule zeroshot_table:
         csv="results/zeroshot/{dataset}.csv",
         json="results/zeroshot/{dataset}.json",
     params:
-        rows=lambda w: " ".join(f"--row {shlex.quote('|'.join(row))}" for row in zeroshot_rows(w.dataset)),
-        published=lambda w: " ".join(f"--published {shlex.quote(p)}" for p in zeroshot_published(w.dataset)),
+        rows=lambda w: " ".join(f"--row {q('|'.join(row))}" for row in zeroshot_rows(w.dataset)),
+        published=lambda w: " ".join(f"--published {q(p)}" for p in zeroshot_published(w.dataset)),
         split=lambda w: checkpoint_split(w.dataset),
-        metrics=" ".join(ZS["metrics"]),
+        metrics=" ".join(map(q, ZS["metrics"])),
         profile=config["profile"],
         note=lambda w: table_note(w.dataset),
     log:
@@ -122,7 +122,7 @@ rule zeroshot_table:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} zeroshot-table --dataset {wildcards.dataset} --split {params.split} --profile {params.profile}"
+        "{TOWERS} zeroshot-table --dataset {wildcards.dataset} --split {params.split:q} --profile {params.profile:q}"
         " --note {params.note:q} --metrics {params.metrics} {params.rows} {params.published}"
         " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 

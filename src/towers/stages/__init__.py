@@ -3,6 +3,9 @@ tables); a stage registers itself with @stage when its module is imported."""
 from __future__ import annotations
 
 STAGES = {}
+# the argument naming a stage's main output, where it is not --out, --out-dir or --csv (see main_output)
+WRITES = {"parse-wiki": "articles", "bm25-index": "index", "bm25-search": "run", "encode-candidates": "embeddings",
+          "merge-embeddings": "embeddings", "dense-search": "run"}
 
 
 def stage(name: str, *arguments):
@@ -15,6 +18,14 @@ def stage(name: str, *arguments):
 
 def arg(flag, **kw):
     return (flag, kw)
+
+
+def main_output(name: str, args) -> str | None:
+    """The path of a stage's main output, from its parsed arguments (the one its writer lock is taken on)."""
+    for dest in (WRITES.get(name), "out", "out_dir", "csv"):
+        if dest and getattr(args, dest, None):
+            return str(getattr(args, dest))
+    return None
 
 
 def load_all() -> dict:

@@ -1,22 +1,63 @@
 """Stages that measure and report: evaluation, paper tables and figures, the HTML report."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from ..io import StageError, atomic_path, read_json, read_qrels, read_queries, read_run, require_file, write_json
 from . import arg, stage
 
 
+def warn(path, problem: str) -> None:
+    print(f"warning: {path}: {problem}", file=sys.stderr)
+
+
 @stage("evaluate", arg("--run", required=True), arg("--qrels", required=True), arg("--queries", required=True),
        arg("--metrics", required=True, nargs="+"), arg("--out", required=True),
        arg("--recall", default="fraction", choices=["success", "fraction"],
-           help="R@k as Success@k (any relevant in the top k: ReQA's Recall@k) or ir-measures R@k (share found)"))
+           help="R@k as Success@k (any relevant in the top k: ReQA's Recall@k) or ir-measures R@k (share found)"),
+       arg("--candidates", default="", help="the collection the run searched: ranked documents outside it are "
+                                            "counted, and a run of none of its documents refused"))
 def evaluate(a):
+    """Metrics of a run on the test queries. Ids that do not meet (test queries without judgements, judged ones
+    the run does not answer, ranked documents outside the collection) score 0 or drop out silently in the
+    metrics: each kind is warned about and counted, and a run that matches none is refused."""
     from ..evaluate import evaluate as score
 
-    result = score(read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries)), a.metrics, a.recall)
-    write_json(a.out, {"run": str(a.run), **result})
-    return a.out, {"queries": result["queries"], **result["metrics"]}
+    run, qrels, queries = read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries))
+    judged = [q for q in queries if q in qrels]
+    if not judged:
+        raise StageError(a.qrels, f"none of the {len(queries)} test queries of {a.queries} is judged here "
+                                  f"(first: {queries[0]})")
+    if len(judged) < len(queries):
+        first = next(q for q in queries if q not in qrels)
+        warn(a.qrels, f"{len(queries) - len(judged)} of the {len(queries)} test queries of {a.queries} are not "
+                      f"judged (first: {first}); they are left out of every metric")
+    answered = [q for q in judged if q in run]
+    if not answered:
+        raise StageError(a.run, f"none of its {len(run)} queries is one of the {len(judged)} judged test queries of "
+                                f"{a.queries} (first here: {next(iter(run), 'none')}, first there: {judged[0]})")
+    if len(answered) < len(judged):
+        first = next(q for q in judged if q not in run)
+        warn(a.run, f"{len(judged) - len(answered)} of the {len(judged)} judged test queries have no ranking in it "
+                    f"(first: {first}); they score 0")
+    unknown = []
+    if a.candidates:
+        from ..passages import CollectionWriter
+
+        ranked = list(dict.fromkeys(doc for q in answered for doc, _ in run[q]))
+        unknown = CollectionWriter.of_candidates(a.candidates).missing(ranked)
+        if ranked and len(unknown) == len(ranked):
+            raise StageError(a.run, f"none of the {len(ranked)} documents it ranks for the test queries is in "
+                                    f"{a.candidates} (first: {unknown[0]})")
+        if unknown:
+            warn(a.run, f"{len(unknown)} of the {len(ranked)} documents it ranks for the test queries are not in "
+                        f"{a.candidates} (first: {unknown[0]}); they count as not relevant")
+    result = score(run, qrels, queries, a.metrics, a.recall)
+    checks = {"queries_not_judged": len(queries) - len(judged), "queries_missing_from_run": len(judged) - len(answered),
+              "documents_not_in_collection": len(unknown)}
+    write_json(a.out, {"run": str(a.run), **result, **checks})
+    return a.out, {"queries": result["queries"], **checks, **result["metrics"]}
 
 
 def parse_rows(specs: list[str], fields: list[str], may_be_empty=()) -> list[dict]:
@@ -315,7 +356,7 @@ def expected(a):
     frame = checks.expected_values(load_cells(named_tables(a.table)), a.basis, a.z)
     with atomic_path(a.out) as tmp:
         frame.to_csv(tmp, index=False)
-    return a.out, {"cells": len(frame), **frame["basis"].str.split(":").str[0].value_counts().to_dict()}
+    return a.out, {"cells written": len(frame), **frame["basis"].str.split(":").str[0].value_counts().to_dict()}
 
 
 @stage("check", TABLES_ARG, arg("--expected", required=True, help="data/expected/<profile>.csv or a paper policy"),
@@ -332,7 +373,7 @@ def check(a):
     with atomic_path(a.csv) as tmp:
         report.to_csv(tmp, index=False)
     print(f"check against {a.expected}: {checks.summary(report)}")
-    return a.csv, {"cells": len(report), **report["status"].value_counts().to_dict()}
+    return a.csv, {"cells checked": len(report), **report["status"].value_counts().to_dict()}
 
 
 @stage("check-status", arg("--csv", required=True, help="results/check.csv"))
@@ -350,4 +391,4 @@ def check_status(a):
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise StageError(a.csv, f"{len(bad)} cells outside their tolerance ({summary}): {cells}{more}")
     print(f"check passed: {summary}")
-    return None, {"cells": len(report)}
+    return None, {"cells checked": len(report)}

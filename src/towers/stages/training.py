@@ -107,10 +107,13 @@ def pretrain_mlm(a):
     return a.out, report
 
 
-def split_pairs(split_tsv, qrels, candidates_by_id) -> list[dict]:
+def split_pairs(split_tsv, qrels, candidates_by_id, qrels_path="qrels", candidates_path="candidates") -> list[dict]:
     pairs = []
     for qid, text in read_split(split_tsv).items():
         for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0):
+            if doc_id not in candidates_by_id:
+                raise StageError(qrels_path, f"question {qid} of {split_tsv}: its document {doc_id} is not in "
+                                             f"{candidates_path}")
             c = candidates_by_id[doc_id]
             pairs.append({"query": text, "doc_id": doc_id, "sentence": c["sentence"], "paragraph": c["paragraph"]})
     return pairs
@@ -156,11 +159,12 @@ def finetune(a):
     seed_everything(a.seed)
     candidates = {c["id"]: c for c in read_jsonl(a.candidates)}
     qrels = read_qrels(a.qrels)
-    pairs = split_pairs(a.train, qrels, candidates)
+    pairs = split_pairs(a.train, qrels, candidates, a.qrels, a.candidates)
     if not pairs:
         raise StageError(a.train, "no training questions with a relevant candidate")
     with atomic_path(a.out) as tmp:
-        report = inbatch.finetune(pairs, split_pairs(a.valid, qrels, candidates), a.encoder, tmp, a.state_dir,
+        report = inbatch.finetune(pairs, split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates), a.encoder,
+                                  tmp, a.state_dir,
                                   towers_of(a), {**schedule_of(a), "temperature": a.temperature}, a.seed, a.log,
                                   a.stop_after_step)
     loop.finish(a.state_dir)

@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
-from ..io import sha256_of
+from ..io import StageError, atomic_path, sha256_of
 from . import distributed
 
 
@@ -48,7 +48,10 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     `loss_fn` may return (loss, extras): the dict of floats `extras` joins that step's log record,
     with the step's wall seconds added to it as `step_s` (the caller, holding the dict, sees them too).
 
-    `state_dir` holds checkpoint.pt; a checkpoint whose settings fingerprint differs is ignored.
+    `state_dir` holds checkpoint.pt; a checkpoint whose settings fingerprint differs is ignored. The step log
+    is kept there too (steps.jsonl) and copied to `log_path` when the run ends or stops: a restarted job's
+    outputs are removed before it runs (LTRe's log is one), so only a log beside the checkpoint still holds
+    the steps before a resume.
     `stop_after_step` exits right after that step's checkpoint (used to test resuming).
     `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
     many checkpoints, and returns the weights of the best one (kept in best.pt)."""
@@ -62,7 +65,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * steps), steps)
     start, history = 0, []
     if checkpoint_path.exists():
-        saved = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+        saved = load_checkpoint(checkpoint_path)
         if saved.get("fingerprint") == key:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
@@ -74,8 +77,16 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     model.train()
     use_amp = device().type == "cuda"
     seconds = 0.0
-    # a resumed run appends to its step log, a fresh one starts it over
-    log = open(log_path, "a" if start else "w", encoding="utf-8") if log_path and leader else None
+    # a resumed run keeps the steps up to its checkpoint (later ones, logged before a kill, are taken again),
+    # a fresh one starts the log over
+    state_log = state_dir / "steps.jsonl"
+    log = None
+    if log_path and leader:
+        kept = [line for line in state_log.read_text(encoding="utf-8").splitlines()
+                if json.loads(line)["step"] <= start] if start and state_log.exists() else []
+        with atomic_path(state_log) as tmp:
+            tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        log = open(state_log, "a", encoding="utf-8")
     bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2, disable=not leader)
     for step in bar:
         began, stop = time.perf_counter(), False
@@ -114,24 +125,29 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
                     save_atomic({"fingerprint": key, "step": done, "model": model.state_dict()}, best_path)
                 stop = distributed.leader_decides(
                     best is not None and sum(h["step"] > best["step"] for h in scored) >= patience)
+            if log:   # every step up to the checkpoint is on disk before the checkpoint a resume starts from
+                log.write(json.dumps(record) + "\n")
+                log.flush()
             if leader:
                 save_atomic({"fingerprint": key, "step": done, "model": model.state_dict(),
                              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                              "history": history}, checkpoint_path)
             if stop_after_step is not None and done >= stop_after_step and done < steps:
+                if log:
+                    publish_log(log, state_log, log_path)
                 distributed.finish()   # the others wait for the leader's checkpoint, then leave
                 raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
-        if log:
+        elif log:
             log.write(json.dumps(record) + "\n")
         if stop:
             print(f"early stop at step {done}: valid_loss has not improved for {patience} checkpoints", flush=True)
             break
     if log:
-        log.close()
+        publish_log(log, state_log, log_path)
     distributed.finish()   # other ranks exit here: the leader writes the outputs
     report = {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2), "history": history}
     if patience and best_path.exists():
-        saved = torch.load(best_path, map_location="cpu", weights_only=False)
+        saved = load_checkpoint(best_path)
         if saved["fingerprint"] == key:
             model.load_state_dict(saved["model"])
             report.update(best_step=saved["step"], stopped_at_step=history[-1]["step"] if history else start)
@@ -149,6 +165,25 @@ def fixed_draw_valid_loss(batch_loss, rows: list, picks: list, size: int) -> dic
     return {"valid_loss": round(total / len(rows), 5)}
 
 
+def load_checkpoint(path: Path) -> dict:
+    """A checkpoint of tensors, numbers and strings only (weights_only): checkpoints travel through the DVC
+    remote (make cache-push), and a full unpickler would run whatever code a tampered one holds."""
+    import pickle
+
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise StageError(path, f"not a training checkpoint this loop wrote ({first}); delete it to start over") from None
+
+
+def publish_log(log, state_log: Path, log_path) -> None:
+    """Close the step log kept in the state folder and copy it, whole, to where the caller asked."""
+    log.close()
+    with atomic_path(log_path) as tmp:
+        tmp.write_bytes(state_log.read_bytes())
+
+
 def save_atomic(obj, path: Path) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(obj, tmp)
@@ -157,7 +192,7 @@ def save_atomic(obj, path: Path) -> None:
 
 def finish(state_dir) -> None:
     """Drop the checkpoint once the final model is safely written."""
-    for name in ("checkpoint.pt", "best.pt"):
+    for name in ("checkpoint.pt", "best.pt", "steps.jsonl"):
         path = Path(state_dir) / name
         if path.exists():
             path.unlink()

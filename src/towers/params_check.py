@@ -1,0 +1,221 @@
+"""params.yaml (with profile overrides) checked before the workflow plans anything: against the JSON schema,
+then every name one section gives to another (datasets, splits, indexes). A problem is one line naming the
+file that sets the key, the key's path and what is wrong, e.g.
+`params.yaml: datasets.enwiki-mini-passages: unknown key 'ict_querys' (did you mean 'ict_queries'?)`."""
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from pathlib import Path
+
+import yaml
+
+QA_KINDS = ("wikipedia-qa", "squad", "nq")
+ARTICLE_KINDS = ("wikipedia-qa", "wikipedia")   # datasets with parsed articles (pre-training pairs, passages)
+PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
+
+
+class ParamsError(Exception):
+    """One line: `<file>: <key path>: <problem>`."""
+
+
+def dotted(path) -> str:
+    """('datasets', 'squad', 'files', 0, 'url') -> 'datasets.squad.files[0].url'."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def _has(tree, path) -> bool:
+    for part in path:
+        if isinstance(part, int) and isinstance(tree, list) and part < len(tree):
+            tree = tree[part]
+        elif isinstance(tree, dict) and part in tree:
+            tree = tree[part]
+        else:
+            return False
+    return True
+
+
+def source_of(path, sources: list[tuple[str, dict]]) -> str:
+    """The last of the config sources (later ones override earlier ones) that sets `path`, else the first."""
+    for name, tree in reversed(sources):
+        if _has(tree, path):
+            return name
+    return sources[0][0] if sources else "params.yaml"
+
+
+def _unknown(keys, allowed) -> str:
+    """"unknown key 'x' (did you mean 'y'?)" for the first of `keys` not in `allowed`."""
+    key = next(k for k in sorted(keys, key=str) if k not in allowed)
+    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
+    return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _required_choice(error) -> list[str] | None:
+    """The keys of a oneOf/anyOf whose branches each require one key (a file's checksum, files or local_dir)."""
+    branches = error.validator_value if error.validator in ("oneOf", "anyOf") else None
+    if branches and all(len(b.get("required", [])) == 1 for b in branches):
+        return [b["required"][0] for b in branches]
+    return None
+
+
+def describe(error) -> tuple[list, str]:
+    """(path, one-line problem) of a jsonschema error; unknown keys said as such, not as schema dumps."""
+    import jsonschema
+
+    choice = _required_choice(error)
+    if choice:
+        exactly = "exactly " if error.validator == "oneOf" else ""
+        return list(error.absolute_path), f"needs {exactly}one of the keys {', '.join(choice)}"
+    while error.context:   # the most relevant failure inside a oneOf/anyOf
+        error = jsonschema.exceptions.best_match(error.context)
+    path = list(error.absolute_path)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        return path, _unknown([k for k in error.instance if k not in allowed], allowed)
+    if "propertyNames" in error.schema_path and error.validator == "enum":   # a key this kind of dataset does not take
+        return path, _unknown([error.instance], error.validator_value)
+    return path, error.message.splitlines()[0]
+
+
+def schema_problems(config: dict, schema: dict) -> list[tuple[list, str]]:
+    import jsonschema
+
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(config)
+    # the deepest first (an item's own problem says more than its list's), and a misspelt key before the
+    # required key it leaves missing
+    return sorted((describe(e) for e in errors),
+                  key=lambda p: (-len(p[0]), list(map(str, p[0])), not p[1].startswith("unknown key"), p[1]))
+
+
+def reference_problems(config: dict) -> list[tuple[list, str]]:
+    """Names one section gives to another that do not exist, or name the wrong kind of thing."""
+    problems = []
+    datasets = config.get("datasets", {})
+
+    def dataset(path, name, kinds, what):
+        if name not in datasets:
+            problems.append((path, f"dataset {name!r} is not defined under datasets ({', '.join(datasets)})"))
+        elif datasets[name].get("kind") not in kinds:
+            problems.append((path, f"dataset {name!r} is of kind {datasets[name].get('kind')}; {what} needs one "
+                                   f"of kind {', '.join(kinds)}"))
+
+    for name, spec in datasets.items():
+        kind, where = spec.get("kind"), ["datasets", name]
+        if kind == "open-domain":
+            dataset([*where, "base"], spec["base"], QA_KINDS, "an open-domain dataset's base")
+            dataset([*where, "extra"], spec["extra"], ("wikipedia",), "its extra candidates")
+        elif kind == "wikipedia-passages":
+            dataset([*where, "articles"], spec["articles"], ARTICLE_KINDS, "its passages")
+        elif kind == "graded-passages":
+            dataset([*where, "base"], spec["base"], PASSAGE_KINDS, "a graded set's base")
+        names = [f["name"] for f in spec.get("files", [])]
+        keys = ["archive", "triples"] + (["queries", "qrels"] if kind == "graded-passages" and not spec.get("local_dir")
+                                         else [])
+        for key in keys:
+            if spec.get(key) and spec[key] not in names:
+                problems.append(([*where, key], f"{spec[key]!r} is not one of its files ({', '.join(names) or 'none'})"))
+        # files and folders params name: missing ones said here, not as Snakemake's missing-input report
+        for key in ("questions", "dump"):
+            value = spec.get(key)
+            if value and not (key == "dump" and (value == "gensim" or value.startswith("gensim:"))) \
+                    and not os.path.isfile(value):
+                problems.append(([*where, key], f"no such file: {value!r}"))
+        local = spec.get("local_dir")
+        if local:
+            wanted = [f["name"] for f in spec.get("files", [])] + [spec[k] for k in ("queries", "qrels") if spec.get(k)]
+            if not os.path.isdir(local):
+                problems.append(([*where, "local_dir"], f"no such folder: {local!r}"))
+            elif missing := [w for w in wanted if not os.path.exists(os.path.join(local, w))]:
+                problems.append(([*where, "local_dir"], f"{local!r} holds no {missing[0]!r}"
+                                 + (f" (nor {len(missing) - 1} more of its files)" if len(missing) > 1 else "")))
+    for name in config.get("encode", {}).get("shards", {}):
+        if name not in datasets:
+            problems.append((["encode", "shards", name], f"dataset {name!r} is not defined under datasets"))
+
+    splits = set(config.get("splits", {}))
+    indexes = set(config.get("faiss", {}).get("indexes", {})) | {i["name"] for i in config.get("ltre", {}).get("indexes", [])}
+
+    def split_names(path, names):
+        for i, split in enumerate(names):
+            if split not in splits:
+                problems.append(([*path, i], f"split {split!r} is not defined under splits ({', '.join(sorted(splits))})"))
+
+    def index(path, name):
+        if name and name not in indexes:
+            problems.append((path, f"index {name!r} is not defined under faiss.indexes or ltre.indexes "
+                                   f"({', '.join(sorted(indexes))})"))
+
+    chang = config.get("chang2020", {})
+    if chang:
+        dataset(["chang2020", "table1", "dataset"], chang["table1"]["dataset"], ARTICLE_KINDS, "pre-training pairs")
+        dataset(["chang2020", "pretraining", "corpus"], chang["pretraining"]["corpus"], ARTICLE_KINDS, "pre-training pairs")
+        for i, row in enumerate(chang["table2"]["datasets"]):
+            dataset(["chang2020", "table2", "datasets", i, "name"], row["name"], QA_KINDS, "Table 2")
+        for table in ("table3", "table4", "table5", "table6"):
+            spec = chang[table]
+            dataset(["chang2020", table, "dataset"], spec["dataset"], ("open-domain",) if table == "table6" else QA_KINDS,
+                    f"Table {table[-1]}")
+            split_names(["chang2020", table, "splits"], spec["splits"])
+            index(["chang2020", table, "index"], spec["index"])
+    index(["mining", "index"], config.get("mining", {}).get("index"))
+    qb = config.get("quadrupletbert", {})
+    if qb:
+        for i, row in enumerate(qb["datasets"]):
+            dataset(["quadrupletbert", "datasets", i, "name"], row["name"], QA_KINDS, "QuadrupletBERT's tables")
+        split_names(["quadrupletbert", "splits"], qb["splits"])
+        index(["quadrupletbert", "index"], qb["index"])
+        index(["quadrupletbert", "quantized_index"], qb["quantized_index"])
+    if config.get("repbert"):
+        dataset(["repbert", "dataset"], config["repbert"]["dataset"], PASSAGE_KINDS, "RepBERT's tables")
+        index(["repbert", "index"], config["repbert"]["index"])
+    lt = config.get("ltre", {})
+    if lt:
+        dataset(["ltre", "dataset"], lt["dataset"], PASSAGE_KINDS, "LTRe's tables")
+        if lt["graded_dataset"]:
+            dataset(["ltre", "graded_dataset"], lt["graded_dataset"], ("graded-passages",), "nDCG@10's queries")
+        for i, spec in enumerate(lt["indexes"]):   # one name, one meaning: ltre.indexes join faiss.indexes
+            factory = config.get("faiss", {}).get("indexes", {}).get(spec["name"], spec["factory"])
+            if factory != spec["factory"]:
+                problems.append((["ltre", "indexes", i, "factory"], f"index {spec['name']!r} means {factory!r} in "
+                                 f"faiss.indexes but {spec['factory']!r} here"))
+    return problems
+
+
+def check(config: dict, schema_path, sources: list[tuple[str, dict]]) -> None:
+    """Raise ParamsError (one line) for the first problem; the count of the others follows it.
+
+    `sources`: (name, parsed YAML) of every config file in the order they apply (params.yaml, then
+    --configfile files, then --config), used to name the file that sets a wrong key."""
+    problems = schema_problems(config, load_schema(str(schema_path)))
+    if not problems:   # names are only looked up in a config whose shape is right
+        problems = reference_problems(config)
+    if problems:
+        path, problem = problems[0]
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise ParamsError(f"{source_of(path, sources)}: {dotted(path)}: {problem}{more}")
+
+
+def _shown(path) -> str:
+    """A path as the user would write it: relative to the working directory when inside it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def load_yaml(path):
+    """A YAML file, parsed by libyaml where PyYAML has it (the schema takes 0.3 s in pure Python)."""
+    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+@functools.lru_cache(maxsize=4)
+def load_schema(path) -> dict:
+    return load_yaml(path)
+
+
+def load_sources(files, overrides: dict | None = None) -> list[tuple[str, dict]]:
+    """The config files (and --config values) as `check` wants them."""
+    sources = [(_shown(f), load_yaml(str(f)) or {}) for f in files]
+    return sources + ([("--config", overrides)] if overrides else [])

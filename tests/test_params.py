@@ -1,0 +1,166 @@
+"""params.yaml and its profiles against the schema and each other: unknown keys anywhere, names that reach the
+shell, and names one section gives another, each refused in one line naming the file and the key."""
+import copy
+
+import pytest
+import yaml
+
+from towers.params_check import ParamsError, check, dotted, load_sources
+
+from conftest import FIXTURES, ROOT
+
+SCHEMA = ROOT / "workflow/schemas/params.schema.yaml"
+PARAMS = ROOT / "params.yaml"
+PROFILES = {"default": [], "paper": [ROOT / "config/paper.yaml"], "tiny": [FIXTURES / "tiny.yaml"]}
+
+
+@pytest.fixture(autouse=True)
+def workflow_folder(monkeypatch, request):
+    """Files named in params are looked up where Snakemake runs: the repository, or for the tiny
+    configuration a copy holding fixtures/ (tests/ has one)."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    monkeypatch.chdir(ROOT / "tests" if params.get("profile") == "tiny" else ROOT)
+
+
+def merged(files) -> dict:
+    """Snakemake's merge of config files: mappings key by key, everything else replaced."""
+    def update(into, other):
+        for key, value in other.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                update(into[key], value)
+            else:
+                into[key] = copy.deepcopy(value)
+        return into
+    config = {}
+    for path in files:
+        update(config, yaml.safe_load(path.read_text()))
+    return config
+
+
+def problem(config, sources=None) -> str | None:
+    try:
+        check(config, SCHEMA, sources or [("params.yaml", config)])
+    except ParamsError as err:
+        return str(err)
+    return None
+
+
+def mappings(tree, path=()):
+    """The path of every mapping in a config."""
+    if isinstance(tree, dict):
+        yield list(path)
+        for key, value in tree.items():
+            yield from mappings(value, (*path, key))
+    elif isinstance(tree, list):
+        for i, value in enumerate(tree):
+            yield from mappings(value, (*path, i))
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_validates(profile):
+    files = [PARAMS, *PROFILES[profile]]
+    assert problem(merged(files), load_sources(files)) is None
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_an_unknown_key_is_refused_in_every_mapping(profile):
+    files = [PARAMS, *PROFILES[profile]]
+    config = merged(files)
+    paths = list(mappings(config))
+    assert len(paths) > 50
+    for path in paths:
+        bad = copy.deepcopy(config)
+        node = bad
+        for part in path:
+            node = node[part]
+        node["bogus_key"] = 1
+        message = problem(bad)
+        assert message and message.startswith(f"params.yaml: {dotted(path)}") and "bogus_key" in message, (path, message)
+        assert "\n" not in message
+
+
+def test_the_issue_typos_are_named_with_a_suggestion():
+    config = merged([PARAMS])
+    cases = [(["datasets", "enwiki-mini-passages"], "ict_querys",
+              "datasets.enwiki-mini-passages: unknown key 'ict_querys' (did you mean 'ict_queries'?)"),
+             (["chang2020"], "tabel3", "chang2020: unknown key 'tabel3' (did you mean 'table3'?)"),
+             (["datasets", "enwiki-mini"], "dump_sha265",
+              "datasets.enwiki-mini: unknown key 'dump_sha265' (did you mean 'dump_sha256'?)"),
+             (["resources", "gpu_jobs"], "mem_mbb", "resources.gpu_jobs: unknown key 'mem_mbb' (did you mean 'mem_mb'?)")]
+    for path, key, expected in cases:
+        bad = copy.deepcopy(config)
+        node = bad
+        for part in path:
+            node = node[part]
+        node[key] = node.get(key.replace("querys", "queries"), 1)
+        assert problem(bad) == f"params.yaml: {expected}"
+
+
+def test_a_key_of_another_dataset_kind_is_refused():
+    config = merged([PARAMS])
+    config["datasets"]["squad"]["ict_queries"] = 10   # a wikipedia-passages key on a squad dataset
+    assert problem(config) == "params.yaml: datasets.squad: unknown key 'ict_queries'"
+
+
+def test_the_file_that_sets_the_key_is_named(tmp_path):
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("bm25: {k1: high}\n")
+    files = [PARAMS, profile]
+    assert problem(merged(files), load_sources(files)) == f"{profile}: bm25.k1: 'high' is not of type 'number'"
+
+
+@pytest.mark.parametrize("path,value", [
+    (["faiss", "indexes", "flat"], "Flat'$(touch x)'"),
+    (["ltre", "indexes", 1, "factory"], "OPQ6,IVF1,PQ6;touch x"),
+    (["ltre", "start_hub_model"], "roberta-base'; touch x; '"),
+    (["repbert", "reranker", "hub_model"], "a$(touch x)"),
+    (["tokenizer", "hub_model"], "bert`touch x`"),
+    (["encoder", "hub_model"], "bert'"),
+    (["quadrupletbert", "pretrain", "init_hub_model"], "bert\"x"),
+    (["repbert", "metrics", 0], "RR@10;touch x"),
+    (["chang2020", "table3", "splits", 0], "1-99'"),
+    (["mining", "index"], "flat$(id)"),
+    (["profile"], "mini;x"),
+])
+def test_values_that_would_reach_a_shell_are_refused(path, value):
+    config = merged([PARAMS])
+    node = config
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    message = problem(config)
+    assert message and message.startswith(f"params.yaml: {dotted(path)}: ") and "does not match" in message, message
+
+
+@pytest.mark.parametrize("path,value,expected", [
+    (["chang2020", "table3", "index"], "hnsw", "index 'hnsw' is not defined under faiss.indexes or ltre.indexes"),
+    (["chang2020", "table4", "dataset"], "nosuch", "dataset 'nosuch' is not defined under datasets"),
+    (["chang2020", "table6", "dataset"], "enwiki-mini",
+     "dataset 'enwiki-mini' is of kind wikipedia-qa; Table 6 needs one of kind open-domain"),
+    (["quadrupletbert", "splits", 1], "7-93", "split '7-93' is not defined under splits"),
+    (["repbert", "dataset"], "squad", "dataset 'squad' is of kind squad; RepBERT's tables needs one of kind"),
+    (["ltre", "graded_dataset"], "enwiki-mini", "dataset 'enwiki-mini' is of kind wikipedia-qa"),
+    (["quadrupletbert", "quantized_index"], "hnsw", "index 'hnsw' is not defined"),
+    (["encode", "shards"], {"nosuch": 2}, "dataset 'nosuch' is not defined under datasets"),
+    (["datasets", "enwiki-mini-open", "extra"], "squad", "dataset 'squad' is of kind squad; its extra candidates"),
+])
+def test_names_of_undefined_datasets_indexes_and_splits_are_refused(path, value, expected):
+    config = merged([PARAMS])
+    node = config
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    message = problem(config)
+    assert message and message.startswith(f"params.yaml: {dotted(path)}") and expected in message, message
+
+
+def test_files_and_folders_params_name_must_exist():
+    config = merged([PARAMS])
+    config["datasets"]["enwiki-mini"]["questions"] = "data/enwiki-mini/questions.tsv;touch x"
+    assert problem(config) == ("params.yaml: datasets.enwiki-mini.questions: "
+                               "no such file: 'data/enwiki-mini/questions.tsv;touch x'")
+    config = merged([PARAMS])
+    config["datasets"]["squad"]["local_dir"] = "nowhere"
+    assert problem(config) == "params.yaml: datasets.squad.local_dir: no such folder: 'nowhere'"
+    config["datasets"]["squad"]["local_dir"] = "data"
+    assert problem(config) == "params.yaml: datasets.squad.local_dir: 'data' holds no 'dev-v1.1.json'"
