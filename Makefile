@@ -28,8 +28,9 @@ setup: $(VENV)/.installed
 reproduce: setup
 	$(VENV)/bin/snakemake all check --cores $(CORES)
 
+# two workers (pytest-xdist): the tiny end-to-end run on one, the other tests beside it
 test: setup
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadgroup tests
 
 # the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/test_reference.py,
 # about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets

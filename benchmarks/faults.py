@@ -36,6 +36,8 @@ from pathlib import Path
 
 import yaml
 
+from towers.params_check import merge_configs as merged
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--configfile", "fixtures/tiny.yaml"]
 CHANG3 = "results/chang2020/table3.csv"
@@ -91,20 +93,6 @@ class Workspace:
         """A copy of the built workspace: file times and Snakemake's records kept, so it plans as the original."""
         shutil.copytree(self.root, dest, symlinks=True)
         return dest
-
-
-def merged(*trees) -> dict:
-    def update(into, other):
-        for key, value in other.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                update(into[key], value)
-            else:
-                into[key] = value
-        return into
-    out: dict = {}
-    for tree in trees:
-        update(out, json.loads(json.dumps(tree)))
-    return out
 
 
 def error_lines(result) -> list[str]:

@@ -523,12 +523,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
         sentences = {c["id"]: c["sentence"] for c in read_jsonl(art / "reqa/candidates.jsonl")}
         texts = random.Random(13).sample(sorted(sentences.values()), speed_texts)
         out["encoding_speed"] = ref.encoding_speed(art / "dense/ckpt-minilm/all/model", ref.minilm_folder(), texts)
-        qrels, pairs, seen = read_qrels(art / "reqa/qrels.txt"), [], set()
-        for qid, text in read_queries(art / "reqa/queries.tsv").items():
-            doc = sorted(qrels[qid])[0]
-            if sentences[doc] not in seen:
-                seen.add(sentences[doc])
-                pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
+        pairs = distinct_answer_pairs(art / "reqa", sentences)
         shutil.rmtree(work / "training", ignore_errors=True)
         out["training"] = ref.compare_training(work / "training", pairs, steps=train_steps, batch_size=32, lr=5e-5)
     out["note"] = ("retrieval: project = snakemake's checkpoint-model, encode-candidates, build-index Flat, dense-search, "
@@ -539,11 +534,25 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
     return out
 
 
+def distinct_answer_pairs(reqa: Path, sentences: dict[str, str]) -> list[dict]:
+    """Training pairs (question, its first relevant sentence), one per answer sentence: a batch then never holds
+    a document twice, where the project and MNRL count duplicates differently."""
+    from towers.io import read_qrels, read_queries
+
+    qrels, pairs, seen = read_qrels(reqa / "qrels.txt"), [], set()
+    for qid, text in read_queries(reqa / "queries.tsv").items():
+        doc = sorted(qrels[qid])[0]
+        if sentences[doc] not in seen:
+            seen.add(sentences[doc])
+            pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
+    return pairs
+
+
 def reference_tiny() -> dict:
     """The same comparisons on the tiny articles of tests/fixtures (17 sentences, 12 questions; the data of
     tests/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
     import reference as ref
-    from towers.io import read_jsonl, read_qrels, read_queries
+    from towers.io import read_jsonl
 
     fixtures = ROOT / "tests/fixtures"
     out: dict = {"data": "tests/fixtures/tiny-wiki.xml + tiny-questions.tsv: 17 candidate sentences, 12 questions"}
@@ -563,12 +572,7 @@ def reference_tiny() -> dict:
         sentences = {c["id"]: c["sentence"] for c in read_jsonl(reqa / "candidates.jsonl")}
         out["encoding_speed"] = ref.encoding_speed(project["model"], ref.minilm_folder(), sorted(sentences.values()) * 8,
                                                    batch_size=32)
-        qrels, pairs, seen = read_qrels(reqa / "qrels.txt"), [], set()
-        for qid, text in read_queries(reqa / "queries.tsv").items():
-            doc = sorted(qrels[qid])[0]
-            if sentences[doc] not in seen:
-                seen.add(sentences[doc])
-                pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
+        pairs = distinct_answer_pairs(reqa, sentences)
         out["training"] = ref.compare_training(work / "training", pairs, steps=30, batch_size=4, lr=5e-5)
     out["note"] = ("as --part reference, on the tiny articles; speeds on a machine shared with other work "
                    f"(load average {os.getloadavg()[0]:.1f} at the end): the ratios, measured side by side, are what count")

@@ -5,7 +5,7 @@ import copy
 import pytest
 import yaml
 
-from towers.params_check import ParamsError, check, dotted, load_sources
+from towers.params_check import ParamsError, check, dotted, load_sources, merge_configs
 
 from conftest import FIXTURES, ROOT
 
@@ -23,18 +23,7 @@ def workflow_folder(monkeypatch, request):
 
 
 def merged(files) -> dict:
-    """Snakemake's merge of config files: mappings key by key, everything else replaced."""
-    def update(into, other):
-        for key, value in other.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                update(into[key], value)
-            else:
-                into[key] = copy.deepcopy(value)
-        return into
-    config = {}
-    for path in files:
-        update(config, yaml.safe_load(path.read_text()))
-    return config
+    return merge_configs(*(yaml.safe_load(path.read_text()) for path in files))
 
 
 def problem(config, sources=None) -> str | None:

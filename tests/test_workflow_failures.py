@@ -4,7 +4,6 @@ table from current inputs instead of keeping or mixing in old rows.
 
 Faults are injected from outside the product: a sitecustomize.py on PYTHONPATH kills (SIGKILL, as the
 out-of-memory killer does) the one stage process whose command line holds TOWERS_TEST_KILL."""
-import copy
 import os
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from towers.params_check import merge_configs as merged
 from towers.workflow import job_counts
 
 from conftest import ROOT
@@ -45,20 +45,6 @@ def run(cwd, *args, kill=None):
 
 def snake(cwd, *args, kill=None):
     return run(cwd, sys.executable, "-m", "snakemake", *args, "--cores", 1, kill=kill)
-
-
-def merged(*trees) -> dict:
-    def update(into, other):
-        for key, value in other.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                update(into[key], value)
-            else:
-                into[key] = copy.deepcopy(value)
-        return into
-    out = {}
-    for tree in trees:
-        update(out, tree)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -132,6 +132,7 @@ def sole_writer(path) -> Iterator[None]:
     win, perhaps with outdated settings. The kernel drops the lock when its holder dies, even by kill -9."""
     path = Path(str(path).rstrip("/"))
     lock = path.with_name(f".{path.name}.lock")
+    created = [p for p in (lock.parent, *lock.parent.parents) if not p.exists()]   # made for the lock only
     try:
         lock.parent.mkdir(parents=True, exist_ok=True)
         handle = open(lock, "a+", encoding="utf-8")
@@ -155,6 +156,9 @@ def sole_writer(path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             lock.unlink()
         handle.close()
+        for folder in created:   # innermost first; a folder the stage wrote into is not empty and stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def parse_jsonl(lines: Iterable[str], path) -> Iterator[tuple[int, object]]:

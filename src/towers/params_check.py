@@ -20,6 +20,24 @@ class ParamsError(Exception):
     """One line: `<file>: <key path>: <problem>`."""
 
 
+def merge_configs(*trees: dict) -> dict:
+    """Config trees merged as Snakemake merges --configfile files: mappings key by key, anything else replaced
+    (the trees are left as they are)."""
+    import copy
+
+    def update(into, other):
+        for key, value in other.items():
+            if isinstance(value, dict) and isinstance(into.get(key), dict):
+                update(into[key], value)
+            else:
+                into[key] = copy.deepcopy(value)
+        return into
+    out: dict = {}
+    for tree in trees:
+        update(out, tree)
+    return out
+
+
 def dotted(path) -> str:
     """('datasets', 'squad', 'files', 0, 'url') -> 'datasets.squad.files[0].url'."""
     text = ""
