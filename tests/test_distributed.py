@@ -18,6 +18,8 @@ from towers.tokenizer import train_wordpiece
 
 from conftest import ROOT, run_stage, write_lighthouse_split
 
+pytestmark = pytest.mark.extended   # data-parallel runs: make test-extended
+
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(40)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
 

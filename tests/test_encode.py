@@ -53,6 +53,7 @@ def test_shards_cover_every_row_once():
         assert rows == list(range(count))
 
 
+@pytest.mark.extended
 def test_sharded_encoding_merges_to_the_whole_encoding(tmp_path, tower):
     """encode-candidates --shard i --shards 3, then merge-embeddings: the matrix and ids of one job."""
     import json

@@ -198,6 +198,7 @@ def test_relevance_is_the_logit_or_the_log_odds_of_label_1():
     assert relevance(torch.tensor([[0.25], [-3.0]])).tolist() == [0.25, -3.0]
 
 
+@pytest.mark.extended
 def test_train_cross_encoder_then_rerank_keeps_the_top_k_reordered_and_repeatably(setup):
     ce = setup / "ce"
     result = run_stage("train-cross-encoder", "--start", setup / "enc", "--candidates", setup / "candidates.jsonl",

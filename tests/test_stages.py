@@ -213,6 +213,7 @@ def test_a_repeated_question_or_query_id_is_refused(tmp_path):
     assert not (tmp_path / "reqa").exists() and not (tmp_path / "s").exists()
 
 
+@pytest.mark.extended
 def test_a_corrupt_lucene_segment_is_one_line_naming_the_index(tmp_path):
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"lighthouse number {i}"}) + "\n"
                                               for i in range(20)))

@@ -55,6 +55,10 @@ def matches(row: dict, selector: dict) -> bool:
     return True
 
 
+def not_given(table: str) -> str:
+    return f"{table} is not among the tables given (not built in this profile, or left out)"
+
+
 class Missing(Exception):
     """A cell a claim needs is not in this profile's tables: the part is not measurable."""
 
@@ -72,7 +76,7 @@ class Term:
 
 def pick(cells: dict[str, list[dict]], table: str, selector: dict, column: str) -> dict:
     if table not in cells:
-        raise Missing(f"{table} is not built in this profile")
+        raise Missing(not_given(table))
     found = [c for c in cells[table] if c["column"] == column and matches(c["row"], selector)]
     if not found:
         shown = ", ".join(f"{k}={v}" for k, v in selector.items())
@@ -294,7 +298,7 @@ def expand(claim: dict, cells: dict[str, list[dict]]) -> list[Part]:
     parts = []
     for table in tables:
         if table not in cells:
-            parts.append(Part(claim, table, missing=f"{table} is not built in this profile"))
+            parts.append(Part(claim, table, missing=not_given(table)))
             continue
         for column in columns_of(cells[table], claim["metrics"]):
             for group in groups(cells[table], claim, column):
