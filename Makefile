@@ -33,13 +33,13 @@ reproduce: setup
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile tests
 
-# the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/test_reference.py,
-# about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets
 # the slower checks left out of `make test` (data-parallel training, sharded encoding, a damaged Lucene index,
-# cross-encoder reranking): about 6 minutes on two cores
+# cross-encoder reranking); `--durations` of a loaded two-worker run summed them to about 7 minutes
 test-extended: setup
 	$(VENV)/bin/python -m pytest -q -m extended tests
 
+# the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/test_reference.py,
+# about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets
 test-reference: setup
 	$(VENV)/bin/python -m pytest -q -m reference tests/test_reference.py
 
