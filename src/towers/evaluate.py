@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from typing import Callable
 
 import ir_measures
 
@@ -47,3 +49,44 @@ def evaluate(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str,
             "metrics": {m: aggregate[str(measures[m])] for m in metrics},
             "computed_as": {m: str(measures[m]) for m in metrics if str(measures[m]) != m},
             "per_query": per_query}
+
+
+def warn(path, problem: str) -> None:
+    print(f"warning: {path}: {problem}", file=sys.stderr)
+
+
+def check_ids(run: dict, qrels: dict, queries: list[str], names: dict[str, str],
+              missing_documents: Callable[[list[str]], list[str]] | None = None) -> dict[str, int]:
+    """Ids that do not meet score 0 or drop out silently in the metrics: test queries without judgements, judged
+    ones the run does not answer, ranked documents outside the collection (`missing_documents` returns those of
+    a list not in it). Each kind is warned about (naming the file: `names` maps run, qrels, queries and
+    candidates to paths) and counted; a run that matches none is refused."""
+    judged = [q for q in queries if q in qrels]
+    if not judged:
+        raise StageError(names["qrels"], f"none of the {len(queries)} test queries of {names['queries']} is judged "
+                                         f"here (first: {queries[0]})")
+    if len(judged) < len(queries):
+        first = next(q for q in queries if q not in qrels)
+        warn(names["qrels"], f"{len(queries) - len(judged)} of the {len(queries)} test queries of {names['queries']} "
+                             f"are not judged (first: {first}); they are left out of every metric")
+    answered = [q for q in judged if q in run]
+    if not answered:
+        raise StageError(names["run"], f"none of its {len(run)} queries is one of the {len(judged)} judged test "
+                                       f"queries of {names['queries']} (first here: {next(iter(run), 'none')}, "
+                                       f"first there: {judged[0]})")
+    if len(answered) < len(judged):
+        first = next(q for q in judged if q not in run)
+        warn(names["run"], f"{len(judged) - len(answered)} of the {len(judged)} judged test queries have no ranking "
+                           f"in it (first: {first}); they score 0")
+    unknown = []
+    if missing_documents is not None:
+        ranked = list(dict.fromkeys(doc for q in answered for doc, _ in run[q]))
+        unknown = missing_documents(ranked)
+        if ranked and len(unknown) == len(ranked):
+            raise StageError(names["run"], f"none of the {len(ranked)} documents it ranks for the test queries is in "
+                                           f"{names['candidates']} (first: {unknown[0]})")
+        if unknown:
+            warn(names["run"], f"{len(unknown)} of the {len(ranked)} documents it ranks for the test queries are not "
+                               f"in {names['candidates']} (first: {unknown[0]}); they count as not relevant")
+    return {"queries_not_judged": len(queries) - len(judged), "queries_missing_from_run": len(judged) - len(answered),
+            "documents_not_in_collection": len(unknown)}

@@ -1,15 +1,10 @@
 """Stages that measure and report: evaluation, paper tables and figures, the HTML report."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from ..io import StageError, atomic_path, read_json, read_qrels, read_queries, read_run, require_file, write_json
 from . import arg, stage
-
-
-def warn(path, problem: str) -> None:
-    print(f"warning: {path}: {problem}", file=sys.stderr)
 
 
 @stage("evaluate", arg("--run", required=True), arg("--qrels", required=True), arg("--queries", required=True),
@@ -19,43 +14,19 @@ def warn(path, problem: str) -> None:
        arg("--candidates", default="", help="the collection the run searched: ranked documents outside it are "
                                             "counted, and a run of none of its documents refused"))
 def evaluate(a):
-    """Metrics of a run on the test queries. Ids that do not meet (test queries without judgements, judged ones
-    the run does not answer, ranked documents outside the collection) score 0 or drop out silently in the
-    metrics: each kind is warned about and counted, and a run that matches none is refused."""
-    from ..evaluate import evaluate as score
+    """Metrics of a run on the test queries; ids that do not meet are warned about, counted and, when none
+    do, refused (towers.evaluate.check_ids)."""
+    from ..evaluate import check_ids, evaluate as score
 
     run, qrels, queries = read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries))
-    judged = [q for q in queries if q in qrels]
-    if not judged:
-        raise StageError(a.qrels, f"none of the {len(queries)} test queries of {a.queries} is judged here "
-                                  f"(first: {queries[0]})")
-    if len(judged) < len(queries):
-        first = next(q for q in queries if q not in qrels)
-        warn(a.qrels, f"{len(queries) - len(judged)} of the {len(queries)} test queries of {a.queries} are not "
-                      f"judged (first: {first}); they are left out of every metric")
-    answered = [q for q in judged if q in run]
-    if not answered:
-        raise StageError(a.run, f"none of its {len(run)} queries is one of the {len(judged)} judged test queries of "
-                                f"{a.queries} (first here: {next(iter(run), 'none')}, first there: {judged[0]})")
-    if len(answered) < len(judged):
-        first = next(q for q in judged if q not in run)
-        warn(a.run, f"{len(judged) - len(answered)} of the {len(judged)} judged test queries have no ranking in it "
-                    f"(first: {first}); they score 0")
-    unknown = []
+    missing = None
     if a.candidates:
         from ..passages import CollectionWriter
 
-        ranked = list(dict.fromkeys(doc for q in answered for doc, _ in run[q]))
-        unknown = CollectionWriter.of_candidates(a.candidates).missing(ranked)
-        if ranked and len(unknown) == len(ranked):
-            raise StageError(a.run, f"none of the {len(ranked)} documents it ranks for the test queries is in "
-                                    f"{a.candidates} (first: {unknown[0]})")
-        if unknown:
-            warn(a.run, f"{len(unknown)} of the {len(ranked)} documents it ranks for the test queries are not in "
-                        f"{a.candidates} (first: {unknown[0]}); they count as not relevant")
+        missing = CollectionWriter.of_candidates(a.candidates).missing
+    checks = check_ids(run, qrels, queries, {"run": a.run, "qrels": a.qrels, "queries": a.queries,
+                                             "candidates": a.candidates}, missing)
     result = score(run, qrels, queries, a.metrics, a.recall)
-    checks = {"queries_not_judged": len(queries) - len(judged), "queries_missing_from_run": len(judged) - len(answered),
-              "documents_not_in_collection": len(unknown)}
     write_json(a.out, {"run": str(a.run), **result, **checks})
     return a.out, {"queries": result["queries"], **checks, **result["metrics"]}
 
