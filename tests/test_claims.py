@@ -189,3 +189,21 @@ def test_bad_claims_files_are_refused_in_one_line(tmp_path):
     path.write_text(yaml.safe_dump(typo))
     with pytest.raises(StageError, match="metric"):
         checker.load_claims(path, SCHEMA)
+
+
+def test_make_expected_keeps_a_builds_values_as_the_profiles_file_and_refuses_paper_policies(tmp_path):
+    from towers.ci import keep_expected
+
+    built = tmp_path / "expected-values.csv"
+    built.write_text("table,row,column,expected\n")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"check": {"expected": str(tmp_path / "mini.csv"), "basis": "estimate"}}))
+    overlay = tmp_path / "tiny.yaml"
+    overlay.write_text(yaml.safe_dump({"check": {"expected": str(tmp_path / "tiny.csv")}}))
+    assert keep_expected(built, params, None) == tmp_path / "mini.csv"
+    assert keep_expected(built, params, overlay) == tmp_path / "tiny.csv"
+    assert (tmp_path / "tiny.csv").read_text() == built.read_text()
+    overlay.write_text(yaml.safe_dump({"check": {"expected": str(tmp_path / "paper.yaml")}}))
+    with pytest.raises(SystemExit, match="paper.yaml: a policy of paper values"):
+        keep_expected(built, params, overlay)
+    assert not (tmp_path / "paper.yaml").exists()
