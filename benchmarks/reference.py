@@ -255,14 +255,14 @@ def compare_training(work: Path, pairs: list[dict], steps: int = 30, batch_size:
     (work / "valid.tsv").write_text("")
     towers_stage("checkpoint-model", "--source", start, "--out", work / "start", "--doc-text", "sentence")
     began = time.perf_counter()
-    summary = towers_stage("finetune", "--encoder", work / "start", "--candidates", work / "candidates.jsonl",
-                           "--qrels", work / "qrels.txt", "--train", work / "train.tsv", "--valid", work / "valid.tsv",
-                           "--out", work / "tuned", "--state-dir", work / "state", "--log", work / "steps.jsonl",
-                           "--seed", seed, "--steps", steps, "--batch-size", batch_size, "--lr", lr,
-                           "--warmup-ratio", 0.1, "--temperature", temperature, "--checkpoint-every", steps,
-                           "--query-length", max_length, "--doc-length", max_length, "--embedding-dim", 0,
-                           "--pooling", "mean", "--shared", 1, "--normalize", 1, "--doc-text", "sentence",
-                           threads=threads)
+    towers_stage("finetune", "--encoder", work / "start", "--candidates", work / "candidates.jsonl",
+              "--qrels", work / "qrels.txt", "--train", work / "train.tsv", "--valid", work / "valid.tsv",
+              "--out", work / "tuned", "--state-dir", work / "state", "--log", work / "steps.jsonl",
+              "--seed", seed, "--steps", steps, "--batch-size", batch_size, "--lr", lr,
+              "--warmup-ratio", 0.1, "--temperature", temperature, "--checkpoint-every", steps,
+              "--query-length", max_length, "--doc-length", max_length, "--embedding-dim", 0,
+              "--pooling", "mean", "--shared", 1, "--normalize", 1, "--doc-text", "sentence",
+              threads=threads)
     project_wall = time.perf_counter() - began
     meta = read_json(work / "tuned.meta.json")["counts"]
     project_losses = [json.loads(line)["loss"] for line in (work / "steps.jsonl").read_text().splitlines()]

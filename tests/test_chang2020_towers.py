@@ -10,7 +10,7 @@ from towers.models import FeatureHasher, TwoTower, random_bag_of_words, random_e
 from towers.pretraining_pairs import PairFile
 from towers.tables import ablation_table
 from towers.tokenizer import train_wordpiece
-from towers.training.inbatch import tokenize_docs
+from towers.models import tokenize_docs
 
 from conftest import run_stage, write_lighthouse_split
 

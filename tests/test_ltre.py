@@ -14,8 +14,9 @@ from towers.losses import delta_metric, pairwise_loss
 from towers.models import Tower, load_encoder, load_tokenizer, random_encoder
 from towers.tokenizer import train_wordpiece
 from towers.training import loop
-from towers.training.inbatch import tokenize_queries
-from towers.training.ltre import batch_mrr10, ensure_relevant, labels_of, train
+from towers.models import tokenize_queries
+from towers.training.ltre import batch_mrr10, ensure_relevant, train
+from towers.training.sampling import labels_of
 
 
 def sp(x: float) -> float:
@@ -332,7 +333,7 @@ def test_query_without_an_indexed_relevant_doc_is_a_stage_error(world, tmp_path,
 # ---- negatives sampled against the fixed index (Figure 3's baselines) and the shared-encoder baselines
 
 def test_sample_negatives_draws_from_the_pool_outside_the_excluded_and_fills_with_random_rows():
-    from towers.training.ltre import sample_negatives
+    from towers.training.sampling import sample_negatives
 
     rng = np.random.default_rng(0)
     picked = sample_negatives([5, 1, 7, 9], 3, 30, {1, 9}, rng)

@@ -1,7 +1,6 @@
 """The project's dense path against sentence-transformers, numpy and pytrec_eval on the pinned MiniLM checkpoint
 (benchmarks/reference.py; `benchmarks/run.py --part reference` runs it on all of enwiki-mini and SQuAD dev)."""
 import sys
-from pathlib import Path
 
 import pytest
 

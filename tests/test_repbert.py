@@ -13,7 +13,7 @@ from towers.losses import multilabel_margin
 from towers.models import TwoTower, doc_input, random_encoder
 from towers.rerank import relevance
 from towers.tokenizer import train_wordpiece
-from towers.training.inbatch import tokenize_docs, tokenize_queries
+from towers.models import tokenize_docs, tokenize_queries
 from towers.training.repbert import positives_matrix
 
 from conftest import run_stage

@@ -34,11 +34,11 @@ def main(argv=None) -> int:
     began = time.perf_counter()
     parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1   # started by the launcher: data-parallel training
     if parallel:   # (imported only then: torch is slow to import for the light stages)
-        from .training import distributed
-        distributed.start()
+        from . import runtime
+        runtime.start()
     # one writer an output: a duplicate of a stage still running (orphaned by a killed Snakemake) stops here
     written = main_output(args.stage, args)
-    lock = sole_writer(written) if written and (not parallel or distributed.leader()) else contextlib.nullcontext()
+    lock = sole_writer(written) if written and (not parallel or runtime.leader()) else contextlib.nullcontext()
     try:
         with lock:
             output, counts = args.func(args)
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         print(f"error: {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
         return 1
     if parallel:
-        distributed.finish()   # a stage that returned without training: only the leader writes its record
+        runtime.finish()   # a stage that returned without training: only the leader writes its record
     cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.tables.cell), a list
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2),

@@ -9,9 +9,8 @@ import torch
 from tqdm import tqdm
 
 from .io import StageError, atomic_path
-from .models import prepare_texts
-from .training import loop
-from .training.inbatch import tokenize_docs, tokenize_queries
+from .models import prepare_texts, tokenize_docs, tokenize_queries
+from .runtime import device
 
 
 def length_order(lengths: list[int]) -> np.ndarray:
@@ -26,7 +25,7 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
     `segment`: the segment id of doc tokens (the model's doc_segment; queries always have 0);
     `prefix`, `lowercase`: a pretrained checkpoint's prompt and casing (models.text_options)."""
     items = prepare_texts(items, prefix, lowercase)
-    dev = loop.device()
+    dev = device()
     tower = tower.to(dev).eval()
     if kind == "query" or isinstance(items[0], str):
         lengths = [len(ids) for ids in tokenizer(items, truncation=True, max_length=max_length)["input_ids"]]

@@ -6,27 +6,17 @@ Relevance is the log-odds of "relevant": the logit of a 1-label head, logit 1 - 
 head (the softmax probability of label 1 is sigmoid of that difference, so both rank alike; the
 difference does not saturate at 1.0 as a float32 probability does, which would tie top passages).
 
-Training (`train`) draws B training queries per step from (seed, step), for each one relevant passage
-and negatives drawn from the query's top-k of a first-stage run with the relevant passages removed (how
-MS MARCO's training triples were made from BM25). loss "pointwise" is monoBERT's: one negative per
-query, binary cross-entropy on the relevance logit (for a 2-label head exactly the 2-class softmax
-cross-entropy). loss "listwise" scores the relevant passage against `group_size - 1` negatives of the
-same query and takes the softmax cross-entropy of the group (Gao et al. 2021's localized contrastive
-estimation): every step compares passages of one query, which a small model learns from faster.
+Training it: training/cross_encoder.py.
 
 Reranking at several depths scores each (query, passage) once: the deepest reranking of a run holds the
 cross-encoder's score of every passage a shallower one needs (`rerank_from_scores`)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
 from .io import StageError
-from .training import distributed, loop
-
-VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
+from .runtime import device
 
 
 def relevance(logits: torch.Tensor) -> torch.Tensor:
@@ -79,7 +69,7 @@ def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int,
     """Relevance of each (query, passage), batched longest first (less padding), in input order."""
     from tqdm import tqdm
 
-    dev = loop.device()
+    dev = device()
     model = model.to(dev).eval()
     order = np.argsort(-np.asarray([len(q) + len(p) for q, p in pairs]), kind="stable")
     out = np.zeros(len(pairs), dtype=np.float64)
@@ -130,74 +120,3 @@ def check_run(run: dict, queries: dict, passages: dict, run_path, queries_path, 
         for doc, _ in ranked:
             if doc not in passages:
                 raise StageError(run_path, f"query {qid}: document {doc} is not in {candidates_path}")
-
-
-def training_examples(queries: dict[str, str], qrels: dict, run: dict, depth: int) -> list[dict]:
-    """A split's queries with their relevant passages and the non-relevant passages of their run's
-    top-`depth` (the negatives); a query with either list empty is left out."""
-    examples = []
-    for qid, text in queries.items():
-        positives = sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)
-        negatives = [d for d, _ in run.get(qid, [])[:depth] if qrels.get(qid, {}).get(d, 0) <= 0]
-        if positives and negatives:
-            examples.append({"qid": qid, "query": text, "positives": positives, "negatives": negatives})
-    return examples
-
-
-def draw(example: dict, rng, negatives: int = 1) -> tuple[str, ...]:
-    """(relevant, negative, ...) passage ids for one query: `negatives` distinct negatives where the query
-    has that many, else drawn with repeats."""
-    positive = example["positives"][int(rng.integers(len(example["positives"])))]
-    pool = example["negatives"]
-    picked = rng.choice(len(pool), size=negatives, replace=len(pool) < negatives)
-    return (positive, *(pool[int(i)] for i in picked))
-
-
-def train(examples: list[dict], valid: list[dict], passages: dict[str, str], start, out_dir, state_dir,
-          train_cfg: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
-    """examples: training_examples(); passages: doc id -> text. `start`: an encoder folder (the MLM
-    encoder; the head is new) or hub name, or a cross-encoder to continue."""
-    torch.manual_seed(seed)   # the new head's (and pooler's) initial weights
-    model, tokenizer = load(start, num_labels=train_cfg["num_labels"])
-    model = model.to(loop.device())
-    max_length = usable_length(model, train_cfg["max_length"])
-
-    listwise = train_cfg["loss"] == "listwise"
-    negatives = train_cfg["group_size"] - 1 if listwise else 1
-
-    def batch_loss(rows: list[dict], picks: list[tuple[str, ...]]) -> torch.Tensor:
-        group = 1 + negatives   # row-major: each query's passages side by side, the relevant one first
-        queries = [r["query"] for r in rows for _ in range(group)]
-        docs = [passages[p] for pick in picks for p in pick]
-        logits = model(**tokenize_pairs(tokenizer, queries, docs, max_length, loop.device())).logits
-        scores = relevance(logits.float()).view(len(rows), group)
-        if listwise:
-            return torch.nn.functional.cross_entropy(scores, torch.zeros(len(rows), dtype=torch.long, device=scores.device))
-        labels = torch.zeros_like(scores)
-        labels[:, 0] = 1.0
-        return torch.nn.functional.binary_cross_entropy_with_logits(scores, labels)
-
-    def loss_fn(step: int) -> torch.Tensor:
-        rng = np.random.default_rng([seed, step])
-        chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
-        rows = [examples[i] for i in chosen]
-        return batch_loss(*distributed.mine(rows, [draw(r, rng, negatives) for r in rows]))
-
-    valid_rng = np.random.default_rng([seed, VALID_STREAM])
-    valid_picks = [draw(r, valid_rng, negatives) for r in valid]
-
-    def validate(step: int) -> dict:
-        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, train_cfg["batch_size"])
-
-    start_key = loop.folder_digest(start) if Path(start).is_dir() else str(start)
-    settings = {"train": {**train_cfg, "max_length": max_length}, "seed": seed, "start": start_key,
-                "examples": loop.fingerprint(examples), "valid": loop.fingerprint(valid)}
-    report = loop.run(model, loss_fn, steps=train_cfg["steps"], lr=train_cfg["lr"],
-                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
-                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
-                      on_checkpoint=validate, stop_after_step=stop_after_step, desc="cross-encoder")
-    model.cpu().save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
-    report.update(train_queries=len(examples), valid_queries=len(valid), max_length=max_length,
-                  num_labels=model.config.num_labels)
-    return report

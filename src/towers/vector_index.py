@@ -100,10 +100,10 @@ def to_device(index):
     import faiss
     import torch
 
-    from .training import distributed
+    from .runtime import started
 
     # data-parallel training: one process a GPU, each keeps its own copy there (no sharding over all)
-    devices = [torch.cuda.current_device()] if distributed.started() else list(range(count))
+    devices = [torch.cuda.current_device()] if started() else list(range(count))
     where = placement(stored_bytes(index), [torch.cuda.mem_get_info(i)[0] for i in devices])
     try:
         if where == "gpu":

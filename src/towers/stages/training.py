@@ -425,8 +425,7 @@ def train_ltre(a):
        arg("--out", required=True), *schedule_args())
 def train_cross_encoder(a):
     """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
-    from .. import rerank
-    from ..training import loop
+    from ..training import cross_encoder, loop
 
     seed_everything(a.seed)
     if a.negatives_depth < 1:
@@ -435,8 +434,8 @@ def train_cross_encoder(a):
         raise StageError("--group-size", f"a listwise group needs the relevant passage and a negative, not {a.group_size}")
     qrels, run = read_qrels(a.qrels), read_run(a.run)
     depth = a.negatives_depth
-    examples = rerank.training_examples(read_split(a.train), qrels, run, depth)
-    valid = rerank.training_examples(read_split(a.valid), qrels, run, depth)
+    examples = cross_encoder.training_examples(read_split(a.train), qrels, run, depth)
+    valid = cross_encoder.training_examples(read_split(a.valid), qrels, run, depth)
     if not examples:
         raise StageError(a.train, f"no training query has both a relevant document and a negative in {a.run}")
     positives = {d for e in examples + valid for d in e["positives"]}
@@ -447,7 +446,7 @@ def train_cross_encoder(a):
     train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
              "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
     with atomic_path(a.out) as tmp:
-        report = rerank.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
-                              a.stop_after_step)
+        report = cross_encoder.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
+                                     a.stop_after_step)
     loop.finish(a.state_dir)
     return a.out, report

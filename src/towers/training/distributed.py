@@ -18,51 +18,14 @@ import os
 import sys
 import uuid
 from contextlib import contextmanager
-from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
 from ..io import StageError
+from ..runtime import finish, leader, rank, start, started, world  # noqa: F401  (the launched stage's own steps)
 
 _stepping = False   # inside loop.run's loss_fn(step): rows are shared out
-
-
-def started() -> bool:
-    return dist.is_available() and dist.is_initialized()
-
-
-def world() -> int:
-    return dist.get_world_size() if started() else 1
-
-
-def rank() -> int:
-    return dist.get_rank() if started() else 0
-
-
-def leader() -> bool:
-    return rank() == 0
-
-
-def start() -> None:
-    """Join the process group torchrun describes in the environment (WORLD_SIZE > 1); else nothing."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or started():
-        return
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))   # "cuda" is then this rank's GPU
-    # the other ranks wait in a collective while the leader validates and checkpoints: give that time
-    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo", timeout=timedelta(hours=2))
-
-
-def finish() -> None:
-    """After the last step: the leader goes on to write outputs, every other rank exits."""
-    if not started():
-        return
-    dist.barrier()
-    follower = not leader()
-    dist.destroy_process_group()
-    if follower:
-        raise SystemExit(0)
 
 
 @contextmanager

@@ -9,42 +9,8 @@ import torch
 
 from ..losses import in_batch_softmax
 from ..io import StageError
-from ..models import TwoTower, doc_input, prepare_texts, text_options
+from ..models import TwoTower, doc_input, prepare_texts, text_options, tokenize_docs, tokenize_queries
 from . import distributed, loop
-
-
-def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
-    batch = tokenizer(texts, max_length=max_length, truncation=True, padding=True, return_tensors="pt")
-    return {k: v.to(dev or loop.device()) for k, v in batch.items()}
-
-
-def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None, segment: int = 0):
-    """A doc is a text, or a text pair (sentence and paragraph, or title and passage): the second
-    text is truncated first.
-
-    `segment` > 0 (a model's doc_segment; RepBERT footnote 2: 1) sets the segment id of every doc
-    token (attention mask 1) to it, so doc tokens get their own segment embedding; 0 leaves the
-    tokenizer's ids as they are. A tokenizer without segment ids (the hasher) is left alone."""
-    batch = _tokenize_docs(tokenizer, docs, max_length, dev)
-    if segment and "token_type_ids" in batch:
-        batch["token_type_ids"] = batch["attention_mask"].to(batch["token_type_ids"].dtype) * segment
-    return batch
-
-
-def _tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
-    pairs = [not isinstance(d, str) for d in docs]
-    if any(pairs) and not hasattr(tokenizer, "pad"):   # the bag-of-words hasher reads a pair as one text
-        docs, pairs = [d if isinstance(d, str) else f"{d[0]} {d[1]}" for d in docs], [False] * len(docs)
-    if not any(pairs):
-        return tokenize_queries(tokenizer, docs, max_length, dev)
-    if all(pairs):
-        batch = tokenizer([s for s, _ in docs], [p for _, p in docs], max_length=max_length,
-                          truncation="longest_first", padding=True, return_tensors="pt")
-    else:   # a task mixture: ICT's (title, passage) beside other tasks' passages
-        batch = tokenizer.pad([tokenizer(*d, max_length=max_length, truncation="longest_first") if pair
-                               else tokenizer(d, max_length=max_length, truncation=True)
-                               for d, pair in zip(docs, pairs)], return_tensors="pt")
-    return {k: v.to(dev or loop.device()) for k, v in batch.items()}
 
 
 def softmax_loss(temperature: float) -> Callable:

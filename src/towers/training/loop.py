@@ -17,11 +17,8 @@ from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..io import StageError, atomic_path, sha256_of
+from ..runtime import device  # noqa: F401  (the regimes' loop.device())
 from . import distributed
-
-
-def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def fingerprint(settings) -> str:

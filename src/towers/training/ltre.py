@@ -15,7 +15,9 @@ import torch
 from .. import vector_index
 from ..losses import CUTOFF, LOSSES, METRICS, REDUCTIONS, check_choice, pairwise_count, pairwise_loss
 from ..io import StageError
-from . import distributed, inbatch, loop
+from ..models import tokenize_queries
+from . import distributed, loop
+from .sampling import indexed_judgements, labels_of, sample_negatives
 
 NEGATIVES = ("ltre", "rand", "bm25", "async")   # how a step's lists are made (train())
 
@@ -33,12 +35,6 @@ def ensure_relevant(ranked: np.ndarray, relevant: list[set[int]], rng: np.random
             # sorted so the same rng state picks the same id whatever the set's iteration order
             out[i, -1] = rng.choice(sorted(rel))
     return out
-
-
-def labels_of(ranked: np.ndarray, qrels: list[dict[int, int]]) -> np.ndarray:
-    """(B, n) float32 graded labels of the ranked ids; 0 where a document is not judged."""
-    labels = [[qrel.get(int(d), 0) for d in row] for row, qrel in zip(ranked, qrels)]
-    return np.asarray(labels, dtype=np.float32).reshape(np.shape(ranked))
 
 
 def batch_mrr10(labels: np.ndarray) -> float:
@@ -63,31 +59,6 @@ def _weights(module: torch.nn.Module):
     return (t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy() for t in module.state_dict().values())
 
 
-def judged_rows(queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str]) -> list[dict[int, int]]:
-    """Each query's judgements keyed by row of the doc matrix; a query with no relevant indexed doc
-    could never get a positive pair, so it stops the stage."""
-    row_of = {doc: i for i, doc in enumerate(doc_ids)}
-    judged = []
-    for q in queries:
-        rows = {row_of[d]: int(g) for d, g in qrels.get(q["qid"], {}).items() if d in row_of}
-        if not any(g > 0 for g in rows.values()):
-            raise StageError("qrels", f"training query {q['qid']} has no relevant document among the "
-                                      f"{len(doc_ids)} indexed docs")
-        judged.append(rows)
-    return judged
-
-
-def indexed_judgements(queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-                       bm25: dict[str, list[str]] | None):
-    """Per training query: its judgements by doc row, its relevant rows, and BM25's ranked rows (None
-    without a run), the row-indexed views both LTRe and the baselines draw from."""
-    judged = judged_rows(queries, qrels, doc_ids)
-    relevant = [{row for row, g in rows.items() if g > 0} for rows in judged]
-    row_of = {doc: i for i, doc in enumerate(doc_ids)}
-    bm25_rows = None if bm25 is None else [[row_of[d] for d in bm25.get(q["qid"], []) if d in row_of] for q in queries]
-    return judged, relevant, bm25_rows
-
-
 def overlap(a: np.ndarray, b: np.ndarray) -> float:
     """Mean share of row i of `a` that row i of `b` also holds (Figure 3c/3d's top-200 overlap)."""
     return float(np.mean([len(set(map(int, x)) & set(map(int, y))) / max(len(x), 1) for x, y in zip(a, b)]))
@@ -96,18 +67,6 @@ def overlap(a: np.ndarray, b: np.ndarray) -> float:
 def recall(ranked: np.ndarray, relevant: list[set[int]]) -> float:
     """Mean share of each query's relevant rows that its ranked row holds."""
     return float(np.mean([len(rel & set(map(int, row))) / len(rel) for row, rel in zip(ranked, relevant)]))
-
-
-def sample_negatives(pool, count: int, n_docs: int, excluded: set[int], rng) -> list[int]:
-    """`count` distinct rows from `pool` (ranked rows: BM25's or an asynchronous retrieval's top) outside
-    `excluded`; random rows of the corpus make up a pool too short for it."""
-    pool = [int(r) for r in pool if int(r) not in excluded]
-    picked = [pool[int(i)] for i in rng.choice(len(pool), size=min(count, len(pool)), replace=False)] if pool else []
-    while len(picked) < count:
-        row = int(rng.integers(n_docs))
-        if row not in excluded and row not in picked:
-            picked.append(row)
-    return picked
 
 
 def sampled_lists(picks, relevant: list[set[int]], pools: list | None, count: int, n_docs: int, rng) -> np.ndarray:
@@ -168,7 +127,7 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         was_training = query_tower.training
         query_tower.eval()
         with torch.no_grad():
-            vectors = np.concatenate([query_tower(**inbatch.tokenize_queries(
+            vectors = np.concatenate([query_tower(**tokenize_queries(
                 tokenizer, [q["text"] for q in queries[i:i + 256]], cfg["query_length"], dev)).float().cpu().numpy()
                 for i in range(0, len(queries), 256)])
         asynchronous["ranked"] = vector_index.search(index, np.ascontiguousarray(vectors),
@@ -185,7 +144,7 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         picks = rng.choice(len(queries), size=size, replace=False)
         began = time.perf_counter()
         mine = distributed.share(size)   # this process encodes its share; every process searches them all
-        batch = inbatch.tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]], cfg["query_length"], dev)
+        batch = tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]], cfg["query_length"], dev)
         q = query_tower(**batch)
         # the copy waits for the GPU
         vectors = np.ascontiguousarray(distributed.gather(q.detach()).float().cpu().numpy())

@@ -11,7 +11,7 @@ import torch
 from ..losses import quadruplet
 from ..models import TwoTower, doc_input
 from . import distributed, loop
-from .inbatch import tokenize_docs, tokenize_queries
+from ..models import tokenize_docs, tokenize_queries
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
 

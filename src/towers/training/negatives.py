@@ -23,9 +23,9 @@ from ..encode import encode
 from ..io import StageError
 from ..models import TwoTower
 from . import distributed, loop
-from .inbatch import tokenize_docs, tokenize_queries
+from ..models import tokenize_docs, tokenize_queries
 from ..losses import pairwise_count, pairwise_loss
-from .ltre import indexed_judgements, labels_of, sample_negatives
+from .sampling import indexed_judgements, labels_of, sample_negatives
 
 SOURCES = ("rand", "bm25", "nce", "bm25+rand", "async")
 
