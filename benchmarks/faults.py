@@ -129,7 +129,7 @@ def classify_failure(result, names: list[str], outputs=(), marker: Path | None =
 # --- the workspace -----------------------------------------------------------------------------------------
 
 def build(home: Path, src: Path, cores: int) -> Workspace:
-    from towers.workflow import copy_workflow
+    from workflow_helpers import copy_workflow
 
     root = home / "work"
     root.mkdir()
@@ -889,7 +889,7 @@ def spaced_venv(ws: Workspace, tmp: Path) -> tuple[str, str]:
 
 
 def same_tables(ws: Workspace, tmp: Path) -> tuple[str, str]:
-    from towers.workflow import copy_workflow
+    from workflow_helpers import copy_workflow
 
     root = tmp / "second"
     root.mkdir()

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from towers.workflow import job_counts
+from workflow_helpers import job_counts
 
 from test_workflow import copy_workflow, snakemake
 

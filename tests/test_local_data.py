@@ -8,7 +8,7 @@ import sys
 
 import yaml
 
-from towers.workflow import copy_workflow, job_counts
+from workflow_helpers import copy_workflow, job_counts
 
 from conftest import FIXTURES, run_stage
 from test_reqa import SQUAD

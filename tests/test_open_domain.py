@@ -13,7 +13,7 @@ import pytest
 from towers import cli, reqa
 from towers.stages import data as data_stages
 from towers.io import StageError, checksum_from_list
-from towers.workflow import copy_workflow
+from workflow_helpers import copy_workflow
 
 from conftest import FIXTURES, ROOT, run_stage
 

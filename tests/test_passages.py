@@ -15,7 +15,7 @@ import yaml
 
 from towers import cli, passages, reqa
 from towers.io import StageError, read_qrels, read_queries
-from towers.workflow import copy_workflow, job_counts
+from workflow_helpers import copy_workflow, job_counts
 
 from conftest import FIXTURES, ROOT, SHARED_DATA, run_stage
 

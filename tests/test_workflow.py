@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from towers import claims as checker
-from towers.workflow import copy_workflow as copy_workflow_files, job_counts, planned_jobs
+from workflow_helpers import copy_workflow as copy_workflow_files, job_counts, planned_jobs
 
 from conftest import FIXTURES
 

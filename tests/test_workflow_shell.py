@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from towers.workflow import planned_jobs
+from workflow_helpers import planned_jobs
 
 from test_workflow import copy_workflow, snakemake
 

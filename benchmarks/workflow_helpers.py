@@ -1,12 +1,12 @@
-"""Helpers for driving the workflow itself (tests and benchmarks): a fresh copy to run in, and the
-job counts of a Snakemake plan."""
+"""Helpers for driving the workflow itself, shared by tests and benchmarks (pytest finds this folder through its
+pythonpath setting): a fresh copy to run in, and the job counts of a Snakemake plan."""
 from __future__ import annotations
 
 import re
 import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW_FILES = ("Snakefile", "params.yaml", "workflow", "data", "config", "profiles", "envs")
 
 
