@@ -68,7 +68,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from towers.ltre_report import read_step_log  # noqa: E402
+from towers.reports.ltre import read_step_log  # noqa: E402
 from workflow_helpers import copy_workflow, job_counts  # noqa: E402
 
 CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]

@@ -6,7 +6,7 @@ import pytest
 
 from towers.io import StageError, read_json
 from towers.reqa import reqa_statistics
-from towers.tables import reqa_table
+from towers.reports.chang2020 import reqa_table
 
 from conftest import ROOT, run_stage
 

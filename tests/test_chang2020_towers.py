@@ -8,7 +8,7 @@ from safetensors.torch import load_file
 
 from towers.models import FeatureHasher, TwoTower, random_bag_of_words, random_encoder
 from towers.pretraining_pairs import PairFile
-from towers.tables import ablation_table
+from towers.reports.chang2020 import ablation_table
 from towers.tokenizer import train_wordpiece
 from towers.models import tokenize_docs
 

@@ -98,7 +98,7 @@ def write_eval(path, values: dict):
 def test_seeded_table_means_stds_paper_values_and_paired_test(tmp_path):
     from scipy import stats
 
-    from towers.tables import seeded_table
+    from towers.reports.quadrupletbert import seeded_table
 
     paper = tmp_path / "paper.csv"
     paper.write_text("table,dataset,split,model,margin,R@1\ntable1,squad,5-95,QuadrupletBERT,,6.28\n"
@@ -127,7 +127,7 @@ def test_seeded_table_means_stds_paper_values_and_paired_test(tmp_path):
 
 def test_seeded_table_rejects_seeds_on_different_queries(tmp_path):
     from towers.io import StageError
-    from towers.tables import seed_summary
+    from towers.reports.quadrupletbert import seed_summary
 
     a = write_eval(tmp_path / "a.json", {"q1": 1.0, "q2": 0.0})
     b = write_eval(tmp_path / "b.json", {"q1": 1.0})

@@ -4,7 +4,7 @@ import re
 
 import pandas as pd
 
-from towers import report
+from towers.reports import page as report
 
 
 def write_table(tmp_path, name="t.csv"):

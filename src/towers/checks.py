@@ -1,6 +1,6 @@
 """Expected values per profile, and the check of every table cell against them.
 
-An expected-values file (data/expected/<profile>.csv) holds, for every cell (towers.tables.cell) of every
+An expected-values file (data/expected/<profile>.csv) holds, for every cell (towers.reports.common.cell) of every
 table a profile makes, the value it should have and a tolerance; `expected` writes one from a finished run:
 
   metric cells  tolerance = z times the standard error of a rebuild: from the spread over seeds where a cell

@@ -14,7 +14,7 @@ test from scipy, two-sided, Holm-corrected over all parts of the paper (statsmod
 A claim's verdict is its weakest part's. Every part is also worked out on the paper's own numbers, so a
 claims file that misreads the paper shows up (column 'paper agrees').
 
-Where the cells come from: every table stage writes its cells (towers.tables.cell) into its meta record:
+Where the cells come from: every table stage writes its cells (towers.reports.common.cell) into its meta record:
 the row's labels, the column, the value shown, the paper's value and where the per-query values are."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from .io import StageError, read_json, read_jsonl
-from .tables import window_steps
+from .reports.common import window_steps
 
 VERDICTS = ["holds", "same direction, not significant", "not supported", "contradicted", "not measurable"]
 FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")

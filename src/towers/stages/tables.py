@@ -44,7 +44,7 @@ def parse_rows(specs: list[str], fields: list[str], may_be_empty=()) -> list[dic
 
 def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
     """A paper table as CSV, and its numeric JSON twin for `dvc metrics`; its cells (what each number is and
-    where its per-query values come from: towers.tables.cell) go to the stage's meta record, where the claims
+    where its per-query values come from: towers.reports.common.cell) go to the stage's meta record, where the claims
     and the expected-value check read them."""
     with atomic_path(csv_path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -57,7 +57,7 @@ def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
        arg("--row", required=True, action="append", help="split|encoder|pretraining|eval.json"),
        arg("--csv", required=True), arg("--json", required=True))
 def table(a):
-    from ..tables import build_table
+    from ..reports.chang2020 import build_table
 
     rows = parse_rows(a.row, ["split", "encoder", "pretraining", "eval"])
     return write_table(*build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note), a.csv, a.json)
@@ -96,7 +96,7 @@ def load_tokenizer(path):
        arg("--csv", required=True), arg("--json", required=True))
 def reqa_table(a):
     """Chang et al. Table 2: ReQA statistics beside the paper's."""
-    from ..tables import reqa_table as build
+    from ..reports.chang2020 import reqa_table as build
 
     return write_table(*build(parse_rows(a.row, ["dataset", "paper_dataset", "stats"]), a.paper, a.profile, a.note),
                        a.csv, a.json)
@@ -107,7 +107,7 @@ def reqa_table(a):
        arg("--csv", required=True), arg("--json", required=True))
 def pairs_table(a):
     """Chang et al. Table 1: pre-training pair statistics beside the paper's."""
-    from ..tables import pairs_table as build
+    from ..reports.chang2020 import pairs_table as build
 
     return write_table(*build([read_json(path) for path in a.stats], a.paper, a.profile, a.note), a.csv, a.json)
 
@@ -118,7 +118,7 @@ def pairs_table(a):
        arg("--csv", required=True), arg("--json", required=True))
 def ablation_table(a):
     """Chang et al. Table 5: one metric per split for each ablation configuration, beside the paper's."""
-    from ..tables import ABLATION_KEY, ablation_table as build
+    from ..reports.chang2020 import ABLATION_KEY, ablation_table as build
 
     return write_table(*build(parse_rows(a.row, ABLATION_KEY + ["split", "eval"]), a.paper, a.metric, a.profile,
                               a.dataset, a.note), a.csv, a.json)
@@ -133,7 +133,7 @@ def ablation_table(a):
        arg("--exact-index", default="flat"), arg("--csv", required=True), arg("--json", required=True))
 def seeded_table(a):
     """A table whose cells are means over seeds, with standard deviations and paired significance tests."""
-    from ..tables import SEEDED_KEY, seeded_table as build
+    from ..reports.quadrupletbert import SEEDED_KEY, seeded_table as build
 
     rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"])
     for row in rows:
@@ -151,7 +151,7 @@ def seeded_table(a):
        arg("--csv", required=True), arg("--json", required=True))
 def zeroshot_table(a):
     """BM25 and pretrained checkpoints, evaluated as they are over a dataset's evaluation queries."""
-    from ..tables import zeroshot_table as build
+    from ..reports.zeroshot import zeroshot_table as build
 
     published = parse_rows(a.published, ["model", "metric", "value", "source"])
     for value in published:
@@ -179,7 +179,7 @@ def paper_table_args(rows: dict, name: str):
 @stage("repbert-table", *paper_table_args(REPBERT_ROWS, "REPBERT_ROWS"))
 def repbert_table(a):
     """RepBERT Tables 1-4: first-stage retrieval, reranking by depth, run fusion."""
-    from .. import repbert_report as report
+    from ..reports import repbert as report
 
     rows = parse_rows(a.row, REPBERT_ROWS[a.table], may_be_empty=["second"])
     if a.table in ("table3", "table4"):
@@ -197,8 +197,8 @@ def repbert_figure(a):
     """RepBERT Figure 1 (recall and reranking MRR@10 by depth) or Figure 2 (consistency with BM25 by depth)."""
     import pandas as pd
 
-    from .. import repbert_report as report
-    from ..tables import query_samples
+    from ..reports import repbert as report
+    from ..reports.common import query_samples
 
     if a.figure == "figure1":
         first = {r["method"]: r["eval"] for r in parse_rows(a.recall, ["method", "eval"])}
@@ -229,7 +229,7 @@ LTRE_ROWS = {"table1": ["key", "eval", "graded"], "table3": ["key", "eval", "ste
 @stage("ltre-table", *paper_table_args(LTRE_ROWS, "LTRE_ROWS"))
 def ltre_table(a):
     """LTRe Tables 1, 3 and 4: baselines and LTRe, training indexes and time, train x evaluation index."""
-    from .. import ltre_report as report
+    from ..reports import ltre as report
 
     rows = parse_rows(a.row, LTRE_ROWS[a.table], may_be_empty=["before", "graded"])
     return write_table(*getattr(report, a.table)(rows, a.paper, a.profile, a.note), a.csv, a.json)
@@ -240,8 +240,8 @@ def ltre_table(a):
        arg("--csv", required=True), arg("--png", required=True))
 def ltre_figure(a):
     """LTRe Figure 3: per training step, MRR@10, R@depth, overlap with BM25 and with the async retrieval."""
-    from .. import ltre_report as report
-    from ..repbert_report import save_figure
+    from ..reports import ltre as report
+    from ..reports.common import save_figure
 
     runs = parse_rows(a.run, ["method", "steps"])
     frame = report.figure3_frame(runs, a.probe_depth)
@@ -263,7 +263,7 @@ def ltre_figure(a):
        arg("--note", required=True), arg("--out", required=True))
 def report(a):
     """One page: the claims' verdicts, every table laid out like the paper's, figures, the rule graph, versions."""
-    from .. import report as html_report
+    from ..reports import page as html_report
 
     tables, figures = [require_file(t) for t in a.table], [require_file(f) for f in a.figure]
     dot = require_file(a.rulegraph).read_text()

@@ -14,12 +14,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import StageError, read_json, read_jsonl
-from .repbert_report import metric, paper_value
-from .tables import WINDOW_FRACTION, cell, query_samples, read_paper, window_steps
+from ..io import StageError, read_json, read_jsonl
+from .common import WINDOW_FRACTION, cell, metric, paper_value, query_samples, read_paper, window_steps
 
 LABELS = {"rand": "Rand Neg", "bm25": "BM25 Neg", "nce": "NCE Neg", "bm25+rand": "BM25 + Rand Neg",
           "async": "Async ANN"}
+
+
 METRICS = ("RR@10", "R@1000", "nDCG@10")
 
 

@@ -1,0 +1,144 @@
+"""Chang et al. 2020's tables (results/chang2020/): the pre-training pairs (Table 1), the ReQA collections
+(Table 2), the main and open-domain results (Tables 3, 4, 6: one row per split, encoder and pre-training)
+and the ablation (Table 5); reproduced values beside the paper's."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..io import StageError, read_json
+from .common import cell, paper_values, query_samples, read_paper
+
+KEY = ["split", "encoder", "pretraining"]
+
+
+def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, dataset: str,
+                note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """rows: {'split','encoder','pretraining','eval': path to an evaluation JSON}.
+
+    Metrics are reported in percent, like the paper; the paper's value sits in '<metric> paper'."""
+    paper = paper_values(paper_csv, table).set_index(KEY)
+    records, twin, cells = [], {"table": table, "profile": profile, "dataset": dataset, "rows": {}}, []
+    for row in rows:
+        result = read_json(row["eval"])
+        record = {k: row[k] for k in KEY}
+        record.update(profile=profile, dataset=dataset, test_queries=result["queries"])
+        key = (row["split"], row["encoder"], row["pretraining"])
+        twin_row = {}
+        for metric in metrics:
+            value = round(100 * result["metrics"][metric], 2)
+            record[metric] = value
+            record[f"{metric} paper"] = paper.loc[key, metric] if key in paper.index and metric in paper else None
+            twin_row[metric] = value
+            cells.append(cell({k: row[k] for k in KEY}, metric, value, record[f"{metric} paper"],
+                              query_samples([row["eval"]], metric, 100)))
+        records.append(record)
+        twin["rows"]["/".join(key)] = twin_row
+    frame = pd.DataFrame(records)
+    frame["note"] = note   # the twin stays numeric for `dvc metrics`; the CSV carries the note
+    return frame, twin, cells
+
+
+PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg query tokens",
+                "avg_doc_tokens": "avg doc tokens"}
+
+
+def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """Chang et al. Table 1: one row per pre-training task, each statistic beside the paper's."""
+    paper = read_paper(paper_csv)
+    if "task" not in paper:
+        raise StageError(paper_csv, "no 'task' column")
+    paper = paper.set_index("task")
+    records, twin, cells = [], {"table": "table1", "profile": profile, "rows": {}}, []
+    for s in stats:
+        task = s["task"].upper()
+        record = {"task": task, "profile": profile}
+        for key, label in PAIR_COLUMNS.items():
+            record[label] = round(s[key], 2)
+            value = paper.loc[task, key] if task in paper.index else None
+            record[f"{label} paper"] = None if value is None else int(value) if key in ("pairs", "tokens") else float(value)
+            cells.append(cell({"task": task}, label, record[label], record[f"{label} paper"], kind="count"))
+        records.append(record)
+        twin["rows"][task] = {label: record[label] for label in PAIR_COLUMNS.values()}
+    frame = pd.DataFrame(records)
+    frame["note"] = note
+    return frame, twin, cells
+
+
+REQA_COLUMNS = {"queries": "queries", "candidates": "candidates", "tuples": "tuples",
+                "avg_query_tokens": "avg query tokens", "avg_doc_tokens": "avg doc tokens"}
+
+
+REQA_COUNTS = ("queries", "candidates", "tuples")
+
+
+REQA_DOC_TOKENS_NOTE = ("tokens: WordPiece of the dataset's tokenizer (the profile's vocabulary), no special tokens;"
+                        " doc tokens = sentence + paragraph tokens of each candidate (the pair the doc tower reads),"
+                        " averaged over candidates")
+
+
+def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """Chang et al. Table 2: one row per (dataset, paper dataset), each ReQA statistic beside the paper's.
+
+    rows: {'dataset', 'paper_dataset', 'stats': a reqa-statistics JSON}. A dataset standing in for
+    another one of the paper (the embedded default for both SQuAD and NQ) says so in its note."""
+    paper = read_paper(paper_csv)
+    missing = [c for c in ["dataset", "name", *REQA_COLUMNS] if c not in paper]
+    if missing:
+        raise StageError(paper_csv, f"no {missing[0]!r} column")
+    paper = paper.set_index("dataset")
+    records, twin, cells = [], {"table": "table2", "profile": profile, "rows": {}}, []
+    for row in rows:
+        stats = read_json(row["stats"])
+        absent = [k for k in REQA_COLUMNS if not isinstance(stats, dict) or k not in stats]
+        if absent:
+            raise StageError(row["stats"], f"no {absent[0]!r}; not a reqa-statistics output")
+        if row["paper_dataset"] not in paper.index:
+            raise StageError(paper_csv, f"no values for dataset {row['paper_dataset']!r}")
+        values = paper.loc[row["paper_dataset"]]
+        record = {"dataset": row["dataset"], "paper_dataset": row["paper_dataset"], "profile": profile}
+        for key, label in REQA_COLUMNS.items():
+            record[label] = int(stats[key]) if key in REQA_COUNTS else round(float(stats[key]), 2)
+            record[f"{label} paper"] = int(values[key]) if key in REQA_COUNTS else float(values[key])
+            cells.append(cell({"dataset": row["dataset"], "paper_dataset": row["paper_dataset"]}, label, record[label],
+                              record[f"{label} paper"], kind="count"))
+        stands_in = (f"; {row['dataset']} stands in for {values['name']}"
+                     if row["dataset"] != row["paper_dataset"] else "")
+        record["note"] = f"{note}{stands_in}; {REQA_DOC_TOKENS_NOTE}"
+        records.append(record)
+        key = f"{row['dataset']}/{row['paper_dataset']}"
+        twin["rows"][key] = {label: record[label] for label in REQA_COLUMNS.values()}
+    return pd.DataFrame(records), twin, cells
+
+
+ABLATION_KEY = ["index", "layers", "pretraining", "emb_dim"]
+
+
+def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, dataset: str,
+                   note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """Chang et al. Table 5: one row per ablation configuration (index, layers, pre-training, embedding
+    dimension), `metric` for each split beside the paper's. rows: ABLATION_KEY, 'split', 'eval'.
+    The paper's row is found by index, since a scaled-down profile changes layers and dimensions."""
+    paper = read_paper(paper_csv)
+    if "index" not in paper:
+        raise StageError(paper_csv, "no 'index' column")
+    paper = paper.set_index(paper["index"].astype(str))
+    records: dict[str, dict] = {}
+    twin = {"table": "table5", "profile": profile, "dataset": dataset, "metric": metric, "rows": {}}
+    cells = []
+    for row in rows:
+        record = records.setdefault(row["index"], {**{k: row[k] for k in ABLATION_KEY}, "profile": profile,
+                                                   "dataset": dataset})
+        for k in ("layers", "pretraining", "emb_dim"):
+            if row["index"] in paper.index:
+                record[f"{k} paper"] = paper.loc[row["index"], k]
+        value = round(100 * read_json(row["eval"])["metrics"][metric], 2)
+        record[f"{metric} {row['split']}"] = value
+        has_paper = row["index"] in paper.index and row["split"] in paper
+        record[f"{metric} {row['split']} paper"] = float(paper.loc[row["index"], row["split"]]) if has_paper else None
+        cells.append(cell({k: row[k] for k in ABLATION_KEY}, f"{metric} {row['split']}", value,
+                          record[f"{metric} {row['split']} paper"], query_samples([row["eval"]], metric, 100)))
+        twin["rows"].setdefault(f"{row['index']}/{row['layers']}/{row['pretraining']}/{row['emb_dim']}", {})[
+            f"{metric} {row['split']}"] = value
+    frame = pd.DataFrame(list(records.values()))
+    frame["note"] = note
+    return frame, twin, cells

@@ -1,0 +1,86 @@
+"""QuadrupletBERT's Tables 1 and 2 (results/table1.csv, results/table2.csv): every cell the mean over seeds with
+its standard deviation, and a paired test of QuadrupletBERT against Three-T BERT over queries."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..io import StageError, read_json
+from .common import cell, paper_values, query_samples
+
+def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
+    """Mean and sample standard deviation over seeds (in %), and each query's value averaged over seeds."""
+    results = [read_json(p) for p in paths]
+    values = {m: [100 * r["metrics"][m] for r in results] for m in metrics}
+    mean = {m: float(np.mean(v)) for m, v in values.items()}
+    std = {m: float(np.std(v, ddof=1)) if len(v) > 1 else 0.0 for m, v in values.items()}
+    qids = sorted(results[0]["per_query"])
+    for path, r in zip(paths, results):
+        if sorted(r["per_query"]) != qids:
+            raise StageError(path, "evaluated on other queries than the other seeds")
+    per_query = {m: np.array([np.mean([r["per_query"][q][m] for r in results]) for q in qids]) for m in metrics}
+    return mean, std, per_query, len(qids)
+
+
+def paired_p_value(a: np.ndarray, b: np.ndarray, test: str) -> float:
+    """Two-sided paired test over per-query values; 1.0 when the two never differ."""
+    from scipy import stats
+
+    if np.allclose(a, b):
+        return 1.0
+    if test == "wilcoxon":
+        return float(stats.wilcoxon(a, b, zero_method="wilcox").pvalue)
+    if test == "ttest":
+        return float(stats.ttest_rel(a, b).pvalue)
+    raise ValueError(f"unknown test {test!r}")
+
+
+SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]
+
+
+def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, note: str,
+                 compare: tuple[str, str] | None, test: str, alpha: float,
+                 exact_index: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """rows: SEEDED_KEY fields plus 'evals' (one evaluation JSON per seed).
+
+    Each metric gets the mean over seeds, its standard deviation and the paper's value; rows of
+    model compare[0] get the p-value of a paired test against compare[1] on the same dataset,
+    split and index; rows on another index than `exact_index` get the recall lost against it."""
+    paper = paper_values(paper_csv, table)
+    paper["margin"] = paper["margin"].map(lambda m: "" if pd.isna(m) else f"{float(m):g}")
+    by_margin = paper["margin"].ne("").any()   # Table 2's rows are margins; Table 1's are not
+    paper = paper.set_index(["dataset", "split", "model", "margin"])
+    summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
+    by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
+    records, twin, cells = [], {"table": table, "profile": profile, "rows": {}}, []
+    # the metrics twin names a row without its margin unless the margin is what tells rows apart
+    # (Table 2), so `dvc metrics diff` pairs a row with itself when Table 1's margin is edited
+    unmargined = {tuple(r[k] for k in SEEDED_KEY if k != "margin") for r in rows}
+    twin_fields = [k for k in SEEDED_KEY if k != "margin" or len(unmargined) < len(rows)]
+    for r in rows:
+        key = tuple(r[k] for k in SEEDED_KEY)
+        mean, std, per_query, queries = summaries[key]
+        record = {k: r[k] for k in SEEDED_KEY}
+        record.update(seeds=len(r["evals"]), test_queries=queries, profile=profile)
+        paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if by_margin else "")
+        other = by_model.get((r["dataset"], r["split"], compare[1], r["margin"], r["index"])) if compare else None
+        exact = by_model.get((r["dataset"], r["split"], r["model"], r["margin"], exact_index))
+        for m in metrics:
+            record[m] = round(mean[m], 2)
+            record[f"{m} std"] = round(std[m], 2)
+            record[f"{m} paper"] = float(paper.loc[paper_key, m]) if paper_key in paper.index else None
+            cells.append(cell({k: r[k] for k in SEEDED_KEY}, m, record[m], record[f"{m} paper"],
+                              query_samples(r["evals"], m, 100)))
+            if compare and r["model"] == compare[0] and other is not None:
+                record[f"{m} p vs {compare[1]}"] = round(paired_p_value(per_query[m], other[2][m], test), 4)
+            if r["index"] != exact_index and exact is not None:
+                record[f"{m} lost to quantization"] = round(exact[0][m] - mean[m], 2)
+        if compare and r["model"] == compare[0] and other is not None:
+            marks = [f"{m} {'higher' if mean[m] > other[0][m] else 'lower'}" for m in metrics
+                     if record[f"{m} p vs {compare[1]}"] < alpha]
+            record[f"significant vs {compare[1]}"] = ", ".join(marks) or "none"
+        records.append(record)
+        twin["rows"]["/".join(str(r[k]) for k in twin_fields if r[k] != "")] = {m: record[m] for m in metrics}
+    frame = pd.DataFrame(records)
+    frame["note"] = f"{note}; test: {test}, two-sided, alpha {alpha}"
+    return frame, twin, cells

@@ -1,0 +1,47 @@
+"""The zero-shot table (results/zeroshot/<dataset>.csv): BM25 and pretrained checkpoints on a dataset's
+evaluation queries, beside published values where params give them."""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..io import StageError, read_json
+from .common import cell, query_samples
+
+def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split: str, metrics: list[str],
+                   profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """results/zeroshot/<dataset>.csv: BM25 and pretrained checkpoints over a dataset's evaluation queries.
+
+    rows: {'model', 'label', 'caveat', 'eval'}; published: {'model', 'metric', 'value', 'source'}, values
+    published elsewhere for a row, shown in '<metric> published' (a column only where one is given)."""
+    known = {row["model"] for row in rows}
+    for value in published:
+        if value["model"] not in known:
+            raise StageError("--published", f"model {value['model']!r} is not a row of this table ({', '.join(known)})")
+        if value["metric"] not in metrics:
+            raise StageError("--published", f"metric {value['metric']!r} is not one of {', '.join(metrics)}")
+    given = {(p["model"], p["metric"]): p for p in published}
+    published_metrics = [m for m in metrics if any(metric == m for _, metric in given)]
+    records, twin, cells = [], {"table": "zeroshot", "dataset": dataset, "split": split, "profile": profile, "rows": {}}, []
+    for row in rows:
+        result = read_json(row["eval"])
+        missing = [m for m in metrics if m not in result["metrics"]]
+        if missing:
+            raise StageError(row["eval"], f"no {missing[0]} in this evaluation (evaluate with it in the metrics list)")
+        record = {"dataset": dataset, "split": split, "model": row["model"], "label": row["label"],
+                  "queries": result["queries"]}
+        for m in metrics:
+            record[m] = round(result["metrics"][m], 4)
+            if m in published_metrics:
+                value = given.get((row["model"], m))
+                record[f"{m} published"] = float(value["value"]) if value else None
+        record["published source"] = "; ".join(f"{p['metric']}: {p['source']}" for (model, _), p in given.items()
+                                               if model == row["model"])
+        record["caveat"] = row["caveat"]
+        record["profile"] = profile
+        records.append(record)
+        twin["rows"][row["model"]] = {m: record[m] for m in metrics}
+        cells += [cell({"model": row["model"]}, m, record[m], given[(row["model"], m)]["value"]
+                       if (row["model"], m) in given else None, query_samples([row["eval"]], m)) for m in metrics]
+    frame = pd.DataFrame(records)
+    frame["note"] = note
+    return frame, twin, cells
