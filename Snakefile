@@ -59,29 +59,6 @@ wildcard_constraints:
     model="[a-z0-9.+-]+",
 
 
-# Every table and figure depends on a marker file of the profile they are made with, written here when it
-# is missing. A table committed and found in a fresh clone (Snakemake has no record of it there, and would
-# take it as up to date) is then older than the marker and is rebuilt; a table another profile made has
-# another marker as input, so switching profiles reruns the tables, while the jobs below them keep their
-# own records. One marker a profile, never rewritten: a dry run of another profile leaves this one's
-# tables alone. (A file made by a rule would not do: Snakemake does not rerun a finished target only
-# because an input of it is missing.)
-PROFILE_MARKER = f"{ART}/profile-{config['profile']}.json"
-
-
-def mark_profile(path: str, profile: str) -> None:
-    if not os.path.exists(path):
-        text = json.dumps({"profile": profile}) + "\n"
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w") as handle:
-            handle.write(text)
-        os.replace(path + ".tmp", path)
-
-
-mark_profile(PROFILE_MARKER, config["profile"])
-PROFILE_INPUT = local(PROFILE_MARKER)   # written where snakemake parses this file, never through a storage provider
-
-
 # Nothing stale after a failure. Snakemake does not rerun a present output only because an input of it is
 # missing, and schedules a job whose output is missing only when a job that must run asks for it. So when a
 # run that rebuilds A -> B -> table (say, after a params change) stops at A (a bug, a kill -9, an out-of-memory
@@ -96,17 +73,7 @@ onstart:
             workflow.async_run(job.remove_existing_output())
 
 
-def q(value) -> str:
-    """A value as one shell word. Every value from params reaches the shell through this or Snakemake's
-    `:q` (which leaves an empty string out, where a flag needs it as '')."""
-    return shlex.quote(str(value))
-
-
-def flags(settings: dict) -> str:
-    """{'batch_size': 32, 'shared': True} -> '--batch-size 32 --shared 1' for a stage command."""
-    return " ".join(f"--{k.replace('_', '-')} {q(int(v) if isinstance(v, bool) else v)}" for k, v in settings.items())
-
-
+include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pairs.smk"
 include: "workflow/rules/bm25.smk"
@@ -115,7 +82,8 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/zeroshot.smk"
-include: "workflow/rules/tables.smk"
+include: "workflow/rules/chang2020.smk"
+include: "workflow/rules/quadrupletbert.smk"
 include: "workflow/rules/repbert.smk"
 include: "workflow/rules/ltre.smk"
 

@@ -20,12 +20,6 @@ PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
 PASSAGE_SPLIT = "dev"       # the split name of a passage dataset (never a key of `splits`: those are "<n>-<n>")
 
 
-def dataset_cfg(name):
-    if name not in config["datasets"]:
-        raise ValueError(f"params.yaml: datasets.{name} is not defined")
-    return config["datasets"][name]
-
-
 def check_open_domain(name):
     cfg = dataset_cfg(name)
     base, extra = cfg["base"], cfg["extra"]
@@ -77,43 +71,12 @@ for _name in PASSAGE_DATASETS:
     check_passages(_name)
 
 
-def one_of(names):
-    return "|".join(re.escape(name) for name in names) or "(?!)"
-
-
 # wildcard constraints that give an open-domain dataset's ReQA form to rule reqa_open, a passage dataset's
 # to rule passages and every other one to reqa
 ONLY_OPEN = one_of(OPEN_DATASETS)
 ONLY_PASSAGES = one_of(PASSAGE_DATASETS)
 ONLY_GRADED = one_of(GRADED_DATASETS)
 ONLY_REQA = f"(?!(?:{ONLY_OPEN}|{ONLY_PASSAGES}|{ONLY_GRADED})(?:/|$))[a-z0-9-]+"
-
-
-def run_depth(dataset, default):
-    """How deep runs go: a passage dataset's first-stage runs feed reranking and fusion (repbert.depth)."""
-    return config["repbert"]["depth"] if base_of(dataset) in PASSAGE_DATASETS else default
-
-
-def metrics_for(dataset):
-    return config["repbert"]["metrics"] if base_of(dataset) in PASSAGE_DATASETS else config["metrics"]
-
-
-def base_of(dataset):
-    """The dataset whose trained models serve `dataset`: an open-domain or graded dataset's base, else itself."""
-    cfg = config["datasets"].get(dataset, {})
-    return cfg["base"] if cfg.get("kind") in ("open-domain", "graded-passages") else dataset
-
-
-def corpus_of(dataset):
-    """The dataset whose candidates (and BM25 and Faiss indexes) `dataset` searches: a graded set's base."""
-    cfg = config["datasets"].get(dataset, {})
-    return cfg["base"] if cfg.get("kind") == "graded-passages" else dataset
-
-
-def questions_of(dataset):
-    """The dataset whose split files hold `dataset`'s test questions: an open-domain dataset's base."""
-    cfg = config["datasets"].get(dataset, {})
-    return cfg["base"] if cfg.get("kind") == "open-domain" else dataset
 
 
 def reqa_inputs(wildcards):

@@ -14,7 +14,7 @@ def run_path(w):
     return f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/run-{w.index}.trec"
 
 
-QB_MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")   # tables.smk: qb_model
+QB_MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")   # quadrupletbert.smk: qb_model
 
 
 def recall_convention(dataset, model=""):

@@ -174,7 +174,7 @@ rule ltre_table:
     wildcard_constraints:
         table="table[134]",
     params:
-        rows=lambda w: " ".join(f"--row {q('|'.join(r))}" for r in lt_rows(w.table)),
+        rows=lambda w: row_flags(lt_rows(w.table)),
         profile=config["profile"],
         note=LT_TABLE_NOTE,
     log:

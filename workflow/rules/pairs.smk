@@ -25,27 +25,7 @@ rule pretraining_pairs:
         " 2>&1 | tee {log}"
 
 
-rule chang2020_table1:
-    input:
-        profile=PROFILE_INPUT,
-        stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
-        paper="data/papers/chang2020_table1.csv",
-    output:
-        csv="results/chang2020/table1.csv",
-        json="results/chang2020/table1.json",
-    params:
-        profile=config["profile"],
-        note=config["profile_note"],
-    log:
-        "logs/tables/chang2020_table1.log",
-    conda:
-        CPU_ENV
-    shell:
-        "{TOWERS} pairs-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
-        " --stats {input.stats} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
-
-
-# Chang et al.'s Table 2: statistics of the ReQA datasets (the dataset's own WordPiece tokenizer).
+# Statistics of a ReQA dataset for Chang et al.'s Table 2 (chang2020.smk), with its own WordPiece tokenizer.
 rule reqa_statistics:
     input:
         candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
@@ -61,26 +41,3 @@ rule reqa_statistics:
     shell:
         "{TOWERS} reqa-statistics --candidates {input.candidates} --queries {input.queries} --qrels {input.qrels}"
         " --tokenizer {input.tokenizer} --out {output} 2>&1 | tee {log}"
-
-
-rule chang2020_table2:
-    # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
-    input:
-        profile=PROFILE_INPUT,
-        stats=[f"{ART}/{d['name']}/reqa/table2-stats.json" for d in config["chang2020"]["table2"]["datasets"]],
-        paper="data/papers/chang2020_table2.csv",
-    output:
-        csv="results/chang2020/table2.csv",
-        json="results/chang2020/table2.json",
-    params:
-        profile=config["profile"],
-        note=config["profile_note"],
-        rows=" ".join(f"--row {q(d['name'] + '|' + d['paper'] + '|' + ART + '/' + d['name'] + '/reqa/table2-stats.json')}"
-                      for d in config["chang2020"]["table2"]["datasets"]),
-    log:
-        "logs/tables/chang2020_table2.log",
-    conda:
-        CPU_ENV
-    shell:
-        "{TOWERS} reqa-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
-        " {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"

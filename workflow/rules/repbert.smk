@@ -13,14 +13,6 @@ def first_stage_run(dataset, name, split):
     return f"{ART}/{dataset}/dense/{name}/{split}/run-{RB['index']}.trec"
 
 
-def mlm_encoder(w):
-    """The dataset's MLM encoder; a wikipedia-passages dataset's text is its articles dataset's, so it
-    reuses that dataset's encoder (and tokenizer) instead of pre-training a second one on the same text."""
-    spec = config["datasets"][w.dataset]
-    home = spec["articles"] if spec["kind"] == "wikipedia-passages" else w.dataset
-    return f"{ART}/{home}/encoders/mlm"
-
-
 rule train_repbert:
     # One shared BERT, token embeddings averaged, segment 0 for queries and 1 for passages, inner product;
     # eq. 4 over in-batch negatives (an in-batch passage the qrels call relevant counts as positive).
@@ -250,7 +242,7 @@ rule repbert_table:
     wildcard_constraints:
         table="table[1-4]",
     params:
-        rows=lambda w: " ".join(f"--row {q('|'.join(r))}" for r in rb_rows(w.table)),
+        rows=lambda w: row_flags(rb_rows(w.table)),
         profile=config["profile"],
         note=table_note(RB_DATA),
     log:

@@ -17,19 +17,6 @@ def train_log(w, name):
     return f"logs/{w.dataset}/train_{name}_{w.split}.steps.jsonl"
 
 
-# Chang et al.'s two-tower models are named <arch>-<pre-training>[-l<layers>]-d<dim>, e.g.
-# transformer-ict+bfs+wlp-l2-d128 or bowmlp-none-d128; pre-training is none, mlm, a pair task or a
-# '+'-joined uniform mixture of them (ict, bfs, wlp).
-CHANG = config["chang2020"]
-CHANG_MODEL = r"(transformer-[a-z+]+-l[0-9]+|bowmlp-[a-z+]+)-d[0-9]+"
-PAIR_TASKS = ("ict", "bfs", "wlp")
-
-
-def chang_model(arch, pretraining, dim, layers=None):
-    layers = f"-l{layers or config['encoder']['layers']}" if arch == "transformer" else ""
-    return f"{arch}-{pretraining}{layers}-d{dim}"
-
-
 def parse_chang(name):
     arch, rest = name.split("-", 1)
     pretraining, *shape = rest.rsplit("-", 2 if arch == "transformer" else 1)

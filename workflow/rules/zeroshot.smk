@@ -5,7 +5,6 @@
 # passage set; dense.smk maps the other splits there). results/zeroshot/<dataset>.csv: BM25 and
 # zeroshot.checkpoints over the dataset's evaluation queries.
 
-CKPTS = config["checkpoints"]
 ZS = config["zeroshot"]
 CHECKPOINT_MODEL = "ckpt-[a-z0-9-]+"
 
@@ -18,13 +17,6 @@ def checkpoint_split(dataset):
     """Where a checkpoint's model folder and encodings of `dataset` live, and zeroshot's split: all the
     questions of a question set (split "all"), a passage set's evaluation queries (its one split, "dev")."""
     return PASSAGE_SPLIT if base_of(dataset) in PASSAGE_DATASETS else "all"
-
-
-def checkpoint_cfg(model):
-    name = model[len("ckpt-"):]
-    if name not in CKPTS:
-        raise ValueError(f"params.yaml: checkpoints.{name} is not defined (model {model}); defined: {', '.join(CKPTS)}")
-    return CKPTS[name]
 
 
 def checkpoint_flags(w):
@@ -111,7 +103,7 @@ rule zeroshot_table:
         csv="results/zeroshot/{dataset}.csv",
         json="results/zeroshot/{dataset}.json",
     params:
-        rows=lambda w: " ".join(f"--row {q('|'.join(row))}" for row in zeroshot_rows(w.dataset)),
+        rows=lambda w: row_flags(zeroshot_rows(w.dataset)),
         published=lambda w: " ".join(f"--published {q(p)}" for p in zeroshot_published(w.dataset)),
         split=lambda w: checkpoint_split(w.dataset),
         metrics=" ".join(map(q, ZS["metrics"])),

@@ -1,10 +1,51 @@
-# Paper tables: reproduced values beside the paper's (data/papers/<paper>.csv), with the profile.
+# Chang et al. 2020's tables (results/chang2020/): reproduced values beside the paper's (data/papers/chang2020*.csv),
+# with the profile. Table 1: the pre-training pairs (rule pretraining_pairs, pairs.smk); Table 2: the ReQA
+# collections (rule reqa_statistics); Tables 3-6: the evaluations of Chang's models (train.smk, dense.smk).
+
+rule chang2020_table1:
+    input:
+        profile=PROFILE_INPUT,
+        stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
+        paper="data/papers/chang2020_table1.csv",
+    output:
+        csv="results/chang2020/table1.csv",
+        json="results/chang2020/table1.json",
+    params:
+        profile=config["profile"],
+        note=config["profile_note"],
+    log:
+        "logs/tables/chang2020_table1.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} pairs-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
+        " --stats {input.stats} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+
+
+rule chang2020_table2:
+    # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
+    input:
+        profile=PROFILE_INPUT,
+        stats=[f"{ART}/{d['name']}/reqa/table2-stats.json" for d in config["chang2020"]["table2"]["datasets"]],
+        paper="data/papers/chang2020_table2.csv",
+    output:
+        csv="results/chang2020/table2.csv",
+        json="results/chang2020/table2.json",
+    params:
+        profile=config["profile"],
+        note=config["profile_note"],
+        rows=row_flags((d["name"], d["paper"], f"{ART}/{d['name']}/reqa/table2-stats.json")
+                       for d in config["chang2020"]["table2"]["datasets"]),
+    log:
+        "logs/tables/chang2020_table2.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} reqa-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
+        " {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+
 
 LABEL = {"none": "No Pretraining", "mlm": "MLM", "ict": "ICT", "bfs": "BFS", "wlp": "WLP", "ict+bfs+wlp": "ICT+BFS+WLP"}
-
-
-def eval_json(dataset, model, split, index):
-    return f"{ART}/{dataset}/eval/{model}/{split}/{index}.json"
 
 
 def chang_rows(table):
@@ -35,7 +76,7 @@ CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
 
 
 def chang_table_params(table):
-    return {"rows": " ".join(f"--row {q('|'.join(r))}" for r in chang_rows(table)),
+    return {"rows": row_flags(chang_rows(table)),
             "metrics": " ".join(q(m) for m in config["metrics"] if m.startswith("R@")),
             "profile": config["profile"], "dataset": CHANG[table]["dataset"],
             "note": table_note(CHANG[table]["dataset"])}
@@ -108,7 +149,7 @@ rule chang2020_table5:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",
     params:
-        rows=" ".join(f"--row {q('|'.join(r))}" for r in ablation_rows()),
+        rows=row_flags(ablation_rows()),
         metric=CHANG["table5"]["metric"],
         profile=config["profile"],
         dataset=CHANG["table5"]["dataset"],
@@ -121,84 +162,3 @@ rule chang2020_table5:
         "{TOWERS} ablation-table --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
         " --note {params.note:q} --metric {params.metric} {params.rows} --csv {output.csv} --json {output.json}"
         " 2>&1 | tee {log}"
-
-
-# QuadrupletBERT Tables 1-2: every cell is the mean over seeds with its standard deviation.
-QB = config["quadrupletbert"]
-
-
-def qb_model(kind, margin, seed):
-    return {"Three-T Emb": f"threet-emb-m{QB['three_t_emb']['margin']}-s{seed}",
-            "Three-T BERT": f"threet-bert-m{margin}-s{seed}",
-            "QuadrupletBERT": f"quadbert-m{margin}-s{seed}"}[kind]
-
-
-def qb_row(dataset, split, label, margin, index):
-    evals = [eval_json(dataset["name"], qb_model(label, margin, seed), split, index) for seed in QB["seeds"]]
-    shown_margin = QB["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
-    return (dataset["name"], dataset["paper"], split, label, str(shown_margin), index, evals)
-
-
-def qb_table1_rows():
-    rows = []
-    for dataset in QB["datasets"]:
-        for split in QB["splits"]:
-            rows += [qb_row(dataset, split, label, dataset["margin"], QB["index"])
-                     for label in ("Three-T Emb", "Three-T BERT", "QuadrupletBERT")]
-            if QB["quantized_index"]:
-                rows.append(qb_row(dataset, split, "QuadrupletBERT", dataset["margin"], QB["quantized_index"]))
-    return rows
-
-
-def qb_table2_rows():
-    return [qb_row(dataset, split, "QuadrupletBERT", margin, QB["index"])
-            for dataset in QB["datasets"] for split in QB["splits"] for margin in QB["margins"]]
-
-
-def row_flags(rows):
-    return " ".join(f"--row {q('|'.join(r[:-1]) + '|' + ','.join(r[-1]))}" for r in rows)
-
-
-def seeded_table_params(rows):
-    return {"rows": row_flags(rows), "metrics": " ".join(map(q, QB["metrics"])), "profile": config["profile"],
-            "note": table_note(QB["datasets"][0]["name"], qb_model("QuadrupletBERT", 0, 0)), "test": QB["significance"]["test"],
-            "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
-
-
-SEEDED_TABLE = (
-    "{TOWERS} seeded-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-    " --note {params.note:q} --metrics {params.metrics} {params.rows} --compare 'QuadrupletBERT|Three-T BERT'"
-    " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}"
-    " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
-)
-
-
-rule quadrupletbert_table1:
-    input:
-        profile=PROFILE_INPUT,
-        evals=[e for r in qb_table1_rows() for e in r[-1]],
-        paper="data/papers/quadrupletbert.csv",
-    output:
-        csv="results/{table}.csv",
-        json="results/{table}.json",
-    wildcard_constraints:
-        table="table1",
-    params:
-        **seeded_table_params(qb_table1_rows()),
-    log:
-        "logs/tables/quadrupletbert_{table}.log",
-    conda:
-        CPU_ENV
-    shell:
-        SEEDED_TABLE
-
-
-use rule quadrupletbert_table1 as quadrupletbert_table2 with:
-    input:
-        profile=PROFILE_INPUT,
-        evals=[e for r in qb_table2_rows() for e in r[-1]],
-        paper="data/papers/quadrupletbert.csv",
-    wildcard_constraints:
-        table="table2",
-    params:
-        **seeded_table_params(qb_table2_rows()),
