@@ -320,7 +320,7 @@ def replicate_corpus(articles: Path, redirects: Path, copies: int, dest: Path) -
     """`copies` renamed copies of the corpus: ids, titles, link targets and redirects get ' (copy c)', so
     links stay inside their copy and WLP finds as many links per copy as in the original."""
     from towers.io import read_json
-    from towers.wiki import normalise_title
+    from towers.datasets.wiki import normalise_title
 
     def rename(title: str, c: int) -> str:
         title = normalise_title(title)

@@ -10,7 +10,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 @pytest.fixture
 def tiny_articles():
-    from towers import wiki
+    from towers.datasets import wiki
 
     articles, redirects = wiki.parse_dump(FIXTURES / "tiny-wiki.xml")
     return articles, redirects

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from towers.io import StageError, read_json
-from towers.reqa import reqa_statistics
+from towers.datasets.reqa import reqa_statistics
 from towers.reports.chang2020 import reqa_table
 
 from conftest import ROOT, run_stage

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from towers import cli, reqa
+from towers import cli
+from towers.datasets import reqa
 from towers.stages import data as data_stages
 from towers.io import StageError, checksum_from_list
 from workflow_helpers import copy_workflow

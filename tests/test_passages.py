@@ -13,7 +13,8 @@ import zipfile
 import pytest
 import yaml
 
-from towers import cli, passages, reqa
+from towers import cli
+from towers.datasets import collection, readers, reqa
 from towers.io import StageError, read_qrels, read_queries
 from workflow_helpers import copy_workflow, job_counts
 
@@ -57,10 +58,10 @@ def _tar(path, folder, names, prefix=""):
 
 @needs_shared
 def test_real_dev_small_queries_and_qrels():
-    queries = _reader(MSMARCO / "topics.msmarco-passage.dev-subset.txt", passages.read_queries_tsv)
+    queries = _reader(MSMARCO / "topics.msmarco-passage.dev-subset.txt", readers.read_queries_tsv)
     assert len(queries) == 6980 and len({q for _, q, _ in queries}) == 6980
     assert (2, "2", "Androgen receptor define") in queries          # " Androgen..." in the file: spaces tidied
-    qrels = _reader(MSMARCO / "qrels.msmarco-passage.dev-subset.txt", passages.read_qrels_trec)
+    qrels = _reader(MSMARCO / "qrels.msmarco-passage.dev-subset.txt", readers.read_qrels_trec)
     assert len(qrels) == 7437 and {rel for *_, rel in qrels} == {1}
     assert {q for _, q, _, _ in qrels} == {q for _, q, _ in queries}
     assert qrels[0] == (1, "300674", "7067032", 1)
@@ -68,8 +69,8 @@ def test_real_dev_small_queries_and_qrels():
 
 @needs_shared
 def test_real_dl19_topics_and_graded_qrels():
-    topics = _reader(MSMARCO / "topics.dl19-passage.txt", passages.read_queries_tsv)
-    qrels = _reader(MSMARCO / "qrels.dl19-passage.txt", passages.read_qrels_trec)   # qid Q0 pid rel
+    topics = _reader(MSMARCO / "topics.dl19-passage.txt", readers.read_queries_tsv)
+    qrels = _reader(MSMARCO / "qrels.dl19-passage.txt", readers.read_qrels_trec)   # qid Q0 pid rel
     assert len(topics) == 43 and len(qrels) == 9260
     grades = {}
     for *_, rel in qrels:
@@ -201,8 +202,8 @@ def test_valid_split_is_seeded_and_capped(tmp_path):
     assert len(first) == 2 and first == again
     assert len(valid("c", "--valid-fraction", "0.5", "--max-valid", "1")) == 1
     assert valid("d", "--valid-fraction", "0") == {}
-    assert passages.valid_sample([str(i) for i in range(1000)], 0.1, 25, 13) == \
-        passages.valid_sample([str(i) for i in reversed(range(1000))], 0.1, 25, 13)   # not the input order
+    assert collection.valid_sample([str(i) for i in range(1000)], 0.1, 25, 13) == \
+        collection.valid_sample([str(i) for i in reversed(range(1000))], 0.1, 25, 13)   # not the input order
 
 
 def test_no_training_files(tmp_path):
@@ -336,7 +337,7 @@ def test_triples_reader_checks_columns():
     text = io.StringIO("q\tpositive\n")
     with pytest.raises(StageError, match=r"t.tsv: line 1: expected 3 tab-separated columns \(query, positive passage, "
                                          r"negative passage\), found 2"):
-        list(passages.read_triples(text, "t.tsv"))
+        list(readers.read_triples(text, "t.tsv"))
 
 
 # --- bad input: one line naming the file, and no output -------------------------------------------

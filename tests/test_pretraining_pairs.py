@@ -9,7 +9,7 @@ import pytest
 
 from towers import pretraining_pairs as pp
 from towers.io import StageError, read_json
-from towers.wiki import normalise_title
+from towers.datasets.wiki import normalise_title
 
 from conftest import ROOT
 

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from towers import reqa
+from towers.datasets import reqa
 from towers.io import StageError
 
 from conftest import FIXTURES, SHARED_DATA

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from towers import reqa
+from towers.datasets import reqa
 from towers.io import StageError, read_jsonl, read_qrels, read_queries
 
 from conftest import FIXTURES, SHARED_DATA, run_stage

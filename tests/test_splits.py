@@ -1,4 +1,4 @@
-from towers.splits import cold_start_split
+from towers.datasets.splits import cold_start_split
 
 
 def _queries(n):

@@ -3,7 +3,7 @@ import json
 import subprocess
 import sys
 
-from towers import reqa
+from towers.datasets import reqa
 from transformers import AutoTokenizer
 
 from conftest import ROOT

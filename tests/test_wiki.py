@@ -2,7 +2,7 @@ import bz2
 
 import pytest
 
-from towers import wiki
+from towers.datasets import wiki
 from towers.io import StageError
 
 from conftest import FIXTURES

@@ -24,7 +24,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from .io import StageError, parse_jsonl, require_file
-from .wiki import normalise_title
+from .datasets.wiki import normalise_title
 
 TASKS = ("ict", "bfs", "wlp")
 _TASK_CODES = {"ict": 1, "bfs": 2, "wlp": 3, "mix": 4}

@@ -33,7 +33,7 @@ def resolve_dump(dump: str) -> Path:
 def parse_wiki(a):
     from tqdm import tqdm
 
-    from .. import wiki
+    from ..datasets import wiki
 
     dump = require_file(resolve_dump(a.dump))
     check_sha256(dump, a.sha256)
@@ -67,7 +67,7 @@ def write_reqa(out_dir, candidates, queries, qrels, extra: dict) -> dict:
 
 @stage("reqa-wiki", arg("--articles", required=True), arg("--questions", required=True), arg("--out-dir", required=True))
 def reqa_wiki(a):
-    from .. import reqa
+    from ..datasets import reqa
 
     articles = list(read_jsonl(a.articles))
     queries, qrels, answers = reqa.resolve_questions(a.questions, articles)
@@ -96,7 +96,7 @@ def pooled_reqa(paths: list, sha256s: list, build, out_dir):
        arg("--out-dir", required=True))
 def reqa_squad(a):
     """ReQA-SQuAD from one or more official SQuAD JSON files (the paper pools train and dev)."""
-    from .. import reqa
+    from ..datasets import reqa
 
     return pooled_reqa(a.json, a.sha256, reqa.build_squad, a.out_dir)
 
@@ -105,7 +105,7 @@ def reqa_squad(a):
        arg("--out-dir", required=True))
 def reqa_nq(a):
     """ReQA-NQ from Natural Questions JSONL files (original or simplified format, plain or gzipped)."""
-    from .. import reqa
+    from ..datasets import reqa
 
     return pooled_reqa(a.jsonl, a.sha256, reqa.build_nq, a.out_dir)
 
@@ -118,7 +118,7 @@ def reqa_open(a):
     """Open-domain ReQA (Chang et al. sec. 4.4): a dataset's candidates plus sentences of other articles."""
     import shutil
 
-    from .. import reqa
+    from ..datasets import reqa
 
     if a.max_extra < 0:
         raise StageError("--max-extra", f"must be 0 (all) or positive, not {a.max_extra}")
@@ -232,8 +232,8 @@ def passage_args(max_valid=True):
 
 
 def build_passages(a, build, **kw):
-    """Run a towers.passages builder into temporary outputs, renamed into place together on success."""
-    from ..passages import atomic_outputs
+    """Run a towers.datasets builder into temporary outputs, renamed into place together on success."""
+    from ..datasets.collection import atomic_outputs
 
     if not 0 <= a.valid_fraction < 1:
         raise StageError("--valid-fraction", f"must be at least 0 and below 1, not {a.valid_fraction}")
@@ -252,7 +252,7 @@ def build_passages(a, build, **kw):
        arg("--sha256", default=""), arg("--md5", default=""), *passage_args())
 def passages_msmarco(a):
     """Passage ranking from the MS MARCO TSV form (official archive, or a folder of one's own)."""
-    from ..passages import build_msmarco
+    from ..datasets.msmarco import build_msmarco
 
     verified = source_checks(a.source, a)
     out, stats = build_passages(a, build_msmarco, source=a.source, collection=a.collection, train=a.train, dev=a.dev,
@@ -271,7 +271,8 @@ def passages_graded(a):
     checked by rule download)."""
     import contextlib
 
-    from ..passages import SPLIT_FILES, build_graded
+    from ..datasets.collection import SPLIT_FILES
+    from ..datasets.graded import build_graded
 
     names = {"queries.tsv": Path(a.out_dir) / "queries.tsv", "qrels.txt": Path(a.out_dir) / "qrels.txt",
              "stats.json": Path(a.out_dir) / "stats.json",
@@ -295,7 +296,7 @@ def passages_graded(a):
        arg("--sha256", default=""), arg("--md5", default=""), *passage_args())
 def passages_beir(a):
     """Passage ranking from the BEIR JSONL form (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
-    from ..passages import build_beir
+    from ..datasets.beir import build_beir
 
     verified = source_checks(a.source, a)
     out, stats = build_passages(a, build_beir, source=a.source, eval_split=a.eval_split, train_split=a.train_split,
@@ -309,7 +310,7 @@ def passages_beir(a):
        arg("--dev-fraction", type=float, default=0.2, help="of the questions, the test side"), *passage_args(False))
 def passages_wiki(a):
     """Passage ranking from parsed Wikipedia articles: paragraphs as passages, questions + ICT pseudo-queries."""
-    from ..passages import build_wiki
+    from ..datasets.wiki_passages import build_wiki
 
     return build_passages(a, build_wiki, articles_path=a.articles, questions_path=a.questions,
                           ict_queries=a.ict_queries, dev_fraction=a.dev_fraction)
@@ -324,7 +325,10 @@ def passages_wiki(a):
 def passages_triples(a):
     """MS MARCO's text triples (query, positive, negative) as ids, for the training queries."""
     from ..io import atomic_open
-    from ..passages import PassageLookup, Source, progress, read_triples, triples_to_ids
+    from ..datasets.collection import progress
+    from ..datasets.msmarco import PassageLookup, triples_to_ids
+    from ..datasets.readers import read_triples
+    from ..datasets.sources import Source
 
     if a.max_triples < 0:
         raise StageError("--max-triples", f"must be 0 (all) or positive, not {a.max_triples}")
@@ -347,7 +351,7 @@ def passages_triples(a):
        arg("--valid-fraction", type=float, default=0.1), arg("--seed", type=int, required=True),
        arg("--out-dir", required=True))
 def split(a):
-    from ..splits import cold_start_split
+    from ..datasets.splits import cold_start_split
 
     queries = read_queries(a.queries)
     parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed)

@@ -21,7 +21,7 @@ def evaluate(a):
     run, qrels, queries = read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries))
     missing = None
     if a.candidates:
-        from ..passages import CollectionWriter
+        from ..datasets.collection import CollectionWriter
 
         missing = CollectionWriter.of_candidates(a.candidates).missing
     checks = check_ids(run, qrels, queries, {"run": a.run, "qrels": a.qrels, "queries": a.queries,
@@ -68,7 +68,7 @@ def table(a):
        arg("--batch-size", type=int, default=1024), arg("--out", required=True))
 def reqa_statistics(a):
     """Chang et al. Table 2: a ReQA dataset's #query, #candidate, #tuples and average WordPiece tokens."""
-    from ..reqa import reqa_statistics as count
+    from ..datasets.reqa import reqa_statistics as count
 
     if a.batch_size < 1:
         raise StageError("--batch-size", f"must be at least 1, not {a.batch_size}")

@@ -12,8 +12,8 @@ from typing import Iterator
 
 import mwparserfromhell
 
-from .io import StageError, require_file
-from .sentences import split_sentences
+from ..io import StageError, require_file
+from ..sentences import split_sentences
 
 # Sections that hold references and navigation rather than prose.
 SKIPPED_SECTIONS = {
