@@ -24,9 +24,9 @@ reproduce: setup
 	$(VENV)/bin/snakemake all check --cores $(CORES)
 
 # two workers (pytest-xdist), a test file to a worker: test_workflow.py (the tiny end-to-end run) on one,
-# the other files beside it
+# the other files beside it; the 25 slowest tests are listed at the end
 test: setup
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile tests
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 # the slower checks left out of `make test` (data-parallel training, sharded encoding, a damaged Lucene index,
 # cross-encoder reranking); `--durations` of a loaded two-worker run summed them to about 7 minutes
