@@ -247,6 +247,12 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+def with_relevant(queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> list[tuple[str, str, list[str]]]:
+    """Queries joined to their relevant documents (relevance > 0): (qid, text, doc ids sorted), in the queries'
+    order; a query without any gets an empty list."""
+    return [(qid, text, sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)) for qid, text in queries.items()]
+
+
 def write_qrels(path, qrels: dict[str, dict[str, int]]) -> None:
     with atomic_open(path) as handle:
         for qid, docs in qrels.items():

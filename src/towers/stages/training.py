@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file
+from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file, with_relevant
 from . import arg, stage
 from .common import (candidate_texts, load_candidates, load_embeddings, read_split, require_texts, seed_everything,
                      set_threads)
@@ -19,6 +19,17 @@ def arch_args():
 def arch_of(a) -> dict:
     return {"hidden": a.hidden, "layers": a.layers, "heads": a.heads, "intermediate": a.intermediate,
             "max_positions": a.max_positions}
+
+
+def trained(out, state_dir, train) -> tuple:
+    """A training stage's tail: `train(folder)` writes the model into a temporary folder, renamed to `out` when it
+    returns; then the training state (checkpoints, step log) goes, the log published beside the model."""
+    from ..training import loop
+
+    with atomic_path(out) as tmp:
+        report = train(tmp)
+    loop.finish(state_dir)
+    return out, report
 
 
 def unique_paragraphs(path) -> list[str]:
@@ -94,23 +105,20 @@ def pretrain_mlm(a):
             AutoModel.from_pretrained(a.hub_model).save_pretrained(tmp)
             AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
         return a.out, {"hub_model": a.hub_model}
-    from ..training import loop, mlm
+    from ..training import mlm
 
     seed_everything(a.seed)
     train = {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
              "max_length": a.max_length, "mask_probability": a.mask_probability, "checkpoint_every": a.checkpoint_every}
-    with atomic_path(a.out) as tmp:
-        report = mlm.pretrain(unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), train,
-                              a.seed, a.log, a.stop_after_step,
-                              paragraph_sentences(a.candidates) if a.nsp else None, a.init_hub_model)
-    loop.finish(a.state_dir)
-    return a.out, report
+    return trained(a.out, a.state_dir, lambda tmp: mlm.pretrain(
+        unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), train, a.seed, a.log,
+        a.stop_after_step, paragraph_sentences(a.candidates) if a.nsp else None, a.init_hub_model))
 
 
 def split_pairs(split_tsv, qrels, candidates_by_id, qrels_path="qrels", candidates_path="candidates") -> list[dict]:
     pairs = []
-    for qid, text in read_split(split_tsv).items():
-        for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0):
+    for qid, text, relevant in with_relevant(read_split(split_tsv), qrels):
+        for doc_id in relevant:
             if doc_id not in candidates_by_id:
                 raise StageError(qrels_path, f"question {qid} of {split_tsv}: its document {doc_id} is not in "
                                              f"{candidates_path}")
@@ -154,7 +162,7 @@ def schedule_of(a) -> dict:
        arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
 def finetune(a):
     """Two towers, sampled softmax over in-batch documents (Chang et al.)."""
-    from ..training import inbatch, loop
+    from ..training import inbatch
 
     seed_everything(a.seed)
     candidates = {c["id"]: c for c in read_jsonl(a.candidates)}
@@ -162,13 +170,9 @@ def finetune(a):
     pairs = split_pairs(a.train, qrels, candidates, a.qrels, a.candidates)
     if not pairs:
         raise StageError(a.train, "no training questions with a relevant candidate")
-    with atomic_path(a.out) as tmp:
-        report = inbatch.finetune(pairs, split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates), a.encoder,
-                                  tmp, a.state_dir,
-                                  towers_of(a), {**schedule_of(a), "temperature": a.temperature}, a.seed, a.log,
-                                  a.stop_after_step)
-    loop.finish(a.state_dir)
-    return a.out, report
+    return trained(a.out, a.state_dir, lambda tmp: inbatch.finetune(
+        pairs, split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates), a.encoder, tmp, a.state_dir,
+        towers_of(a), {**schedule_of(a), "temperature": a.temperature}, a.seed, a.log, a.stop_after_step))
 
 
 @stage("pretrain-two-tower", arg("--start", required=True, help="encoder folder the towers start from"),
@@ -178,7 +182,7 @@ def finetune(a):
 def pretrain_two_tower(a):
     """Two towers pre-trained on ICT/BFS/WLP pairs with sampled softmax over in-batch documents (Chang et al.)."""
     from ..pretraining_pairs import PairFile
-    from ..training import inbatch, loop
+    from ..training import inbatch
 
     seed_everything(a.seed)
     tasks = {}
@@ -188,12 +192,9 @@ def pretrain_two_tower(a):
         if task in tasks:
             raise StageError(path, f"a second file of task {task!r}")
         tasks[task] = pairs
-    with atomic_path(a.out) as tmp:
-        report = inbatch.pretrain(tasks, a.start, tmp, a.state_dir, towers_of(a),
-                                  {**schedule_of(a), "temperature": a.temperature}, a.seed, a.title_tasks, a.log,
-                                  a.stop_after_step)
-    loop.finish(a.state_dir)
-    return a.out, report
+    return trained(a.out, a.state_dir, lambda tmp: inbatch.pretrain(
+        tasks, a.start, tmp, a.state_dir, towers_of(a), {**schedule_of(a), "temperature": a.temperature},
+        a.seed, a.title_tasks, a.log, a.stop_after_step))
 
 
 @stage("checkpoint-model",
@@ -236,8 +237,8 @@ def init_bow(a):
 def split_examples(split_tsv, qrels, index_of: dict[str, int]) -> list[dict]:
     """A split's questions with the candidate indices of their gold sentences."""
     examples = []
-    for qid, text in read_split(split_tsv).items():
-        positives = sorted(index_of[d] for d, rel in qrels.get(qid, {}).items() if rel > 0 and d in index_of)
+    for qid, text, relevant in with_relevant(read_split(split_tsv), qrels):
+        positives = sorted(index_of[d] for d in relevant if d in index_of)
         if positives:
             examples.append({"qid": qid, "query": text, "positives": positives})
     return examples
@@ -252,7 +253,7 @@ def split_examples(split_tsv, qrels, index_of: dict[str, int]) -> list[dict]:
        *schedule_args(), *tower_args())
 def train_margin(a):
     """Triplet (three towers) or quadruplet (four towers, with --mined) training, cosine distance."""
-    from ..training import loop, margin
+    from ..training import margin
 
     seed_everything(a.seed)
     candidates = load_candidates(a.candidates)
@@ -267,17 +268,15 @@ def train_margin(a):
         if not mined:
             raise StageError(a.mined, "no mined candidate lists")
     train = {**schedule_of(a), "margin": a.margin, "reduction": a.reduction, "patience": a.patience}
-    with atomic_path(a.out) as tmp:
-        report = margin.train(examples, split_examples(a.valid, qrels, index_of), candidates, a.start, tmp,
-                              a.state_dir, towers_of(a), train, a.seed, mined, a.log, a.stop_after_step)
-    loop.finish(a.state_dir)
-    return a.out, report
+    return trained(a.out, a.state_dir, lambda tmp: margin.train(
+        examples, split_examples(a.valid, qrels, index_of), candidates, a.start, tmp, a.state_dir, towers_of(a),
+        train, a.seed, mined, a.log, a.stop_after_step))
 
 
 def qrels_pairs(split_tsv, qrels) -> list[dict]:
     """A split's (query, relevant document) pairs: {'qid', 'query', 'doc_id'}."""
-    return [{"qid": qid, "query": text, "doc_id": doc_id} for qid, text in read_split(split_tsv).items()
-            for doc_id in sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)]
+    return [{"qid": qid, "query": text, "doc_id": doc_id}
+            for qid, text, relevant in with_relevant(read_split(split_tsv), qrels) for doc_id in relevant]
 
 
 @stage("train-repbert", arg("--start", required=True,
@@ -288,7 +287,7 @@ def qrels_pairs(split_tsv, qrels) -> list[dict]:
        arg("--doc-text", default="contents", choices=DOC_TEXTS), *schedule_args())
 def train_repbert(a):
     """RepBERT: one shared BERT, mean pooling, inner product, MultiLabelMarginLoss over in-batch documents."""
-    from ..training import loop, repbert
+    from ..training import repbert
 
     seed_everything(a.seed)
     qrels = read_qrels(a.qrels)
@@ -301,12 +300,9 @@ def train_repbert(a):
     docs = candidate_texts(a.candidates, wanted, a.doc_text)
     require_texts(docs, wanted, a.qrels, a.candidates)
     start_key = None if Path(a.start).exists() else str(a.start)   # a hub name: its name is the fingerprint
-    with atomic_path(a.out) as tmp:
-        report = repbert.train(pairs, valid, docs, qrels, a.start, tmp, a.state_dir,
-                               repbert.tower_config(a.query_length, a.doc_length, a.doc_text), schedule_of(a), a.seed,
-                               start_key, a.log, a.stop_after_step)
-    loop.finish(a.state_dir)
-    return a.out, report
+    return trained(a.out, a.state_dir, lambda tmp: repbert.train(
+        pairs, valid, docs, qrels, a.start, tmp, a.state_dir, repbert.tower_config(a.query_length, a.doc_length,
+        a.doc_text), schedule_of(a), a.seed, start_key, a.log, a.stop_after_step))
 
 
 # --- LTRe (Zhan et al. 2020): negative-sampling baselines and training against a fixed index ------
@@ -425,7 +421,7 @@ def train_ltre(a):
        arg("--out", required=True), *schedule_args())
 def train_cross_encoder(a):
     """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
-    from ..training import cross_encoder, loop
+    from ..training import cross_encoder
 
     seed_everything(a.seed)
     if a.negatives_depth < 1:
@@ -445,8 +441,5 @@ def train_cross_encoder(a):
     require_texts(passages, negatives, a.run, a.candidates)
     train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
              "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
-    with atomic_path(a.out) as tmp:
-        report = cross_encoder.train(examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log,
-                                     a.stop_after_step)
-    loop.finish(a.state_dir)
-    return a.out, report
+    return trained(a.out, a.state_dir, lambda tmp: cross_encoder.train(
+        examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log, a.stop_after_step))

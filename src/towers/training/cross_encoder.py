@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..io import with_relevant
 from ..rerank import load, relevance, tokenize_pairs, usable_length
 from . import distributed, loop
 
@@ -22,9 +23,8 @@ def training_examples(queries: dict[str, str], qrels: dict, run: dict, depth: in
     """A split's queries with their relevant passages and the non-relevant passages of their run's
     top-`depth` (the negatives); a query with either list empty is left out."""
     examples = []
-    for qid, text in queries.items():
-        positives = sorted(d for d, rel in qrels.get(qid, {}).items() if rel > 0)
-        negatives = [d for d, _ in run.get(qid, [])[:depth] if qrels.get(qid, {}).get(d, 0) <= 0]
+    for qid, text, positives in with_relevant(queries, qrels):
+        negatives = [d for d, _ in run.get(qid, [])[:depth] if d not in positives]
         if positives and negatives:
             examples.append({"qid": qid, "query": text, "positives": positives, "negatives": negatives})
     return examples
