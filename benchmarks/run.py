@@ -35,6 +35,8 @@ reference: the pinned MiniLM checkpoint through `snakemake results/zeroshot/<dat
    pytrec_eval (goal: every metric within 1e-4, top-10 lists equal except ties), Success@k against R@k on the same
    runs, encoding speed of both on the same texts, and ~30 steps of the project's fine-tuning against
    MultipleNegativesRankingLoss on the same batches (goal: step losses within 1e-3; the project not slower);
+reference_built: reference's retrieval comparison on what this checkout already built (--datasets, after
+   `snakemake results/zeroshot/<dataset>.csv`): the reference side only;
 reference_tiny: the same comparisons on the tiny articles of tests/fixtures (minutes);
 report_view: results/report.html rendered by a real browser (Debian's headless Chromium): a screenshot of what a
    reader sees first (1400 x 1000) and of the first 6000 pixels, written to benchmarks/out/, with the page's size
@@ -471,7 +473,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
     import yaml
 
     import reference as ref
-    from towers.io import read_jsonl, read_qrels, read_queries, read_run
+    from towers.io import read_jsonl
 
     datasets = ["enwiki-mini"] + (["squad"] if (SQUAD_DEV / "dev-v1.1.json").exists() else [])
     out: dict = {"datasets": {}}
@@ -490,10 +492,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")]))}
         began = time.perf_counter()
         pipeline = subprocess.Popen(snake, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        theirs = {name: ref.st_side(ref.minilm_folder(), work / f"artifacts/{name}/reqa/candidates.jsonl",
-                                    work / f"artifacts/{name}/splits/all/test.tsv",
-                                    work / f"artifacts/{name}/reqa/qrels.txt", "sentence", threads=1)
-                  for name in datasets}
+        theirs = {name: reference_side(work / "artifacts" / name) for name in datasets}
         _, errors = pipeline.communicate()
         if pipeline.returncode:
             sys.exit(f"reference: the pipeline failed\n{errors[-3000:]}")
@@ -501,23 +500,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
                            "seconds_with_the_reference_side_beside": round(time.perf_counter() - began, 1)}
         keep_outputs(work, targets, "zeroshot")
         for name in datasets:
-            art = work / "artifacts" / name
-            folder = art / "dense/ckpt-minilm/all"
-            project = {"model": folder / "model", "embeddings": folder / "candidates.npy", "ids": folder / "candidates.ids",
-                       "run": folder / "run-flat.trec", "eval": art / "eval/ckpt-minilm/all/flat.json"}
-            row = ref.compare_retrieval(project, theirs[name], "success")
-            encoded = json.loads((folder / "candidates.npy.meta.json").read_text())
-            row["encode_seconds"] = {"project_stage_incl_start": encoded["seconds"],
-                                     "sentence_transformers_encode": round(theirs[name]["doc_seconds"], 1),
-                                     "note": "concurrent, on a shared machine: see encoding_speed for the ratio"}
-            qrels = read_qrels(art / "reqa/qrels.txt")
-            qids = list(read_queries(art / "splits/all/test.tsv"))
-            row["relevant_per_question"] = {"one": sum(len(qrels[q]) == 1 for q in qids),
-                                            "two_or_more": sum(len(qrels[q]) > 1 for q in qids)}
-            row["recall_conventions"] = {
-                "minilm": ref.conventions(theirs[name]["per_query"]),
-                "bm25": ref.conventions(ref.pytrec_metrics(read_run(art / "bm25/run.trec"), qrels, qids))}
-            out["datasets"][name] = row
+            out["datasets"][name] = compare_built(work / "artifacts" / name, theirs[name])
         # speed on the same texts, interleaved; training on enwiki-mini's questions with distinct answer sentences
         art = work / "artifacts/enwiki-mini"
         sentences = {c["id"]: c["sentence"] for c in read_jsonl(art / "reqa/candidates.jsonl")}
@@ -531,6 +514,51 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
                    "pytrec_eval. Speeds: one thread each, same texts and batch size, interleaved, median of 3. "
                    "Training: same batches (draw_batch), AdamW wd 0.01, linear warm-up 0.1, clip 1.0, scale 20, "
                    "dropout off; no duplicate doc in a batch (the project masks duplicates, MNRL counts them)")
+    return out
+
+
+def reference_side(art: Path) -> dict:
+    """sentence-transformers + numpy + pytrec_eval over a dataset's ReQA files, every question (split "all")."""
+    import reference as ref
+
+    return ref.st_side(ref.minilm_folder(), art / "reqa/candidates.jsonl", art / "splits/all/test.tsv",
+                       art / "reqa/qrels.txt", "sentence", threads=1)
+
+
+def compare_built(art: Path, theirs: dict) -> dict:
+    """The project's MiniLM files of one dataset (artifacts/<name>/, as `snakemake results/zeroshot/<name>.csv`
+    leaves them) against the reference side's: embeddings, metrics, top-10 lists, and both recall conventions."""
+    import reference as ref
+    from towers.io import read_qrels, read_queries, read_run
+
+    folder = art / "dense/ckpt-minilm/all"
+    project = {"model": folder / "model", "embeddings": folder / "candidates.npy", "ids": folder / "candidates.ids",
+               "run": folder / "run-flat.trec", "eval": art / "eval/ckpt-minilm/all/flat.json"}
+    row = ref.compare_retrieval(project, theirs, "success")
+    encoded = json.loads((folder / "candidates.npy.meta.json").read_text())
+    row["encode_seconds"] = {"project_stage_incl_start": encoded["seconds"],
+                             "sentence_transformers_encode": round(theirs["doc_seconds"], 1),
+                             "note": "not side by side: see encoding_speed for the ratio"}
+    qrels = read_qrels(art / "reqa/qrels.txt")
+    qids = list(read_queries(art / "splits/all/test.tsv"))
+    row["relevant_per_question"] = {"one": sum(len(qrels[q]) == 1 for q in qids),
+                                    "two_or_more": sum(len(qrels[q]) > 1 for q in qids)}
+    row["recall_conventions"] = {"minilm": ref.conventions(theirs["per_query"]),
+                                 "bm25": ref.conventions(ref.pytrec_metrics(read_run(art / "bm25/run.trec"), qrels, qids))}
+    return row
+
+
+def reference_built(datasets: list[str]) -> dict:
+    """--part reference's retrieval comparison on what this checkout already built (after `snakemake
+    results/zeroshot/<name>.csv` on the datasets named): the reference side only, minutes instead of an hour."""
+    out = {}
+    for name in datasets:
+        art = ROOT / "artifacts" / name
+        began = time.perf_counter()
+        out[name] = compare_built(art, reference_side(art))
+        out[name]["reference_side_seconds"] = round(time.perf_counter() - began, 1)
+    out["note"] = ("project side: this checkout's artifacts from `snakemake results/zeroshot/<name>.csv`; reference "
+                   "side: SentenceTransformer(folder).encode (one thread), numpy inner product, pytrec_eval")
     return out
 
 
@@ -609,12 +637,14 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
     parser.add_argument("--part", choices=["all", "pipeline", "encoding", "quadrupletbert", "repbert", "ltre", "plan", "gpu_hours", "pairs",
-                                           "data_parallel", "reference", "reference_tiny", "report_view", "faults"],
+                                           "data_parallel", "reference", "reference_built", "reference_tiny", "report_view",
+                                           "faults"],
                         default="all",
                         help="encoding reuses the model the pipeline part left in benchmarks/out")
     parser.add_argument("--pairs-copies", type=int, default=8, help="pairs: how many times the corpus is replicated")
     parser.add_argument("--pairs-repeats", type=int, default=5, help="pairs: measurements per task and corpus size")
     parser.add_argument("--reference-work", default="", help="reference: keep the workflow copy here (reused)")
+    parser.add_argument("--datasets", nargs="+", default=["enwiki-mini"], help="reference_built: datasets already built")
     parser.add_argument("--pairs-worker", nargs=3, metavar=("TASK", "ARTICLES", "REDIRECTS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.pairs_worker:
@@ -636,6 +666,7 @@ def main() -> None:
              "pairs": lambda: pairs(args.pairs_copies, args.pairs_repeats),
              "data_parallel": data_parallel,
              "reference": lambda: reference(args.cores, args.reference_work),
+             "reference_built": lambda: reference_built(args.datasets),
              "reference_tiny": reference_tiny,
              "report_view": report_view,
              "faults": lambda: __import__("faults").run(args.cores)}
