@@ -198,14 +198,14 @@ def repbert_figure(a):
     import pandas as pd
 
     from ..reports import repbert as report
-    from ..reports.common import query_samples
+    from ..reports.common import metric, query_samples, save_figure
 
     if a.figure == "figure1":
         first = {r["method"]: r["eval"] for r in parse_rows(a.recall, ["method", "eval"])}
         recall = report.recall_curve([{"method": m, "eval": e} for m, e in first.items()], a.depths)
         reranked_rows = parse_rows(a.rerank, ["method", "depth", "eval"])
         reranked = pd.DataFrame([{"method": r["method"], "depth": int(r["depth"]),
-                                  "MRR@10": round(report.metric(r["eval"], "RR@10"), 4)} for r in reranked_rows])
+                                  "MRR@10": round(metric(r["eval"], "RR@10"), 4)} for r in reranked_rows])
         panels = [(recall, "depth", "recall", "(a) first-stage recall"),
                   (reranked, "depth", "MRR@10", "(b) reranking MRR@10")]
         by_depth = {(r["method"], int(r["depth"])): r["eval"] for r in reranked_rows}
@@ -218,7 +218,7 @@ def repbert_figure(a):
         panels = [(frame, "depth", "C", "consistency with BM25's top 1000")]
         sources = {r["method"]: r["json"] for r in rows}
         cells = report.curve_cells(frame, "C", lambda m, d: {"kind": "consistency", "file": sources[m], "depth": str(d)})
-    report.save_figure(panels, a.csv, a.png, a.note)
+    save_figure(panels, a.csv, a.png, a.note)
     return a.csv, {"panels": len(panels), "cells": cells}
 
 
