@@ -1,0 +1,220 @@
+"""The DAG's plans through snakemake -n (no tiny run needed): bad params, tables without a record, the paper
+profile's plan, the cluster profiles. A file of its own so that pytest-xdist runs it beside test_workflow.py."""
+import re
+import shutil
+
+from workflow_helpers import job_counts, planned_jobs
+
+from test_workflow import CHANG_TABLES, LTRE_TARGETS, QUADRUPLET_TABLES, REPBERT_TARGETS, TARGET, copy_workflow, snakemake
+
+
+TRAINING_RULES = ("pretrain_mlm", "pretrain_mlm_nsp", "pretrain_two_tower", "finetune_two_tower", "train_three_tower",
+                  "train_quadruplet", "train_repbert", "train_cross_encoder", "train_negatives", "train_ltre")
+
+
+def job_blocks(plan: str) -> dict[str, list[str]]:
+    """rule name -> the text of each of its jobs in a `snakemake -n` plan."""
+    blocks: dict[str, list[str]] = {}
+    for rule, block in planned_jobs(plan):
+        blocks.setdefault(rule, []).append(block)
+    return blocks
+
+
+def test_a_table_found_without_a_record_is_rebuilt_not_trusted(tmp_path):
+    """A fresh clone holds the committed tables but no Snakemake record of them: they are planned again
+    (with everything they need), not taken as up to date."""
+    work = copy_workflow(tmp_path)
+    (work / "results").mkdir()
+    (work / "results" / "table1.csv").write_text("committed by another profile\n")
+    plan = snakemake(work, "results/table1.csv", "--configfile", "fixtures/tiny.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["quadrupletbert_table1"] == 1 and counts["train_quadruplet"] >= 1
+
+
+def test_invalid_params_name_the_key(tmp_path):
+    work = copy_workflow(tmp_path)
+    text = (work / "params.yaml").read_text().replace("  k1: 0.9", "  k1: high")
+    (work / "params.yaml").write_text(text)
+    plan = snakemake(work, TARGET, "-n")
+    assert plan.returncode != 0
+    assert (plan.stdout + plan.stderr).strip() == "error: params.yaml: bm25.k1: 'high' is not of type 'number'"
+
+
+def test_unknown_params_key_is_rejected(tmp_path):
+    work = copy_workflow(tmp_path)
+    (work / "params.yaml").write_text((work / "params.yaml").read_text().replace("bm25:", "bm52:"))
+    plan = snakemake(work, TARGET, "-n")
+    assert plan.returncode != 0 and "bm52" in plan.stdout + plan.stderr
+
+
+def test_a_nested_typo_in_a_profile_is_one_line_naming_file_and_key(tmp_path):
+    """A misspelt key inside a dataset of a --configfile profile: refused before planning, not run on defaults."""
+    work = copy_workflow(tmp_path)
+    tiny = (work / "fixtures/tiny.yaml").read_text()
+    (work / "fixtures/typo.yaml").write_text(tiny.replace("    ict_queries: 8", "    ict_querys: 8"))
+    plan = snakemake(work, TARGET, "--configfile", "fixtures/typo.yaml", "-n")
+    assert plan.returncode != 0 and "Job stats" not in plan.stdout and "Traceback" not in plan.stderr
+    assert plan.stderr.strip().splitlines()[-1] == ("error: fixtures/typo.yaml: datasets.enwiki-mini-passages: "
+                                                    "unknown key 'ict_querys' (did you mean 'ict_queries'?)")
+
+
+def test_paper_profile_plans_every_chang_table(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *CHANG_TABLES, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    # SQuAD (Table 3), NQ (Tables 4-5), NQ + 1M Wikipedia pairs (Table 6); pairs from the full dump.
+    # Fine-tuned: 5 two-tower rows x 3 splits x 2 datasets + 9 ablation rows x 4 splits - 3 (index 9 is
+    # Table 4's ICT+BFS+WLP) + 3 (Table 6's ICT, 512-d); encoded and searched: those on their own
+    # candidates, but Table 6's ICT only on NQ-open, plus ICT+BFS+WLP on NQ-open.
+    tuned = 5 * 3 * 2 + 9 * 4 - 3 + 3
+    dense = tuned - 3 + 2 * 3
+    assert job_counts(plan.stdout) == {
+        "download": 2 + 50 + 1, "parse_wiki": 1, "reqa": 2, "reqa_open": 1, "reqa_statistics": 2,
+        "split": 3 + 4, "tokenizer": 3, "bm25_index": 3, "bm25_search": 3,
+        "pretraining_pairs": 3, "init_random": 4, "pretrain_mlm": 2, "init_bag_of_words": 3,
+        "pretrain_two_tower": 9, "finetune_two_tower": tuned,
+        "encode_candidates": dense, "faiss_index": dense, "dense_search": dense,
+        "evaluate": dense + 3 * 3, "chang2020_table1": 1, "chang2020_table2": 1, "chang2020_table3": 1,
+        "chang2020_table4": 1, "chang2020_table5": 1, "chang2020_table6": 1}
+    # pre-trained once on Wikipedia, fine-tuned on both datasets: BERT-base shape, 4 or 12 layers
+    assert plan.stdout.count("pretrain-two-tower") == 9
+    assert "--steps 100000 --batch-size 8192" in plan.stdout and "--layers 4 " in plan.stdout
+    assert "enwiki-20161220-pages-articles.xml.bz2" in plan.stdout
+    assert "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json" in plan.stdout or \
+        "data/raw/squad/train-v1.1.json" in plan.stdout
+
+
+def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *QUADRUPLET_TABLES, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    # 2 datasets (SQuAD, NQ) x 2 splits x 3 seeds; Table 2 sweeps 6 margins, Table 1's margin is one of them
+    runs, margins = 2 * 2 * 3, 6
+    assert job_counts(plan.stdout) == {
+        "download": 2 + 50, "reqa": 2, "split": 4, "tokenizer": 2, "pretrain_mlm_nsp": 2, "init_bag_of_words": 2,
+        "train_three_tower": runs + runs * margins, "mine_hard_negatives": runs * margins,
+        "train_quadruplet": runs * margins, "encode_candidates": runs + 2 * runs * margins,
+        "faiss_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows
+        "dense_search": runs + runs + runs * margins + runs, "evaluate": runs + runs + runs * margins + runs,
+        "quadrupletbert_table1": 1, "quadrupletbert_table2": 1}
+    assert "pretrain-mlm --nsp 1 --init-hub-model bert-base-uncased" in plan.stdout   # continues BERT-base
+    assert "nq-train-49.jsonl.gz" in plan.stdout
+
+
+def test_any_named_chang_model_plans_its_pretraining_and_bad_names_are_refused(tmp_path):
+    work = copy_workflow(tmp_path)
+    target = "artifacts/enwiki-mini/eval/transformer-wlp-l1-d24/50-50/flat.json"
+    plan = snakemake(work, target, "--configfile", "fixtures/tiny.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["pretrain_two_tower"] == 1 and counts["finetune_two_tower"] == 1
+    assert counts["pretraining_pairs"] == 1                      # WLP's pairs only
+    bad = snakemake(work, "artifacts/enwiki-mini/eval/transformer-mlm-l3-d8/50-50/flat.json",
+                    "--configfile", "fixtures/tiny.yaml", "-n")
+    assert bad.returncode != 0
+    assert "MLM exists for the transformer of encoder.layers only" in bad.stdout + bad.stderr
+
+
+def test_paper_profile_plans_the_repbert_targets(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *REPBERT_TARGETS, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    # BM25 and RepBERT on MS MARCO dev small; the hub's monoBERT reranks, so no cross-encoder is trained
+    assert job_counts(plan.stdout) == {
+        "download": 1, "passages": 1, "bm25_index": 1, "bm25_search": 1, "tokenizer": 1, "pretrain_mlm": 1,
+        "train_repbert": 1, "encode_shard": 8, "merge_embeddings": 1, "faiss_index": 1, "dense_search": 1,
+        "latency": 2,
+        "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
+        "repbert_table": 4, "repbert_figure1": 1, "repbert_figure2": 1}
+    assert "collectionandqueries.tar.gz" in plan.stdout and "--model castorini/monobert-large-msmarco" in plan.stdout
+    # the cross-encoder scores each first-stage run once, at the deepest depth; shallower ones reuse it
+    assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 and plan.stdout.count("--scores ") == 2 * 4
+    assert "--steps 350000 --batch-size 52 --lr 3e-06" in plan.stdout
+
+
+def test_paper_profile_plans_the_ltre_targets(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *LTRE_TARGETS, "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    # 8 baselines; LTRe at 6 training indexes plus 3 figure-3 runs; 6 x 6 evaluations for Table 4
+    assert counts["train_negatives"] == 8 and counts["train_ltre"] == 6 + 3
+    assert counts["ltre_table"] == 3 and counts["ltre_figure3"] == 1
+    assert "--start roberta-base" in plan.stdout and "--factory OPQ96,IVF1,PQ96" in plan.stdout
+    assert "--steps 60000 --batch-size 32 --lr 5e-06" in plan.stdout
+    # nDCG@10 on TREC DL 2019: its queries searched through MS MARCO's indexes, nothing re-encoded for them
+    assert counts["passages_graded"] == 1 and "--queries artifacts/msmarco-dl19/splits/dev/test.tsv" in plan.stdout
+    assert "2f4be390198da108f6845c822e5ada14" in plan.stdout   # the qrels download, md5-checked
+    assert not any("encode-candidates" in line and "msmarco-dl19" in line for line in plan.stdout.splitlines())
+
+
+def test_paper_training_runs_data_parallel_on_four_gpus(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, "all", "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    trained = 0
+    for rule, job in planned_jobs(plan.stdout):
+        launched = "-m towers.training.distributed 4 " in job
+        assert launched == (rule in TRAINING_RULES), rule   # encoding, search, tables: one process
+        if launched:
+            trained += 1
+            # each process scores a quarter of the batch: every batch must split evenly
+            assert all(int(size) % 4 == 0 for size in re.findall(r"--batch-size (\d+)", job)), job
+    assert trained > 100
+
+
+def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *REPBERT_TARGETS, "--profile", "profiles/slurm", "--configfile", "config/paper.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    assert "Using profile profiles/slurm" in plan.stdout + plan.stderr
+    blocks = job_blocks(plan.stdout)
+    # the corpus is encoded as 8 one-GPU jobs, then merged; GPU rules go to the GPU partition
+    assert len(blocks["encode_shard"]) == 8 and len(blocks["merge_embeddings"]) == 1
+    for rule in ("encode_shard", "rerank", "dense_search"):
+        for job in blocks[rule]:
+            assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
+    for job in blocks["train_repbert"]:   # training: 4 GPUs of one node, one process each
+        assert "gpu=4" in job and "slurm_partition=gpu" in job and "mem_mb=128000" in job and "cpus_per_task=16" in job
+    for rule in ("bm25_index", "bm25_search"):
+        assert "mem_mb=32000" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
+    for rule in ("download", "fuse_runs", "repbert_table"):
+        assert "slurm_partition=cpu" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
+
+
+def test_kubernetes_profile_plans_through_the_shared_volume(tmp_path):
+    work = copy_workflow(tmp_path)
+    volume = tmp_path / "volume"   # stands for the claim every pod mounts: the repository's data/ lives there
+    shutil.copytree(work / "data", volume / "data")
+    plan = snakemake(work, *LTRE_TARGETS, "--profile", "profiles/kubernetes", "--configfile", "config/paper.yaml",
+                     "--default-storage-prefix", volume, "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    blocks = job_blocks(plan.stdout)
+    assert len(blocks["train_negatives"]) == 8 and len(blocks["train_ltre"]) == 6 + 3
+    job = blocks["train_ltre"][0]
+    assert "gpu=4" in job and "gpu_manufacturer=nvidia" in job and f"{volume}/artifacts/msmarco-passage" in job
+
+
+def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):
+    """encode.shards splits the corpora it names, on any profile."""
+    work = copy_workflow(tmp_path)
+    (work / "sharded.yaml").write_text("encode: {batch_size: 128, shards: {enwiki-mini-passages: 3}}\n")
+    plan = snakemake(work, "results/repbert/table1.csv", "results/chang2020/table3.csv", "--configfile",
+                     "sharded.yaml", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    # RepBERT's passages in 3 parts and a merge; Chang's enwiki-mini models still one job each
+    assert counts["encode_shard"] == 3 and counts["merge_embeddings"] == 1
+    assert counts["encode_candidates"] == job_counts(snakemake(work, "results/chang2020/table3.csv", "-n").stdout)["encode_candidates"]
+
+
+def test_paper_profile_plans_the_claims_and_the_check_against_the_papers_values(tmp_path):
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, "results/claims.csv", "check", "--configfile", "config/paper.yaml", "-n", "-p")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    counts = job_counts(plan.stdout)
+    assert counts["claims"] == counts["check_cells"] == counts["check"] == 1
+    # the check compares every cell with the paper's own value (data/expected/paper.yaml)
+    assert "--expected data/expected/paper.yaml" in plan.stdout
+    assert plan.stdout.count("--table ") >= 2 * 17   # claims and check read every table and figure
