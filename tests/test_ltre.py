@@ -13,6 +13,7 @@ from towers.io import StageError
 from towers.losses import delta_metric, pairwise_loss
 from towers.models import Tower, load_encoder, load_tokenizer, random_encoder
 from towers.tokenizer import train_wordpiece
+from towers.settings import LearningToRetrieve, NegativeSampling, Schedule
 from towers.training import loop
 from towers.models import tokenize_queries
 from towers.training.ltre import batch_mrr10, ensure_relevant, train
@@ -165,13 +166,13 @@ def test_linear_ln_head_gives_layer_normed_embeddings(world):
 
 def test_loop_run_logs_the_extras_a_loss_fn_returns(tmp_path):
     model = torch.nn.Linear(2, 1)
-    loop.run(model, lambda step: (model(torch.ones(1, 2)).sum(), {"seen": float(step)}), steps=3, lr=0.1,
-             warmup_ratio=0.0, seed=0, state_dir=tmp_path / "a", checkpoint_every=2, settings={},
-             log_path=tmp_path / "a.jsonl")
+    schedule = Schedule(steps=3, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
+    loop.run(model, lambda step: (model(torch.ones(1, 2)).sum(), {"seen": float(step)}), schedule, seed=0,
+             state_dir=tmp_path / "a", identity={}, log_path=tmp_path / "a.jsonl")
     records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert [r["seen"] for r in records] == [0.0, 1.0, 2.0] and all(r["step_s"] > 0 for r in records)
-    loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), steps=3, lr=0.1, warmup_ratio=0.0, seed=0,
-             state_dir=tmp_path / "b", checkpoint_every=2, settings={}, log_path=tmp_path / "b.jsonl")
+    loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, seed=0, state_dir=tmp_path / "b",
+             identity={}, log_path=tmp_path / "b.jsonl")
     records = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
     assert all(set(r) == {"step", "loss", "lr"} for r in records)   # a plain loss: records as before
 
@@ -181,7 +182,8 @@ def test_loop_run_logs_the_extras_a_loss_fn_returns(tmp_path):
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(30)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
 CFG = {"steps": 6, "batch_size": 4, "lr": 1e-3, "warmup_ratio": 0.0, "checkpoint_every": 2, "top_n": 8,
-       "query_length": 16, "loss": "ranknet", "metric": "mrr@10", "reduction": "query-sum", "nprobe": 0}
+       "query_length": 16, "loss": "ranknet", "metric": "mrr@10", "reduction": "query-sum", "nprobe": 0,
+       "negative_depth": 8, "probe_depth": 0}
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +208,7 @@ def run_train(world, state_dir, tower=None, emb=None, index=None, qrels=None, st
     index = vector_index.build(emb, "Flat") if index is None else index
     tower = make_tower(world) if tower is None else tower
     report = train(tower, world.tokenizer, world.queries, world.qrels if qrels is None else qrels, world.doc_ids,
-                   emb, index, state_dir, {**CFG, **cfg}, seed=3, bm25=bm25, log_path=state_dir.with_suffix(".jsonl"),
+                   emb, index, state_dir, LearningToRetrieve(**{**CFG, **cfg}), seed=3, bm25=bm25, log_path=state_dir.with_suffix(".jsonl"),
                    stop_after_step=stop_after_step)
     return tower, report
 
@@ -408,13 +410,13 @@ def test_negative_sampling_baselines_train_the_shared_encoder(world, tmp_path, n
     before = weights(model)
     bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
     report = neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
-                       {**NEG_CFG, "negatives": negatives}, seed=1, bm25=bm25, log_path=tmp_path / "s.jsonl")
+                       NegativeSampling(**NEG_CFG, negatives=negatives), seed=1, bm25=bm25, log_path=tmp_path / "s.jsonl")
     assert not same(before, weights(model)) and model.shared
     assert report["refreshes"] == (2 if negatives == "async" else 0)
     assert (report["refresh_seconds"] > 0) == (negatives == "async")
     again, _ = shared_model(world)
     neg.train(again, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "t",
-              {**NEG_CFG, "negatives": negatives}, seed=1, bm25=bm25)
+              NegativeSampling(**NEG_CFG, negatives=negatives), seed=1, bm25=bm25)
     assert same(weights(model), weights(again))   # seeded: the same run twice gives the same weights
 
 
@@ -433,7 +435,7 @@ def test_bm25_negatives_come_from_the_bm25_pool(world, monkeypatch, tmp_path):
     model, tok = shared_model(world)
     bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(1, 6)] for i, q in enumerate(world.queries)}
     neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
-              {**NEG_CFG, "negatives": "bm25"}, seed=1, bm25=bm25)
+              NegativeSampling(**NEG_CFG, negatives="bm25"), seed=1, bm25=bm25)
     assert seen and all(set(out) <= set(pool) and not set(out) & excluded for pool, out, excluded in seen)
 
 

@@ -71,6 +71,7 @@ def test_next_sentence_pairs_follow_the_paragraph_or_come_from_another():
 
 
 def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
+    from towers.settings import Schedule
     from towers.training import loop
 
     model = torch.nn.Linear(2, 1)
@@ -81,9 +82,9 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
         seen[step] = {k: v.clone() for k, v in model.state_dict().items()}
         return {"valid_loss": next(valid)}
 
-    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), steps=12, lr=0.1, warmup_ratio=0.0,
-                      seed=0, state_dir=tmp_path, checkpoint_every=2, settings={}, on_checkpoint=on_checkpoint,
-                      patience=2)
+    schedule = Schedule(steps=12, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
+    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, seed=0, state_dir=tmp_path,
+                      identity={}, on_checkpoint=on_checkpoint, patience=2)
     assert report["stopped_at_step"] == 8 and report["best_step"] == 4
     assert all(torch.equal(model.state_dict()[k], v) for k, v in seen[4].items())
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .settings import LOSSES, METRICS, REDUCTIONS, check_choice
+
 
 def in_batch_softmax(query: torch.Tensor, doc: torch.Tensor, doc_keys: list | None = None,
                      temperature: float = 1.0, first: int = 0) -> torch.Tensor:
@@ -69,15 +71,7 @@ def multilabel_margin(scores: torch.Tensor, positives: torch.Tensor) -> torch.Te
 
 # --- pairwise losses over ranked lists (LTRe, sec. 4.3) ---------------------------------------
 
-METRICS = ("mrr@10", "ndcg@10")
-LOSSES = ("ranknet", "lambdarank")
-REDUCTIONS = ("query-sum", "pair-mean")
 CUTOFF = 10
-
-
-def check_choice(kind: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise ValueError(f"unknown {kind} {value!r}; expected one of {', '.join(allowed)}")
 
 
 def _ranks(labels: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file, with_relevant
+from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
+                        Settings)
 from . import arg, stage
 from .common import (candidate_texts, load_candidates, load_embeddings, read_split, require_texts, seed_everything,
                      set_threads)
@@ -84,12 +86,14 @@ def init_random(a):
     return a.out, {"arch": arch}
 
 
+def run_args(settings: type[Settings]) -> tuple:
+    """A training stage's flags: its regime's settings, then where it keeps its state, its seed and its step log."""
+    return (*settings.flags(), arg("--state-dir", required=True), arg("--seed", type=int, required=True),
+            arg("--log", default=None), arg("--stop-after-step", type=int, default=None))
+
+
 @stage("pretrain-mlm", arg("--candidates", required=True), arg("--tokenizer", required=True), arg("--out", required=True),
-       arg("--state-dir", required=True), arg("--seed", type=int, required=True), arg("--steps", type=int, required=True),
-       arg("--batch-size", type=int, required=True), arg("--lr", type=float, required=True),
-       arg("--warmup-ratio", type=float, required=True), arg("--max-length", type=int, required=True),
-       arg("--mask-probability", type=float, default=0.15), arg("--checkpoint-every", type=int, default=100),
-       arg("--hub-model", default=""), arg("--log", default=None), arg("--stop-after-step", type=int, default=None),
+       arg("--hub-model", default=""), *run_args(MaskedLM),
        arg("--nsp", type=int, default=0, help="1: add Next Sentence Prediction on sentence pairs of each paragraph"),
        arg("--init-hub-model", default="", help="continue pre-training from this hub checkpoint"),
        *arch_args())
@@ -108,10 +112,8 @@ def pretrain_mlm(a):
     from ..training import mlm
 
     seed_everything(a.seed)
-    train = {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
-             "max_length": a.max_length, "mask_probability": a.mask_probability, "checkpoint_every": a.checkpoint_every}
     return trained(a.out, a.state_dir, lambda tmp: mlm.pretrain(
-        unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), train, a.seed, a.log,
+        unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), MaskedLM.of(a), a.seed, a.log,
         a.stop_after_step, paragraph_sentences(a.candidates) if a.nsp else None, a.init_hub_model))
 
 
@@ -144,22 +146,9 @@ def towers_of(a) -> dict:
             "doc_text": a.doc_text, "head": a.head}
 
 
-def schedule_args():
-    return (arg("--state-dir", required=True), arg("--seed", type=int, required=True),
-            arg("--steps", type=int, required=True), arg("--batch-size", type=int, required=True),
-            arg("--lr", type=float, required=True), arg("--warmup-ratio", type=float, required=True),
-            arg("--checkpoint-every", type=int, default=50), arg("--log", default=None),
-            arg("--stop-after-step", type=int, default=None))
-
-
-def schedule_of(a) -> dict:
-    return {"steps": a.steps, "batch_size": a.batch_size, "lr": a.lr, "warmup_ratio": a.warmup_ratio,
-            "checkpoint_every": a.checkpoint_every}
-
-
 @stage("finetune", arg("--encoder", required=True, help="encoder folder, or a pre-trained two-tower model"), arg("--candidates", required=True), arg("--qrels", required=True),
        arg("--train", required=True), arg("--valid", required=True), arg("--out", required=True),
-       arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
+       *run_args(InBatch), *tower_args())
 def finetune(a):
     """Two towers, sampled softmax over in-batch documents (Chang et al.)."""
     from ..training import inbatch
@@ -172,13 +161,13 @@ def finetune(a):
         raise StageError(a.train, "no training questions with a relevant candidate")
     return trained(a.out, a.state_dir, lambda tmp: inbatch.finetune(
         pairs, split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates), a.encoder, tmp, a.state_dir,
-        towers_of(a), {**schedule_of(a), "temperature": a.temperature}, a.seed, a.log, a.stop_after_step))
+        towers_of(a), InBatch.of(a), a.seed, a.log, a.stop_after_step))
 
 
 @stage("pretrain-two-tower", arg("--start", required=True, help="encoder folder the towers start from"),
        arg("--pairs", required=True, nargs="+", help="one pairs JSONL per task; several = their uniform mixture"),
        arg("--title-tasks", nargs="*", default=["ict"], help="tasks whose doc is (title, passage)"),
-       arg("--out", required=True), arg("--temperature", type=float, default=1.0), *schedule_args(), *tower_args())
+       arg("--out", required=True), *run_args(InBatch), *tower_args())
 def pretrain_two_tower(a):
     """Two towers pre-trained on ICT/BFS/WLP pairs with sampled softmax over in-batch documents (Chang et al.)."""
     from ..pretraining_pairs import PairFile
@@ -193,8 +182,8 @@ def pretrain_two_tower(a):
             raise StageError(path, f"a second file of task {task!r}")
         tasks[task] = pairs
     return trained(a.out, a.state_dir, lambda tmp: inbatch.pretrain(
-        tasks, a.start, tmp, a.state_dir, towers_of(a), {**schedule_of(a), "temperature": a.temperature},
-        a.seed, a.title_tasks, a.log, a.stop_after_step))
+        tasks, a.start, tmp, a.state_dir, towers_of(a), InBatch.of(a), a.seed, a.title_tasks, a.log,
+        a.stop_after_step))
 
 
 @stage("checkpoint-model",
@@ -248,9 +237,7 @@ def split_examples(split_tsv, qrels, index_of: dict[str, int]) -> list[dict]:
        arg("--candidates", required=True), arg("--qrels", required=True), arg("--train", required=True),
        arg("--valid", required=True), arg("--out", required=True),
        arg("--mined", default="", help="mined candidate lists (JSONL): adds hard negatives, the four-tower loss"),
-       arg("--margin", type=float, required=True), arg("--reduction", default="mean", choices=["mean", "sum"]),
-       arg("--patience", type=int, default=0, help="stop when the validation loss has not improved for this many checks"),
-       *schedule_args(), *tower_args())
+       *run_args(Margin), *tower_args())
 def train_margin(a):
     """Triplet (three towers) or quadruplet (four towers, with --mined) training, cosine distance."""
     from ..training import margin
@@ -267,10 +254,9 @@ def train_margin(a):
         mined = {row["qid"]: [index_of[d] for d in row["candidates"] if d in index_of] for row in read_jsonl(a.mined)}
         if not mined:
             raise StageError(a.mined, "no mined candidate lists")
-    train = {**schedule_of(a), "margin": a.margin, "reduction": a.reduction, "patience": a.patience}
     return trained(a.out, a.state_dir, lambda tmp: margin.train(
         examples, split_examples(a.valid, qrels, index_of), candidates, a.start, tmp, a.state_dir, towers_of(a),
-        train, a.seed, mined, a.log, a.stop_after_step))
+        Margin.of(a), a.seed, mined, a.log, a.stop_after_step))
 
 
 def qrels_pairs(split_tsv, qrels) -> list[dict]:
@@ -284,7 +270,7 @@ def qrels_pairs(split_tsv, qrels) -> list[dict]:
        arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
        arg("--train", required=True, help="training queries TSV"), arg("--valid", required=True), arg("--out", required=True),
        arg("--query-length", type=int, default=20), arg("--doc-length", type=int, default=256),
-       arg("--doc-text", default="contents", choices=DOC_TEXTS), *schedule_args())
+       arg("--doc-text", default="contents", choices=DOC_TEXTS), *run_args(Schedule))
 def train_repbert(a):
     """RepBERT: one shared BERT, mean pooling, inner product, MultiLabelMarginLoss over in-batch documents."""
     from ..training import repbert
@@ -302,7 +288,7 @@ def train_repbert(a):
     start_key = None if Path(a.start).exists() else str(a.start)   # a hub name: its name is the fingerprint
     return trained(a.out, a.state_dir, lambda tmp: repbert.train(
         pairs, valid, docs, qrels, a.start, tmp, a.state_dir, repbert.tower_config(a.query_length, a.doc_length,
-        a.doc_text), schedule_of(a), a.seed, start_key, a.log, a.stop_after_step))
+        a.doc_text), Schedule.of(a), a.seed, start_key, a.log, a.stop_after_step))
 
 
 # --- LTRe (Zhan et al. 2020): negative-sampling baselines and training against a fixed index ------
@@ -318,31 +304,18 @@ def ltre_training_data(a):
     return queries, qrels, candidates, bm25
 
 
-def ltre_args():
+def ltre_args(settings: type[Settings]):
     return (arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
             arg("--train", required=True, help="training queries TSV"),
             arg("--bm25-run", default="", help="TREC run of BM25 over the training queries"),
-            arg("--loss", default="ranknet", choices=["ranknet", "lambdarank"]),
-            arg("--metric", default="mrr@10", choices=["mrr@10", "ndcg@10"], help="LambdaRank's |delta metric|"),
-            arg("--reduction", default="query-sum", choices=["query-sum", "pair-mean"]),
-            arg("--negatives-per-query", type=int, default=1), arg("--negative-depth", type=int, default=200),
-            arg("--refresh-every", type=int, default=0), arg("--nprobe", type=int, default=0),
-            arg("--threads", type=int, default=0), arg("--out", required=True), *schedule_args())
-
-
-def ltre_cfg(a, **extra) -> dict:
-    return {**schedule_of(a), "loss": a.loss, "metric": a.metric, "reduction": a.reduction,
-            "negatives": a.negatives, "negatives_per_query": a.negatives_per_query,
-            "negative_depth": a.negative_depth, "refresh_every": a.refresh_every, "nprobe": a.nprobe, **extra}
+            arg("--threads", type=int, default=0), arg("--out", required=True), *run_args(settings))
 
 
 @stage("train-negatives", arg("--start", required=True,
                               help="encoder folder or hub name (towers start from it), or a saved model (a warm start)"),
-       arg("--negatives", required=True, choices=["rand", "bm25", "nce", "bm25+rand", "async"]),
-       arg("--index-factory", default="Flat", help="async: the index each refresh builds"),
        arg("--query-length", type=int, default=32), arg("--doc-length", type=int, default=512),
        arg("--embedding-dim", type=int, default=768), arg("--pooling", default="cls"),
-       arg("--head", default="linear-ln", choices=["linear", "linear-ln"]), *ltre_args())
+       arg("--head", default="linear-ln", choices=["linear", "linear-ln"]), *ltre_args(NegativeSampling))
 def train_negatives(a):
     """LTRe Table 1's negative-sampling baselines: one shared encoder, (relevant, negative) pairs."""
     from ..models import TwoTower, doc_input
@@ -359,30 +332,27 @@ def train_negatives(a):
     negatives.require_shared(model, a.start)
     docs = [doc_input(c, "contents") for c in candidates]
     start_key = loop.folder_digest(a.start) if Path(a.start).is_dir() else str(a.start)
-    cfg = ltre_cfg(a, index=a.index_factory)
-    report = negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates], docs, a.state_dir, cfg,
-                             a.seed, bm25, start_key, a.log, a.stop_after_step)
-    with atomic_path(a.out) as tmp:
-        model.cpu().save(tmp, tokenizer)
-    loop.finish(a.state_dir)
-    return a.out, report
+    settings = NegativeSampling.of(a)
+
+    def train(folder):
+        report = negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates], docs, a.state_dir,
+                                 settings, a.seed, bm25, start_key, a.log, a.stop_after_step)
+        model.cpu().save(folder, tokenizer)
+        return report
+    return trained(a.out, a.state_dir, train)
 
 
 @stage("train-ltre", arg("--start", required=True, help="a saved model: its doc tower is fixed, its query tower trained"),
        arg("--embeddings", required=True, help="the start's doc vectors (encode-candidates)"),
        arg("--ids", required=True), arg("--index", required=True, help="Faiss index over --embeddings"),
-       arg("--negatives", default="ltre", choices=["ltre", "rand", "bm25", "async"],
-           help="ltre: Algorithm 1; the others sample negatives against the same fixed index (Figure 3)"),
-       arg("--top-n", type=int, default=200),
-       arg("--probe-depth", type=int, default=200, help="depth of the step log's recall and overlaps (Figure 3)"),
-       *ltre_args())
+       *ltre_args(LearningToRetrieve))
 def train_ltre(a):
     """LTRe: only the query tower learns, from full retrieval over a fixed index of fixed doc vectors."""
     import copy
 
     from .. import vector_index
     from ..models import TwoTower
-    from ..training import loop, ltre
+    from ..training import ltre
 
     seed_everything(a.seed)
     set_threads(a.threads)
@@ -399,13 +369,14 @@ def train_ltre(a):
     index = vector_index.load(a.index, len(ids), a.ids)
     # the doc tower stays the start's; the query tower is a copy that learns
     model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
-    cfg = ltre_cfg(a, top_n=a.top_n, probe_depth=a.probe_depth, query_length=start.config["query_length"])
-    report = ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, a.state_dir, cfg, a.seed, bm25,
-                        a.log, a.stop_after_step)
-    with atomic_path(a.out) as tmp:
-        model.cpu().save(tmp, tokenizer)
-    loop.finish(a.state_dir)
-    return a.out, report
+    settings = LearningToRetrieve.of(a, query_length=start.config["query_length"])
+
+    def train(folder):
+        report = ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, a.state_dir, settings, a.seed,
+                            bm25, a.log, a.stop_after_step)
+        model.cpu().save(folder, tokenizer)
+        return report
+    return trained(a.out, a.state_dir, train)
 
 
 # reranking (RepBERT sec. 4.4): a cross-encoder rescores the top-K of a first-stage run
@@ -413,23 +384,15 @@ def train_ltre(a):
        arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"), arg("--qrels", required=True),
        arg("--train", required=True, help="training queries TSV"), arg("--valid", required=True),
        arg("--run", required=True, help="first-stage TREC run (e.g. BM25) of the training and validation queries"),
-       arg("--negatives-depth", type=int, default=1000, help="negatives come from each query's top-k of --run"),
-       arg("--max-length", type=int, default=512), arg("--num-labels", type=int, default=1, choices=[1, 2]),
-       arg("--loss", default="pointwise", choices=["pointwise", "listwise"],
-           help="pointwise: BCE on one relevant and one negative (monoBERT); listwise: softmax over a group"),
-       arg("--group-size", type=int, default=8, help="listwise: the relevant passage and group-size - 1 negatives"),
-       arg("--out", required=True), *schedule_args())
+       arg("--out", required=True), *run_args(CrossEncoder))
 def train_cross_encoder(a):
     """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
     from ..training import cross_encoder
 
     seed_everything(a.seed)
-    if a.negatives_depth < 1:
-        raise StageError("--negatives-depth", f"must be at least 1, not {a.negatives_depth}")
-    if a.loss == "listwise" and a.group_size < 2:
-        raise StageError("--group-size", f"a listwise group needs the relevant passage and a negative, not {a.group_size}")
+    settings = CrossEncoder.of(a)
     qrels, run = read_qrels(a.qrels), read_run(a.run)
-    depth = a.negatives_depth
+    depth = settings.negatives_depth
     examples = cross_encoder.training_examples(read_split(a.train), qrels, run, depth)
     valid = cross_encoder.training_examples(read_split(a.valid), qrels, run, depth)
     if not examples:
@@ -439,7 +402,5 @@ def train_cross_encoder(a):
     passages = candidate_texts(a.candidates, positives | negatives, "contents")
     require_texts(passages, positives, a.qrels, a.candidates)
     require_texts(passages, negatives, a.run, a.candidates)
-    train = {**schedule_of(a), "negatives_depth": depth, "max_length": a.max_length, "num_labels": a.num_labels,
-             "loss": a.loss, "group_size": a.group_size if a.loss == "listwise" else 2}
     return trained(a.out, a.state_dir, lambda tmp: cross_encoder.train(
-        examples, valid, passages, a.start, tmp, a.state_dir, train, a.seed, a.log, a.stop_after_step))
+        examples, valid, passages, a.start, tmp, a.state_dir, settings, a.seed, a.log, a.stop_after_step))

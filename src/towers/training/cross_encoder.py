@@ -14,6 +14,7 @@ import torch
 
 from ..io import with_relevant
 from ..rerank import load, relevance, tokenize_pairs, usable_length
+from ..settings import CrossEncoder
 from . import distributed, loop
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
@@ -40,16 +41,16 @@ def draw(example: dict, rng, negatives: int = 1) -> tuple[str, ...]:
 
 
 def train(examples: list[dict], valid: list[dict], passages: dict[str, str], start, out_dir, state_dir,
-          train_cfg: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
+          settings: CrossEncoder, seed: int, log_path=None, stop_after_step=None) -> dict:
     """examples: training_examples(); passages: doc id -> text. `start`: an encoder folder (the MLM
     encoder; the head is new) or hub name, or a cross-encoder to continue."""
     torch.manual_seed(seed)   # the new head's (and pooler's) initial weights
-    model, tokenizer = load(start, num_labels=train_cfg["num_labels"])
+    model, tokenizer = load(start, num_labels=settings.num_labels)
     model = model.to(loop.device())
-    max_length = usable_length(model, train_cfg["max_length"])
+    max_length = usable_length(model, settings.max_length)
 
-    listwise = train_cfg["loss"] == "listwise"
-    negatives = train_cfg["group_size"] - 1 if listwise else 1
+    listwise = settings.loss == "listwise"
+    negatives = settings.group_size - 1
 
     def batch_loss(rows: list[dict], picks: list[tuple[str, ...]]) -> torch.Tensor:
         group = 1 + negatives   # row-major: each query's passages side by side, the relevant one first
@@ -65,7 +66,7 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
 
     def loss_fn(step: int) -> torch.Tensor:
         rng = np.random.default_rng([seed, step])
-        chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
+        chosen = rng.choice(len(examples), size=min(settings.batch_size, len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
         return batch_loss(*distributed.mine(rows, [draw(r, rng, negatives) for r in rows]))
 
@@ -73,14 +74,12 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
     valid_picks = [draw(r, valid_rng, negatives) for r in valid]
 
     def validate(step: int) -> dict:
-        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, train_cfg["batch_size"])
+        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
 
     start_key = loop.folder_digest(start) if Path(start).is_dir() else str(start)
-    settings = {"train": {**train_cfg, "max_length": max_length}, "seed": seed, "start": start_key,
+    identity = {"train": {**settings.as_dict(), "max_length": max_length}, "seed": seed, "start": start_key,
                 "examples": loop.fingerprint(examples), "valid": loop.fingerprint(valid)}
-    report = loop.run(model, loss_fn, steps=train_cfg["steps"], lr=train_cfg["lr"],
-                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
-                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
+    report = loop.run(model, loss_fn, settings, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
                       on_checkpoint=validate, stop_after_step=stop_after_step, desc="cross-encoder")
     model.cpu().save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

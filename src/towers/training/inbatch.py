@@ -10,6 +10,7 @@ import torch
 from ..losses import in_batch_softmax
 from ..io import StageError
 from ..models import TwoTower, doc_input, prepare_texts, text_options, tokenize_docs, tokenize_queries
+from ..settings import InBatch, Schedule
 from . import distributed, loop
 
 
@@ -19,17 +20,16 @@ def softmax_loss(temperature: float) -> Callable:
 
 
 def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, out_dir, state_dir, model_cfg: dict,
-          train_cfg: dict, seed: int, fingerprint: dict, log_path=None, stop_after_step=None, desc="in-batch",
-          loss: Callable | None = None, start_key: str | None = None) -> dict:
+          schedule: Schedule, seed: int, fingerprint: dict, loss: Callable, log_path=None, stop_after_step=None,
+          desc="in-batch", start_key: str | None = None) -> dict:
     """draw(step) -> the step's rows {'query', 'doc' (text or text pair), ...}; loss(q, d, rows, first)
     scores the query vectors of rows first .. first + len(q) (this process's share of the batch; all
-    of them in one process) against the doc vectors of every row (default: in-batch softmax over
+    of them in one process) against the doc vectors of every row (softmax_loss: in-batch softmax over
     rows' 'key's).
 
     Towers start from `start_dir`: an encoder folder, or a saved two-tower model (a pre-trained one
     being fine-tuned). `fingerprint` names the data and `start_key` the start (default: the folder's
     digest), so a checkpoint of another run is never resumed."""
-    loss = loss or softmax_loss(train_cfg.get("temperature", 1.0))
     model, tokenizer, model_cfg = TwoTower.start(start_dir, model_cfg, seed)
     positions = getattr(model.query.encoder.config, "max_position_embeddings", None)
     longest = max(model_cfg["query_length"], model_cfg["doc_length"])
@@ -46,7 +46,7 @@ def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, o
         return loss(q, distributed.gather(d), rows, mine.start)
 
     def validate(step: int) -> dict:
-        size = train_cfg["batch_size"]
+        size = schedule.batch_size
         chunks = [list(valid[i:i + size]) for i in range(0, len(valid), size)]
         chunks = [chunk for chunk in chunks if len(chunk) > 1]   # one row has no in-batch negative
         if not chunks:
@@ -55,13 +55,11 @@ def train(draw: Callable[[int], list[dict]], valid: Sequence[dict], start_dir, o
             total = sum(float(batch_loss(chunk)) * len(chunk) for chunk in chunks)
         return {"valid_loss": round(total / sum(map(len, chunks)), 5)}
 
-    settings = {"model": model_cfg, "train": train_cfg, "seed": seed,
+    identity = {"model": model_cfg, "train": schedule.as_dict(), "seed": seed,
                 "start": start_key or loop.folder_digest(start_dir), **fingerprint}
-    report = loop.run(model, lambda step: batch_loss(draw(step)), steps=train_cfg["steps"], lr=train_cfg["lr"],
-                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
-                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings,
-                      weight_decay=train_cfg.get("weight_decay", 0.01), log_path=log_path,
-                      on_checkpoint=validate, stop_after_step=stop_after_step, desc=desc)
+    report = loop.run(model, lambda step: batch_loss(draw(step)), schedule, seed=seed, state_dir=state_dir,
+                      identity=identity, log_path=log_path, on_checkpoint=validate, stop_after_step=stop_after_step,
+                      desc=desc)
     model.cpu().save(out_dir, tokenizer)
     return report
 
@@ -78,19 +76,19 @@ def draw_batch(rows: list, batch_size: int, seed: int, step: int) -> list:
 
 
 def finetune(pairs: list[dict], valid_pairs: list[dict], start_dir, out_dir, state_dir, model_cfg: dict,
-             train_cfg: dict, seed: int, log_path=None, stop_after_step=None) -> dict:
+             settings: InBatch, seed: int, log_path=None, stop_after_step=None) -> dict:
     """pairs: {'query', 'doc_id', 'sentence', 'paragraph'} for each (training question, gold candidate);
     every step draws a batch of them from (seed, step)."""
     doc_text = model_cfg.get("doc_text", "sentence+paragraph")
     rows, valid = qa_rows(pairs, doc_text), qa_rows(valid_pairs, doc_text)
-    report = train(lambda step: draw_batch(rows, train_cfg["batch_size"], seed, step), valid, start_dir, out_dir,
-                   state_dir, model_cfg, train_cfg, seed, {"pairs": loop.fingerprint(pairs)}, log_path, stop_after_step,
-                   desc="finetune")
+    report = train(lambda step: draw_batch(rows, settings.batch_size, seed, step), valid, start_dir, out_dir,
+                   state_dir, model_cfg, settings, seed, {"pairs": loop.fingerprint(pairs)},
+                   softmax_loss(settings.temperature), log_path, stop_after_step, desc="finetune")
     report.update(train_pairs=len(pairs), valid_pairs=len(valid_pairs))
     return report
 
 
-def pretrain(tasks: dict[str, Sequence[dict]], start_dir, out_dir, state_dir, model_cfg: dict, train_cfg: dict,
+def pretrain(tasks: dict[str, Sequence[dict]], start_dir, out_dir, state_dir, model_cfg: dict, settings: InBatch,
              seed: int, title_tasks: Sequence[str] = ("ict",), log_path=None, stop_after_step=None) -> dict:
     """Pre-training on one task's pairs, or a uniform mixture: each batch row picks a task uniformly,
     then one of its pairs, from (seed, step) (Chang et al. 4.1: pairs "uniformly sampled from the
@@ -104,13 +102,13 @@ def pretrain(tasks: dict[str, Sequence[dict]], start_dir, out_dir, state_dir, mo
 
     def draw(step: int) -> list[dict]:
         rng = np.random.default_rng([seed, step])
-        picks = rng.integers(len(names), size=train_cfg["batch_size"])
+        picks = rng.integers(len(names), size=settings.batch_size)
         return [row(tasks[names[t]][int(rng.integers(len(tasks[names[t]])))]) for t in picks]
 
     sizes = {name: len(pairs) for name, pairs in tasks.items()}
     fingerprint = {"tasks": sizes, "pairs": {name: getattr(pairs, "digest", "") for name, pairs in tasks.items()},
                    "title_tasks": sorted(title_tasks)}
-    report = train(draw, [], start_dir, out_dir, state_dir, model_cfg, train_cfg, seed, fingerprint, log_path,
-                   stop_after_step, desc="pretrain")
+    report = train(draw, [], start_dir, out_dir, state_dir, model_cfg, settings, seed, fingerprint,
+                   softmax_loss(settings.temperature), log_path, stop_after_step, desc="pretrain")
     report.update(task_pairs=sizes)
     return report

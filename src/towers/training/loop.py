@@ -18,6 +18,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from ..io import StageError, atomic_path, sha256_of
 from ..runtime import device  # noqa: F401  (the regimes' loop.device())
+from ..settings import Schedule
 from . import distributed
 
 
@@ -36,27 +37,28 @@ def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31)
 
 
-def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[torch.Tensor, dict]], *,
-        steps: int, lr: float, warmup_ratio: float, seed: int, state_dir, checkpoint_every: int, settings: dict,
-        weight_decay: float = 0.01, log_path=None, on_checkpoint: Callable[[int], dict] | None = None,
+def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[torch.Tensor, dict]],
+        schedule: Schedule, *, seed: int, state_dir, identity: dict, weight_decay: float = 0.01, log_path=None, on_checkpoint: Callable[[int], dict] | None = None,
         stop_after_step: int | None = None, patience: int = 0, desc: str = "train") -> dict:
-    """Train `model` for `steps` steps; `loss_fn(step)` builds and scores the step's batch.
+    """Train `model` for `schedule.steps` steps; `loss_fn(step)` builds and scores the step's batch.
 
     `loss_fn` may return (loss, extras): the dict of floats `extras` joins that step's log record,
     with the step's wall seconds added to it as `step_s` (the caller, holding the dict, sees them too).
 
-    `state_dir` holds checkpoint.pt; a checkpoint whose settings fingerprint differs is ignored. The step log
+    `state_dir` holds checkpoint.pt; a checkpoint whose `identity` (the settings and digests of the data and start)
+    has another fingerprint is ignored. The step log
     is kept there too (steps.jsonl) and copied to `log_path` when the run ends or stops: a restarted job's
     outputs are removed before it runs (LTRe's log is one), so only a log beside the checkpoint still holds
     the steps before a resume.
     `stop_after_step` exits right after that step's checkpoint (used to test resuming).
     `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
     many checkpoints, and returns the weights of the best one (kept in best.pt)."""
+    steps, lr, warmup_ratio, checkpoint_every = schedule.steps, schedule.lr, schedule.warmup_ratio, schedule.checkpoint_every
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = state_dir / "checkpoint.pt"
     best_path = state_dir / "best.pt"
-    key = fingerprint(settings)
+    key = fingerprint(identity)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * steps), steps)

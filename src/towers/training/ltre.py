@@ -13,13 +13,12 @@ import numpy as np
 import torch
 
 from .. import vector_index
-from ..losses import CUTOFF, LOSSES, METRICS, REDUCTIONS, check_choice, pairwise_count, pairwise_loss
 from ..io import StageError
+from ..losses import CUTOFF, pairwise_count, pairwise_loss
 from ..models import tokenize_queries
+from ..settings import LearningToRetrieve
 from . import distributed, loop
 from .sampling import indexed_judgements, labels_of, sample_negatives
-
-NEGATIVES = ("ltre", "rand", "bm25", "async")   # how a step's lists are made (train())
 
 
 def ensure_relevant(ranked: np.ndarray, relevant: list[set[int]], rng: np.random.Generator) -> np.ndarray:
@@ -81,12 +80,12 @@ def sampled_lists(picks, relevant: list[set[int]], pools: list | None, count: in
 
 
 def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          doc_embeddings: np.ndarray, index, state_dir, cfg: dict, seed: int, bm25: dict[str, list[str]] | None = None,
+          doc_embeddings: np.ndarray, index, state_dir, cfg: LearningToRetrieve, seed: int, bm25: dict[str, list[str]] | None = None,
           log_path=None, stop_after_step=None) -> dict:
     """Train only `query_tower` against fixed doc embeddings (row i is doc_ids[i]) and a fixed Faiss index
-    over those rows. Each step draws cfg["batch_size"] queries from (seed, step), encodes them and
+    over those rows. Each step draws cfg.batch_size queries from (seed, step), encodes them and
     retrieves their top documents from the whole index, then builds each query's list for the
-    pairwise loss by cfg["negatives"] (default "ltre"):
+    pairwise loss by cfg.negatives:
       ltre: Algorithm 1, the top_n retrieved, a relevant doc put last in a list holding none;
       rand / bm25 / async: a relevant doc and negatives_per_query negatives drawn uniformly from the
       corpus, from BM25's top negative_depth (`bm25`: qid -> ranked doc ids), or from the top
@@ -99,11 +98,7 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
     also r@<probe>_batch, bm25_overlap (with `bm25`) and async_overlap (with refresh_every) at that depth
     (the paper's Figure 3). The tower is left on loop.device(), in eval mode.
     A resumed async run retrieves anew at its first step (the table is not checkpointed)."""
-    for name, allowed in (("loss", LOSSES), ("metric", METRICS), ("reduction", REDUCTIONS),
-                          ("negatives", NEGATIVES)):
-        check_choice(name, cfg.get(name, "ltre"), allowed)
-    method = cfg.get("negatives", "ltre")
-    probe, refresh_every = cfg.get("probe_depth", 0), cfg.get("refresh_every", 0)
+    method, probe, refresh_every = cfg.negatives, cfg.probe_depth, cfg.refresh_every
     if doc_embeddings.ndim != 2 or len(doc_embeddings) != len(doc_ids) or index.ntotal != len(doc_ids):
         raise ValueError(f"{len(doc_ids)} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
     if method == "bm25" and bm25 is None:
@@ -111,16 +106,16 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
     if method == "async" and not refresh_every:
         raise ValueError("asynchronous negatives need refresh_every > 0")
     judged, relevant, bm25_rows = indexed_judgements(queries, qrels, doc_ids, bm25)
-    settings = {"ltre": cfg, "seed": seed, "queries": loop.fingerprint(queries),
+    identity = {"ltre": cfg.as_dict(), "seed": seed, "queries": loop.fingerprint(queries),
                 "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
                 "bm25": loop.fingerprint(bm25_rows), "doc_embeddings": _digest([doc_embeddings]),
                 "start": _digest(_weights(query_tower))}
     dev = loop.device()
     query_tower.to(dev)
-    size = min(cfg["batch_size"], len(queries))
-    depth = max(cfg["top_n"], probe)
+    size = min(cfg.batch_size, len(queries))
+    depth = max(cfg.top_n, probe)
     timed = []   # this run's per-step extras; loop.run adds each step's step_s to them
-    pool_depth = cfg.get("negative_depth", cfg["top_n"])
+    pool_depth = cfg.negative_depth
     asynchronous = {"ranked": None}   # the last asynchronous retrieval of every training query
 
     def refresh() -> None:
@@ -128,10 +123,10 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         query_tower.eval()
         with torch.no_grad():
             vectors = np.concatenate([query_tower(**tokenize_queries(
-                tokenizer, [q["text"] for q in queries[i:i + 256]], cfg["query_length"], dev)).float().cpu().numpy()
+                tokenizer, [q["text"] for q in queries[i:i + 256]], cfg.query_length, dev)).float().cpu().numpy()
                 for i in range(0, len(queries), 256)])
         asynchronous["ranked"] = vector_index.search(index, np.ascontiguousarray(vectors),
-                                                     max(probe, pool_depth), cfg["nprobe"] or None)[1]
+                                                     max(probe, pool_depth), cfg.nprobe or None)[1]
         query_tower.train(was_training)
 
     def loss_fn(step: int):
@@ -144,18 +139,18 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         picks = rng.choice(len(queries), size=size, replace=False)
         began = time.perf_counter()
         mine = distributed.share(size)   # this process encodes its share; every process searches them all
-        batch = tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]], cfg["query_length"], dev)
+        batch = tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]], cfg.query_length, dev)
         q = query_tower(**batch)
         # the copy waits for the GPU
         vectors = np.ascontiguousarray(distributed.gather(q.detach()).float().cpu().numpy())
         encoded = time.perf_counter()
-        _, ranked = vector_index.search(index, vectors, depth, cfg["nprobe"] or None)
+        _, ranked = vector_index.search(index, vectors, depth, cfg.nprobe or None)
         searched = time.perf_counter()
-        if (ranked[:, :cfg["top_n"]] < 0).any():
-            raise StageError("index", f"step {step + 1}: fewer than {cfg['top_n']} docs retrieved; raise nprobe")
+        if (ranked[:, :cfg.top_n] < 0).any():
+            raise StageError("index", f"step {step + 1}: fewer than {cfg.top_n} docs retrieved; raise nprobe")
         rows = [judged[i] for i in picks]
         extras.update(encode_s=encoded - began, search_s=searched - encoded,
-                      **{"mrr@10_batch": round(batch_mrr10(labels_of(ranked[:, :max(cfg["top_n"], CUTOFF)], rows)), 5)})
+                      **{"mrr@10_batch": round(batch_mrr10(labels_of(ranked[:, :max(cfg.top_n, CUTOFF)], rows)), 5)})
         if probe:
             extras[f"r@{probe}_batch"] = round(recall(ranked[:, :probe], [relevant[i] for i in picks]), 5)
             if bm25_rows is not None:
@@ -163,11 +158,11 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
             if refresh_every:
                 extras["async_overlap"] = round(overlap(asynchronous["ranked"][picks, :probe], ranked[:, :probe]), 5)
         if method == "ltre":
-            lists = ensure_relevant(ranked[:, :cfg["top_n"]], [relevant[i] for i in picks], rng)
+            lists = ensure_relevant(ranked[:, :cfg.top_n], [relevant[i] for i in picks], rng)
         else:
             pools = {"rand": None, "bm25": bm25_rows, "async": asynchronous["ranked"]}[method]
             pools = None if pools is None else [pools[i][:pool_depth] for i in range(len(queries))]
-            lists = sampled_lists(picks, relevant, pools, cfg.get("negatives_per_query", 1), len(doc_ids), rng)
+            lists = sampled_lists(picks, relevant, pools, cfg.negatives_per_query, len(doc_ids), rng)
         labels = torch.from_numpy(labels_of(lists, rows))[mine]
         docs = torch.from_numpy(doc_embeddings[lists[mine]]).to(dev)   # (B, n, d): a copy, never trained
         # an elementwise product and sum stay float32 under autocast, unlike a bmm
@@ -175,16 +170,14 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         if method != "ltre":   # ranks for LambdaRank's positions
             order = scores.detach().argsort(dim=1, descending=True)
             scores, labels = scores.gather(1, order), labels.gather(1, order.cpu())
-        loss = pairwise_loss(scores, labels, cfg["loss"], cfg["metric"], cfg["reduction"])
-        loss = loss * distributed.share_weight(pairwise_count(labels, cfg["reduction"]))   # processes' counts differ
+        loss = pairwise_loss(scores, labels, cfg.loss, cfg.metric, cfg.reduction)
+        loss = loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
         timed.append(extras)
         return loss, extras
 
-    report = loop.run(query_tower, loss_fn, steps=cfg["steps"], lr=cfg["lr"], warmup_ratio=cfg["warmup_ratio"],
-                      seed=seed, state_dir=state_dir, checkpoint_every=cfg["checkpoint_every"], settings=settings,
-                      weight_decay=cfg.get("weight_decay", 0.01), log_path=log_path,
+    report = loop.run(query_tower, loss_fn, cfg, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
                       stop_after_step=stop_after_step, desc=f"ltre-{method}" if method != "ltre" else "ltre")
-    report.update(train_queries=len(queries), top_n=cfg["top_n"], negatives=method,
+    report.update(train_queries=len(queries), top_n=cfg.top_n, negatives=method,
                   seconds_per_step=seconds_per_step(timed))
     return report
 

@@ -9,9 +9,9 @@ import numpy as np
 import torch
 
 from ..losses import quadruplet
-from ..models import TwoTower, doc_input
+from ..models import TwoTower, doc_input, tokenize_docs, tokenize_queries
+from ..settings import Margin
 from . import distributed, loop
-from ..models import tokenize_docs, tokenize_queries
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
 
@@ -37,7 +37,7 @@ def draw(example: dict, rng, count: int, mined: dict | None) -> tuple[int, int, 
 
 
 def train(examples: list[dict], valid: list[dict], candidates: list[dict], start_dir, out_dir, state_dir,
-          model_cfg: dict, train_cfg: dict, seed: int, mined: dict[str, list[int]] | None = None,
+          model_cfg: dict, settings: Margin, seed: int, mined: dict[str, list[int]] | None = None,
           log_path=None, stop_after_step=None) -> dict:
     """examples: {'qid', 'query', 'positives': [candidate indices]}; mined: qid -> candidate indices
     (gold excluded). start_dir is an encoder folder (towers start from it) or a saved model (phase 2)."""
@@ -52,30 +52,27 @@ def train(examples: list[dict], valid: list[dict], candidates: list[dict], start
         texts += [docs[h] for _, _, h in picks] if hard else []
         d = model.doc(**tokenize_docs(tokenizer, texts, model_cfg["doc_length"]))
         k = len(rows)
-        return quadruplet(q, d[:k], d[k:2 * k], d[2 * k:] if hard else None, train_cfg["margin"],
-                          train_cfg.get("reduction", "mean"))
+        return quadruplet(q, d[:k], d[k:2 * k], d[2 * k:] if hard else None, settings.margin, settings.reduction)
 
     def loss_fn(step: int) -> torch.Tensor:
         rng = np.random.default_rng([seed, step])
-        chosen = rng.choice(len(examples), size=min(train_cfg["batch_size"], len(examples)), replace=False)
+        chosen = rng.choice(len(examples), size=min(settings.batch_size, len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
         loss = batch_loss(*distributed.mine(rows, [draw(r, rng, len(docs), mined) for r in rows]))
         # a sum over this process's share: times the processes, so averaging gradients gives the batch's sum
-        return loss * distributed.world() if train_cfg.get("reduction", "mean") == "sum" else loss
+        return loss * distributed.world() if settings.reduction == "sum" else loss
 
     valid_rng = np.random.default_rng([seed, VALID_STREAM])
     valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]
 
     def validate(step: int) -> dict:
-        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, train_cfg["batch_size"])
+        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
 
-    settings = {"model": model_cfg, "train": train_cfg, "seed": seed, "examples": loop.fingerprint(examples),
+    identity = {"model": model_cfg, "train": settings.as_dict(), "seed": seed, "examples": loop.fingerprint(examples),
                 "mined": loop.fingerprint(mined), "start": loop.folder_digest(start_dir)}
-    report = loop.run(model, loss_fn, steps=train_cfg["steps"], lr=train_cfg["lr"],
-                      warmup_ratio=train_cfg["warmup_ratio"], seed=seed, state_dir=state_dir,
-                      checkpoint_every=train_cfg["checkpoint_every"], settings=settings, log_path=log_path,
-                      on_checkpoint=validate, stop_after_step=stop_after_step,
-                      patience=train_cfg.get("patience", 0), desc="hard" if mined is not None else "triplet")
+    report = loop.run(model, loss_fn, settings, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
+                      on_checkpoint=validate, stop_after_step=stop_after_step, patience=settings.patience,
+                      desc="hard" if mined is not None else "triplet")
     model.cpu().save(out_dir, tokenizer)
     report.update(train_questions=len(examples), valid_questions=len(valid), hard_negatives=mined is not None)
     return report

@@ -8,6 +8,7 @@ import torch
 from transformers import AutoTokenizer, BertForMaskedLM, BertForPreTraining, DataCollatorForLanguageModeling
 
 from ..models import small_bert_config
+from ..settings import MaskedLM
 from . import distributed, loop
 
 
@@ -38,7 +39,7 @@ def next_sentence_batch(paragraphs: list[list[str]], positions: list[tuple[int, 
     return firsts, seconds, torch.tensor(labels)
 
 
-def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, train: dict, seed: int,
+def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, settings: MaskedLM, seed: int,
              log_path=None, stop_after_step=None, paragraphs: list[list[str]] | None = None,
              init_hub_model: str = "") -> dict:
     """MLM on `texts` cut into blocks; with `paragraphs` (each a list of sentences), MLM + NSP on
@@ -52,10 +53,10 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, tr
     else:
         model = BertForPreTraining.from_pretrained(init_hub_model) if init_hub_model else BertForPreTraining(config)
     model = model.to(loop.device())
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=train["mask_probability"],
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=settings.mask_probability,
                                                return_tensors="pt")
     if paragraphs is None:
-        blocks = chunk_corpus(texts, tokenizer, train["max_length"])
+        blocks = chunk_corpus(texts, tokenizer, settings.max_length)
         data_key, count = loop.fingerprint(blocks), len(blocks)
     else:
         paragraphs = [p for p in paragraphs if p]
@@ -77,13 +78,13 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, tr
 
     def loss_fn(step: int) -> torch.Tensor:
         rng = np.random.default_rng([seed, step])
-        picks = rng.choice(count, size=min(train["batch_size"], count), replace=False)
+        picks = rng.choice(count, size=min(settings.batch_size, count), replace=False)
         if paragraphs is None:
             batch = my_share(collator([{"input_ids": blocks[i]} for i in picks]))
             hidden = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
             return masked_lm_loss(batch, hidden)
         firsts, seconds, is_random = next_sentence_batch(paragraphs, positions, picks, rng)
-        encoded = tokenizer(firsts, seconds, truncation="longest_first", max_length=train["max_length"])
+        encoded = tokenizer(firsts, seconds, truncation="longest_first", max_length=settings.max_length)
         batch = my_share(collator([{"input_ids": i, "token_type_ids": t}
                                    for i, t in zip(encoded["input_ids"], encoded["token_type_ids"])]))
         out = model.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
@@ -92,11 +93,10 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, tr
                                                 distributed.mine(is_random)[0].to(loop.device()))
         return masked_lm_loss(batch, out.last_hidden_state) + nsp
 
-    settings = {"arch": arch, "train": train, "seed": seed, "data": data_key, "init": init_hub_model,
+    identity = {"arch": arch, "train": settings.as_dict(), "seed": seed, "data": data_key, "init": init_hub_model,
                 "tokenizer": loop.folder_digest(tokenizer_dir)}
-    report = loop.run(model, loss_fn, steps=train["steps"], lr=train["lr"], warmup_ratio=train["warmup_ratio"],
-                      seed=seed, state_dir=state_dir, checkpoint_every=train["checkpoint_every"],
-                      settings=settings, log_path=log_path, stop_after_step=stop_after_step, desc="mlm")
+    report = loop.run(model, loss_fn, settings, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
+                      stop_after_step=stop_after_step, desc="mlm")
     # The towers start from the encoder without its MLM head.
     model.bert.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)

@@ -1,7 +1,7 @@
 """Negative-sampling baselines of LTRe's Table 1: one shared encoder for queries and documents (as
 ANCE's BM25 Neg), trained on (relevant, negative) lists, both sides updated.
 
-negatives (cfg["negatives"]):
+negatives (settings.NegativeSampling.negatives):
   rand       random documents of the corpus (Rand Neg);
   bm25       documents of BM25's top negative_depth (BM25 Neg);
   nce        the highest-scored other document of the batch (NCE Neg: in-batch, no extra encoding);
@@ -21,13 +21,13 @@ import torch
 from .. import vector_index
 from ..encode import encode
 from ..io import StageError
-from ..models import TwoTower
-from . import distributed, loop
-from ..models import tokenize_docs, tokenize_queries
 from ..losses import pairwise_count, pairwise_loss
+from ..models import TwoTower, tokenize_docs, tokenize_queries
+from ..settings import NegativeSampling
+from . import distributed, loop
 from .sampling import indexed_judgements, labels_of, sample_negatives
 
-SOURCES = ("rand", "bm25", "nce", "bm25+rand", "async")
+ENCODE_BATCH = 128   # texts a forward pass when a refresh re-encodes the corpus and the queries
 
 
 def pools_for(method: str, position: int, bm25_rows, async_rows):
@@ -46,40 +46,38 @@ def hardest_in_batch(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tens
 
 
 def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          docs: list, state_dir, cfg: dict, seed: int, bm25: dict[str, list[str]] | None = None,
+          docs: list, state_dir, cfg: NegativeSampling, seed: int, bm25: dict[str, list[str]] | None = None,
           start_key: str = "", log_path=None, stop_after_step=None) -> dict:
     """queries: {'qid', 'text'}; docs[i]: what the doc tower reads for doc_ids[i]. Trains `model` (shared
     towers) in place; returns the loop's report with seconds per step and refresh counts."""
-    method = cfg["negatives"]
-    if method not in SOURCES:
-        raise ValueError(f"unknown negatives {method!r}; expected one of {', '.join(SOURCES)}")
+    method = cfg.negatives
     if method in ("bm25", "bm25+rand") and bm25 is None:
         raise ValueError(f"{method} negatives need a BM25 run")
-    if method == "async" and not cfg.get("refresh_every"):
+    if method == "async" and not cfg.refresh_every:
         raise ValueError("asynchronous negatives need refresh_every > 0")
     judged, relevant, bm25_rows = indexed_judgements(queries, qrels, doc_ids, bm25)
     dev = loop.device()
     model.to(dev)
-    size = min(cfg["batch_size"], len(queries))
-    depth, count = cfg["negative_depth"], cfg.get("negatives_per_query", 1)
+    size = min(cfg.batch_size, len(queries))
+    depth, count = cfg.negative_depth, cfg.negatives_per_query
     segment = model.config.get("doc_segment", 0)
     asynchronous = {"ranked": None, "refreshes": 0}
     timed = []   # this run's per-step extras
 
     def refresh() -> None:
         """ANCE's refresh: re-encode the corpus and every training query, index, retrieve."""
-        vectors = encode(model.doc, tokenizer, docs, "doc", model.config["doc_length"], cfg.get("encode_batch", 128),
+        vectors = encode(model.doc, tokenizer, docs, "doc", model.config["doc_length"], ENCODE_BATCH,
                          desc=None, segment=segment)
-        index = vector_index.build(vectors, cfg.get("index", "Flat"))
+        index = vector_index.build(vectors, cfg.index)
         qv = encode(model.query, tokenizer, [q["text"] for q in queries], "query", model.config["query_length"],
-                    cfg.get("encode_batch", 128), desc=None)
-        asynchronous["ranked"] = vector_index.search(index, qv, depth, cfg.get("nprobe") or None)[1]
+                    ENCODE_BATCH, desc=None)
+        asynchronous["ranked"] = vector_index.search(index, qv, depth, cfg.nprobe or None)[1]
         asynchronous["refreshes"] += 1
         model.train()
 
     def loss_fn(step: int):
         extras = {}
-        if method == "async" and (step % cfg["refresh_every"] == 0 or asynchronous["ranked"] is None):
+        if method == "async" and (step % cfg.refresh_every == 0 or asynchronous["ranked"] is None):
             began = time.perf_counter()
             refresh()
             extras["refresh_s"] = time.perf_counter() - began
@@ -112,19 +110,16 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
                                           segment=segment)).view(len(ranked), ranked.shape[1], -1)
             lists = (q.float().unsqueeze(1) * d.float()).sum(-1)
             labels = torch.from_numpy(labels_of(ranked, [judged[i] for i in picks[mine]]))
-        reduction = cfg.get("reduction", "query-sum")
-        loss = pairwise_loss(lists, labels, cfg.get("loss", "ranknet"), cfg.get("metric", "mrr@10"), reduction)
-        loss = loss * distributed.share_weight(pairwise_count(labels, reduction))   # processes' counts differ
+        loss = pairwise_loss(lists, labels, cfg.loss, cfg.metric, cfg.reduction)
+        loss = loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
         timed.append(extras)   # loop.run adds the step's step_s to it
         return loss, extras
 
-    settings = {"negatives": cfg, "seed": seed, "start": start_key, "queries": loop.fingerprint(queries),
+    identity = {"negatives": cfg.as_dict(), "seed": seed, "start": start_key, "queries": loop.fingerprint(queries),
                 "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
                 "docs": loop.fingerprint(docs), "bm25": loop.fingerprint(bm25_rows)}
-    report = loop.run(model, loss_fn, steps=cfg["steps"], lr=cfg["lr"], warmup_ratio=cfg["warmup_ratio"], seed=seed,
-                      state_dir=state_dir, checkpoint_every=cfg["checkpoint_every"], settings=settings,
-                      weight_decay=cfg.get("weight_decay", 0.01), log_path=log_path, stop_after_step=stop_after_step,
-                      desc=f"neg-{method}")
+    report = loop.run(model, loss_fn, cfg, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
+                      stop_after_step=stop_after_step, desc=f"neg-{method}")
     steps = [t["step_s"] for t in timed]
     refreshes = [t["refresh_s"] for t in timed if "refresh_s" in t]
     report.update(train_queries=len(queries), negatives=method, refreshes=asynchronous["refreshes"],

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..losses import multilabel_margin
+from ..settings import Schedule
 from . import inbatch, loop
 
 
@@ -28,7 +29,7 @@ def positives_matrix(rows: list[dict], qrels: dict[str, dict[str, int]]) -> torc
 
 
 def train(pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object], qrels: dict[str, dict[str, int]],
-          start_dir, out_dir, state_dir, model_cfg: dict, train_cfg: dict, seed: int, start_key=None,
+          start_dir, out_dir, state_dir, model_cfg: dict, schedule: Schedule, seed: int, start_key=None,
           log_path=None, stop_after_step=None) -> dict:
     """pairs: {'qid', 'query', 'doc_id'} for each (training query, relevant document); docs: doc id ->
     what the doc tower reads (models.doc_input of its candidate). start_dir: an encoder folder or hub
@@ -46,11 +47,11 @@ def train(pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object], q
 
     def draw(step: int) -> list[dict]:
         rng = np.random.default_rng([seed, step])
-        return as_rows([pairs[i] for i in rng.choice(len(pairs), size=min(train_cfg["batch_size"], len(pairs)),
+        return as_rows([pairs[i] for i in rng.choice(len(pairs), size=min(schedule.batch_size, len(pairs)),
                                                       replace=False)])
 
     fingerprint = {"pairs": loop.fingerprint(pairs), "docs": loop.fingerprint(docs), "qrels": loop.fingerprint(qrels)}
-    report = inbatch.train(draw, as_rows(valid_pairs), start_dir, out_dir, state_dir, model_cfg, train_cfg, seed,
-                           fingerprint, log_path, stop_after_step, desc="repbert", loss=loss, start_key=start_key)
+    report = inbatch.train(draw, as_rows(valid_pairs), start_dir, out_dir, state_dir, model_cfg, schedule, seed,
+                           fingerprint, loss, log_path, stop_after_step, desc="repbert", start_key=start_key)
     report.update(train_pairs=len(pairs), valid_pairs=len(valid_pairs))
     return report
