@@ -11,11 +11,16 @@ import torch
 from towers import vector_index
 from towers.io import StageError
 from towers.losses import delta_metric, pairwise_loss
-from towers.models import Tower, load_encoder, load_tokenizer, random_encoder
-from towers.tokenizer import train_wordpiece
+from towers.models import (
+    Tower,
+    load_encoder,
+    load_tokenizer,
+    random_encoder,
+    tokenize_queries,
+)
 from towers.settings import LearningToRetrieve, NegativeSampling, Schedule
+from towers.tokenizer import train_wordpiece
 from towers.training import loop
-from towers.models import tokenize_queries
 from towers.training.ltre import batch_mrr10, ensure_relevant, train
 from towers.training.sampling import labels_of
 

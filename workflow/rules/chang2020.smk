@@ -18,8 +18,7 @@ rule chang2020_table1:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} pairs-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
-        " --stats {input.stats} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        paper_table("pairs-table", "--stats {input.stats}", table=False)
 
 
 rule chang2020_table2:
@@ -41,8 +40,7 @@ rule chang2020_table2:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} reqa-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
-        " {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        paper_table("reqa-table", table=False)
 
 
 LABEL = {"none": "No Pretraining", "mlm": "MLM", "ict": "ICT", "bfs": "BFS", "wlp": "WLP", "ict+bfs+wlp": "ICT+BFS+WLP"}
@@ -82,11 +80,7 @@ def chang_table_params(table):
             "note": table_note(CHANG[table]["dataset"])}
 
 
-CHANG_TABLE = (
-    "{TOWERS} table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-    " --dataset {params.dataset} --note {params.note:q} --metrics {params.metrics} {params.rows}"
-    " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
-)
+CHANG_TABLE = paper_table("table", "--metrics {params.metrics} {params.rows}", " --dataset {params.dataset}")
 
 
 rule chang2020_table3:
@@ -159,6 +153,5 @@ rule chang2020_table5:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} ablation-table --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
-        " --note {params.note:q} --metric {params.metric} {params.rows} --csv {output.csv} --json {output.json}"
-        " 2>&1 | tee {log}"
+        paper_table("ablation-table", "--metric {params.metric} {params.rows}", " --dataset {params.dataset}",
+                    table=False)

@@ -20,6 +20,14 @@ def row_flags(rows) -> str:
     """A table stage's rows ('|'-joined fields) as --row words."""
     return " ".join(f"--row {q('|'.join(row))}" for row in rows)
 
+
+def paper_table(stage: str, rows: str = "{params.rows}", before_note: str = "", table: bool = True) -> str:
+    """The shell of a paper's table rule: its stage with the paper's values (input.paper), the profile and the
+    note (params), the table's own flags; CSV and JSON out (output.csv, output.json), the log kept."""
+    which = " --table {wildcards.table}" if table else ""
+    return ("{TOWERS} " + stage + which + " --paper {input.paper} --profile {params.profile}" + before_note
+            + " --note {params.note:q} " + rows + " --csv {output.csv} --json {output.json} 2>&1 | tee {log}")
+
 # Every table and figure depends on a marker file of the profile they are made with, written here when it
 # is missing. A table committed and found in a fresh clone (Snakemake has no record of it there, and would
 # take it as up to date) is then older than the marker and is rebuilt; a table another profile made has

@@ -182,8 +182,7 @@ rule ltre_table:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} ltre-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        paper_table("ltre-table")
 
 
 def figure3_runs():

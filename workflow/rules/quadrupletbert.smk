@@ -37,12 +37,8 @@ def seeded_table_params(rows):
             "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
 
 
-SEEDED_TABLE = (
-    "{TOWERS} seeded-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-    " --note {params.note:q} --metrics {params.metrics} {params.rows} --compare 'QuadrupletBERT|Three-T BERT'"
-    " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}"
-    " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
-)
+SEEDED_TABLE = paper_table("seeded-table", "--metrics {params.metrics} {params.rows} --compare 'QuadrupletBERT|Three-T BERT'"
+                                           " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
 
 
 rule quadrupletbert_table1:

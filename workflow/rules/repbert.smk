@@ -250,8 +250,7 @@ rule repbert_table:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} repbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        paper_table("repbert-table")
 
 
 RB_RECALL_DEPTHS = [int(m[2:]) for m in RB["metrics"] if m.startswith("R@") and int(m[2:]) <= RB["depth"]]
