@@ -11,13 +11,7 @@ import torch
 from towers import vector_index
 from towers.io import StageError
 from towers.losses import delta_metric, pairwise_loss
-from towers.models import (
-    Tower,
-    load_encoder,
-    load_tokenizer,
-    random_encoder,
-    tokenize_queries,
-)
+from towers.models import Tower, load_encoder, load_tokenizer, random_encoder, tokenize_queries
 from towers.settings import LearningToRetrieve, NegativeSampling, Schedule
 from towers.tokenizer import train_wordpiece
 from towers.training import loop
