@@ -166,12 +166,12 @@ def test_linear_ln_head_gives_layer_normed_embeddings(world):
 def test_loop_run_logs_the_extras_a_loss_fn_returns(tmp_path):
     model = torch.nn.Linear(2, 1)
     schedule = Schedule(steps=3, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
-    loop.run(model, lambda step: (model(torch.ones(1, 2)).sum(), {"seen": float(step)}), schedule, seed=0,
-             state_dir=tmp_path / "a", identity={}, log_path=tmp_path / "a.jsonl")
+    loop.run(model, lambda step: (model(torch.ones(1, 2)).sum(), {"seen": float(step)}), schedule,
+             loop.Run(0, tmp_path / "a", tmp_path / "a.jsonl"), identity={})
     records = [json.loads(line) for line in (tmp_path / "a.jsonl").read_text().splitlines()]
     assert [r["seen"] for r in records] == [0.0, 1.0, 2.0] and all(r["step_s"] > 0 for r in records)
-    loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, seed=0, state_dir=tmp_path / "b",
-             identity={}, log_path=tmp_path / "b.jsonl")
+    loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, loop.Run(0, tmp_path / "b", tmp_path / "b.jsonl"),
+             identity={})
     records = [json.loads(line) for line in (tmp_path / "b.jsonl").read_text().splitlines()]
     assert all(set(r) == {"step", "loss", "lr"} for r in records)   # a plain loss: records as before
 
@@ -207,8 +207,8 @@ def run_train(world, state_dir, tower=None, emb=None, index=None, qrels=None, st
     index = vector_index.build(emb, "Flat") if index is None else index
     tower = make_tower(world) if tower is None else tower
     report = train(tower, world.tokenizer, world.queries, world.qrels if qrels is None else qrels, world.doc_ids,
-                   emb, index, state_dir, LearningToRetrieve(**{**CFG, **cfg}), seed=3, bm25=bm25, log_path=state_dir.with_suffix(".jsonl"),
-                   stop_after_step=stop_after_step)
+                   emb, index, LearningToRetrieve(**{**CFG, **cfg}),
+                   loop.Run(3, state_dir, state_dir.with_suffix(".jsonl"), stop_after_step), bm25=bm25)
     return tower, report
 
 
@@ -408,14 +408,15 @@ def test_negative_sampling_baselines_train_the_shared_encoder(world, tmp_path, n
     model, tok = shared_model(world)
     before = weights(model)
     bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
-    report = neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
-                       NegativeSampling(**NEG_CFG, negatives=negatives), seed=1, bm25=bm25, log_path=tmp_path / "s.jsonl")
+    report = neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS,
+                       NegativeSampling(**NEG_CFG, negatives=negatives), loop.Run(1, tmp_path / "s", tmp_path / "s.jsonl"),
+                       "start", bm25)
     assert not same(before, weights(model)) and model.shared
     assert report["refreshes"] == (2 if negatives == "async" else 0)
     assert (report["refresh_seconds"] > 0) == (negatives == "async")
     again, _ = shared_model(world)
-    neg.train(again, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "t",
-              NegativeSampling(**NEG_CFG, negatives=negatives), seed=1, bm25=bm25)
+    neg.train(again, tok, world.queries, world.qrels, world.doc_ids, TEXTS,
+              NegativeSampling(**NEG_CFG, negatives=negatives), loop.Run(1, tmp_path / "t"), "start", bm25)
     assert same(weights(model), weights(again))   # seeded: the same run twice gives the same weights
 
 
@@ -433,8 +434,8 @@ def test_bm25_negatives_come_from_the_bm25_pool(world, monkeypatch, tmp_path):
     monkeypatch.setattr(neg, "sample_negatives", spy)
     model, tok = shared_model(world)
     bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(1, 6)] for i, q in enumerate(world.queries)}
-    neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS, tmp_path / "s",
-              NegativeSampling(**NEG_CFG, negatives="bm25"), seed=1, bm25=bm25)
+    neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS,
+              NegativeSampling(**NEG_CFG, negatives="bm25"), loop.Run(1, tmp_path / "s"), "start", bm25)
     assert seen and all(set(out) <= set(pool) and not set(out) & excluded for pool, out, excluded in seen)
 
 

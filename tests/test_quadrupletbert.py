@@ -83,7 +83,7 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
         return {"valid_loss": next(valid)}
 
     schedule = Schedule(steps=12, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
-    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, seed=0, state_dir=tmp_path,
+    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, loop.Run(0, tmp_path),
                       identity={}, on_checkpoint=on_checkpoint, patience=2)
     assert report["stopped_at_step"] == 8 and report["best_step"] == 4
     assert all(torch.equal(model.state_dict()[k], v) for k, v in seen[4].items())

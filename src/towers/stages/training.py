@@ -3,6 +3,7 @@ cross-encoder training."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file, with_relevant
 from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
@@ -23,15 +24,44 @@ def arch_of(a) -> dict:
             "max_positions": a.max_positions}
 
 
-def trained(out, state_dir, train) -> tuple:
-    """A training stage's tail: `train(folder)` writes the model into a temporary folder, renamed to `out` when it
-    returns; then the training state (checkpoints, step log) goes, the log published beside the model."""
+def trained(out, run, train: Callable[[], dict], save: Callable[[Path], None]) -> tuple:
+    """A training stage's tail: `train()` trains in place and reports, `save(folder)` writes the model into a
+    temporary folder, renamed to `out` when done; then the training state (checkpoints, step log) goes, the log
+    published beside the model."""
     from ..training import loop
 
     with atomic_path(out) as tmp:
-        report = train(tmp)
-    loop.finish(state_dir)
+        report = train()
+        save(tmp)
+    loop.finish(run.state_dir)
     return out, report
+
+
+def run_of(a):
+    """The training run a stage's flags name (run_args)."""
+    from ..training import loop
+
+    return loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step)
+
+
+def start_key(start) -> str:
+    """What names a training start in the checkpoint fingerprint: a folder's digest, a hub name as it is."""
+    from ..training import loop
+
+    return loop.folder_digest(start) if Path(start).is_dir() else str(start)
+
+
+def start_towers(start, towers: dict, seed: int) -> tuple:
+    """Two towers from `start` (an encoder folder or hub name, or a saved two-tower model to continue), their
+    tokenizer, and how they are saved."""
+    from ..models import TwoTower
+
+    model, tokenizer, towers = TwoTower.start(start, towers, seed)
+    positions = getattr(model.query.encoder.config, "max_position_embeddings", None)
+    longest = max(towers["query_length"], towers["doc_length"])
+    if positions is not None and longest > positions:
+        raise StageError(start, f"the encoder has {positions} positions, fewer than the {longest} tokens asked for")
+    return model, tokenizer, lambda folder: model.cpu().save(folder, tokenizer)
 
 
 def unique_paragraphs(path) -> list[str]:
@@ -111,10 +141,18 @@ def pretrain_mlm(a):
         return a.out, {"hub_model": a.hub_model}
     from ..training import mlm
 
+    from transformers import AutoTokenizer
+
+    from ..training import loop
+
     seed_everything(a.seed)
-    return trained(a.out, a.state_dir, lambda tmp: mlm.pretrain(
-        unique_paragraphs(a.candidates), a.tokenizer, tmp, a.state_dir, arch_of(a), MaskedLM.of(a), a.seed, a.log,
-        a.stop_after_step, paragraph_sentences(a.candidates) if a.nsp else None, a.init_hub_model))
+    tokenizer = AutoTokenizer.from_pretrained(a.tokenizer)
+    model = mlm.new_model(tokenizer, arch_of(a), a.seed, bool(a.nsp), a.init_hub_model)
+    origin = {"arch": arch_of(a), "init": a.init_hub_model, "tokenizer": loop.folder_digest(a.tokenizer)}
+    run = run_of(a)
+    return trained(a.out, run, lambda: mlm.pretrain(
+        model, tokenizer, unique_paragraphs(a.candidates), MaskedLM.of(a), run, origin,
+        paragraph_sentences(a.candidates) if a.nsp else None), lambda folder: mlm.save_encoder(model, tokenizer, folder))
 
 
 def split_pairs(split_tsv, qrels, candidates_by_id, qrels_path="qrels", candidates_path="candidates") -> list[dict]:
@@ -159,9 +197,11 @@ def finetune(a):
     pairs = split_pairs(a.train, qrels, candidates, a.qrels, a.candidates)
     if not pairs:
         raise StageError(a.train, "no training questions with a relevant candidate")
-    return trained(a.out, a.state_dir, lambda tmp: inbatch.finetune(
-        pairs, split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates), a.encoder, tmp, a.state_dir,
-        towers_of(a), InBatch.of(a), a.seed, a.log, a.stop_after_step))
+    valid = split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates)
+    model, tokenizer, save = start_towers(a.encoder, towers_of(a), a.seed)
+    run = run_of(a)
+    return trained(a.out, run, lambda: inbatch.finetune(model, tokenizer, pairs, valid, InBatch.of(a), run,
+                                                        start_key(a.encoder)), save)
 
 
 @stage("pretrain-two-tower", arg("--start", required=True, help="encoder folder the towers start from"),
@@ -181,9 +221,10 @@ def pretrain_two_tower(a):
         if task in tasks:
             raise StageError(path, f"a second file of task {task!r}")
         tasks[task] = pairs
-    return trained(a.out, a.state_dir, lambda tmp: inbatch.pretrain(
-        tasks, a.start, tmp, a.state_dir, towers_of(a), InBatch.of(a), a.seed, a.title_tasks, a.log,
-        a.stop_after_step))
+    model, tokenizer, save = start_towers(a.start, towers_of(a), a.seed)
+    run = run_of(a)
+    return trained(a.out, run, lambda: inbatch.pretrain(model, tokenizer, tasks, InBatch.of(a), run, start_key(a.start),
+                                                        a.title_tasks), save)
 
 
 @stage("checkpoint-model",
@@ -254,9 +295,11 @@ def train_margin(a):
         mined = {row["qid"]: [index_of[d] for d in row["candidates"] if d in index_of] for row in read_jsonl(a.mined)}
         if not mined:
             raise StageError(a.mined, "no mined candidate lists")
-    return trained(a.out, a.state_dir, lambda tmp: margin.train(
-        examples, split_examples(a.valid, qrels, index_of), candidates, a.start, tmp, a.state_dir, towers_of(a),
-        Margin.of(a), a.seed, mined, a.log, a.stop_after_step))
+    valid = split_examples(a.valid, qrels, index_of)
+    model, tokenizer, save = start_towers(a.start, towers_of(a), a.seed)
+    run = run_of(a)
+    return trained(a.out, run, lambda: margin.train(model, tokenizer, examples, valid, candidates, Margin.of(a), run,
+                                                    start_key(a.start), mined), save)
 
 
 def qrels_pairs(split_tsv, qrels) -> list[dict]:
@@ -285,10 +328,10 @@ def train_repbert(a):
     wanted = {p["doc_id"] for p in pairs + valid}
     docs = candidate_texts(a.candidates, wanted, a.doc_text)
     require_texts(docs, wanted, a.qrels, a.candidates)
-    start_key = None if Path(a.start).exists() else str(a.start)   # a hub name: its name is the fingerprint
-    return trained(a.out, a.state_dir, lambda tmp: repbert.train(
-        pairs, valid, docs, qrels, a.start, tmp, a.state_dir, repbert.tower_config(a.query_length, a.doc_length,
-        a.doc_text), Schedule.of(a), a.seed, start_key, a.log, a.stop_after_step))
+    model, tokenizer, save = start_towers(a.start, repbert.tower_config(a.query_length, a.doc_length, a.doc_text), a.seed)
+    run = run_of(a)
+    return trained(a.out, run, lambda: repbert.train(model, tokenizer, pairs, valid, docs, qrels, Schedule.of(a), run,
+                                                     start_key(a.start)), save)
 
 
 # --- LTRe (Zhan et al. 2020): negative-sampling baselines and training against a fixed index ------
@@ -318,8 +361,8 @@ def ltre_args(settings: type[Settings]):
        arg("--head", default="linear-ln", choices=["linear", "linear-ln"]), *ltre_args(NegativeSampling))
 def train_negatives(a):
     """LTRe Table 1's negative-sampling baselines: one shared encoder, (relevant, negative) pairs."""
-    from ..models import TwoTower, doc_input
-    from ..training import loop, negatives
+    from ..models import doc_input
+    from ..training import negatives
 
     seed_everything(a.seed)
     set_threads(a.threads)
@@ -328,18 +371,12 @@ def train_negatives(a):
     queries, qrels, candidates, bm25 = ltre_training_data(a)
     towers = {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": True, "normalize": False,
               "query_length": a.query_length, "doc_length": a.doc_length, "doc_text": "contents", "head": a.head}
-    model, tokenizer, towers = TwoTower.start(a.start, towers, a.seed)
+    model, tokenizer, save = start_towers(a.start, towers, a.seed)
     negatives.require_shared(model, a.start)
     docs = [doc_input(c, "contents") for c in candidates]
-    start_key = loop.folder_digest(a.start) if Path(a.start).is_dir() else str(a.start)
-    settings = NegativeSampling.of(a)
-
-    def train(folder):
-        report = negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates], docs, a.state_dir,
-                                 settings, a.seed, bm25, start_key, a.log, a.stop_after_step)
-        model.cpu().save(folder, tokenizer)
-        return report
-    return trained(a.out, a.state_dir, train)
+    run = run_of(a)
+    return trained(a.out, run, lambda: negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates],
+                                                       docs, NegativeSampling.of(a), run, start_key(a.start), bm25), save)
 
 
 @stage("train-ltre", arg("--start", required=True, help="a saved model: its doc tower is fixed, its query tower trained"),
@@ -370,13 +407,9 @@ def train_ltre(a):
     # the doc tower stays the start's; the query tower is a copy that learns
     model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
     settings = LearningToRetrieve.of(a, query_length=start.config["query_length"])
-
-    def train(folder):
-        report = ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, a.state_dir, settings, a.seed,
-                            bm25, a.log, a.stop_after_step)
-        model.cpu().save(folder, tokenizer)
-        return report
-    return trained(a.out, a.state_dir, train)
+    run = run_of(a)
+    return trained(a.out, run, lambda: ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, settings,
+                                                  run, bm25), lambda folder: model.cpu().save(folder, tokenizer))
 
 
 # reranking (RepBERT sec. 4.4): a cross-encoder rescores the top-K of a first-stage run
@@ -402,5 +435,8 @@ def train_cross_encoder(a):
     passages = candidate_texts(a.candidates, positives | negatives, "contents")
     require_texts(passages, positives, a.qrels, a.candidates)
     require_texts(passages, negatives, a.run, a.candidates)
-    return trained(a.out, a.state_dir, lambda tmp: cross_encoder.train(
-        examples, valid, passages, a.start, tmp, a.state_dir, settings, a.seed, a.log, a.stop_after_step))
+    model, tokenizer = cross_encoder.start(a.start, settings, a.seed)
+    run = run_of(a)
+    return trained(a.out, run, lambda: cross_encoder.train(model, tokenizer, examples, valid, passages, settings, run,
+                                                           start_key(a.start)),
+                   lambda folder: cross_encoder.save(model, tokenizer, folder))

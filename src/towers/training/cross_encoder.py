@@ -7,8 +7,6 @@ negatives of the same query and takes the softmax cross-entropy of the group (Ga
 contrastive estimation): every step compares passages of one query, which a small model learns from faster."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 
@@ -40,12 +38,21 @@ def draw(example: dict, rng, negatives: int = 1) -> tuple[str, ...]:
     return (positive, *(pool[int(i)] for i in picked))
 
 
-def train(examples: list[dict], valid: list[dict], passages: dict[str, str], start, out_dir, state_dir,
-          settings: CrossEncoder, seed: int, log_path=None, stop_after_step=None) -> dict:
-    """examples: training_examples(); passages: doc id -> text. `start`: an encoder folder (the MLM
-    encoder; the head is new) or hub name, or a cross-encoder to continue."""
+def start(source, settings: CrossEncoder, seed: int):
+    """The model and tokenizer to train from `source`: an encoder folder (the MLM encoder; the head is new)
+    or hub name, or a cross-encoder to continue."""
     torch.manual_seed(seed)   # the new head's (and pooler's) initial weights
-    model, tokenizer = load(start, num_labels=settings.num_labels)
+    return load(source, num_labels=settings.num_labels)
+
+
+def save(model, tokenizer, folder) -> None:
+    model.cpu().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def train(model, tokenizer, examples: list[dict], valid: list[dict], passages: dict[str, str], settings: CrossEncoder,
+          run: loop.Run, start_key: str) -> dict:
+    """examples: training_examples(); passages: doc id -> text; the model from start(), named by `start_key`."""
     model = model.to(loop.device())
     max_length = usable_length(model, settings.max_length)
 
@@ -65,24 +72,20 @@ def train(examples: list[dict], valid: list[dict], passages: dict[str, str], sta
         return torch.nn.functional.binary_cross_entropy_with_logits(scores, labels)
 
     def loss_fn(step: int) -> torch.Tensor:
-        rng = np.random.default_rng([seed, step])
+        rng = np.random.default_rng([run.seed, step])
         chosen = rng.choice(len(examples), size=min(settings.batch_size, len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
         return batch_loss(*distributed.mine(rows, [draw(r, rng, negatives) for r in rows]))
 
-    valid_rng = np.random.default_rng([seed, VALID_STREAM])
+    valid_rng = np.random.default_rng([run.seed, VALID_STREAM])
     valid_picks = [draw(r, valid_rng, negatives) for r in valid]
 
     def validate(step: int) -> dict:
         return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
 
-    start_key = loop.folder_digest(start) if Path(start).is_dir() else str(start)
-    identity = {"train": {**settings.as_dict(), "max_length": max_length}, "seed": seed, "start": start_key,
+    identity = {"train": {**settings.as_dict(), "max_length": max_length}, "seed": run.seed, "start": start_key,
                 "examples": loop.fingerprint(examples), "valid": loop.fingerprint(valid)}
-    report = loop.run(model, loss_fn, settings, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
-                      on_checkpoint=validate, stop_after_step=stop_after_step, desc="cross-encoder")
-    model.cpu().save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    report = loop.run(model, loss_fn, settings, run, identity=identity, on_checkpoint=validate, desc="cross-encoder")
     report.update(train_queries=len(examples), valid_queries=len(valid), max_length=max_length,
                   num_labels=model.config.num_labels)
     return report

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -33,28 +34,39 @@ def folder_digest(folder) -> str:
     return fingerprint({str(p.relative_to(folder)): sha256_of(p) for p in files})
 
 
+@dataclass(frozen=True)
+class Run:
+    """A training run's bookkeeping beside its settings: the seed, the folder of its checkpoints and step log, where
+    the step log is published, and a step to stop after (tests of resuming)."""
+    seed: int
+    state_dir: str | Path
+    log_path: str | Path | None = None
+    stop_after_step: int | None = None
+
+
 def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31)
 
 
 def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[torch.Tensor, dict]],
-        schedule: Schedule, *, seed: int, state_dir, identity: dict, weight_decay: float = 0.01, log_path=None, on_checkpoint: Callable[[int], dict] | None = None,
-        stop_after_step: int | None = None, patience: int = 0, desc: str = "train") -> dict:
+        schedule: Schedule, run: Run, *, identity: dict, weight_decay: float = 0.01,
+        on_checkpoint: Callable[[int], dict] | None = None, patience: int = 0, desc: str = "train") -> dict:
     """Train `model` for `schedule.steps` steps; `loss_fn(step)` builds and scores the step's batch.
 
     `loss_fn` may return (loss, extras): the dict of floats `extras` joins that step's log record,
     with the step's wall seconds added to it as `step_s` (the caller, holding the dict, sees them too).
 
-    `state_dir` holds checkpoint.pt; a checkpoint whose `identity` (the settings and digests of the data and start)
+    `run.state_dir` holds checkpoint.pt; a checkpoint whose `identity` (the settings and digests of the data and start)
     has another fingerprint is ignored. The step log
-    is kept there too (steps.jsonl) and copied to `log_path` when the run ends or stops: a restarted job's
+    is kept there too (steps.jsonl) and copied to `run.log_path` when the run ends or stops: a restarted job's
     outputs are removed before it runs (LTRe's log is one), so only a log beside the checkpoint still holds
     the steps before a resume.
-    `stop_after_step` exits right after that step's checkpoint (used to test resuming).
+    `run.stop_after_step` exits right after that step's checkpoint (used to test resuming).
     `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
     many checkpoints, and returns the weights of the best one (kept in best.pt)."""
     steps, lr, warmup_ratio, checkpoint_every = schedule.steps, schedule.lr, schedule.warmup_ratio, schedule.checkpoint_every
-    state_dir = Path(state_dir)
+    seed, log_path, stop_after_step = run.seed, run.log_path, run.stop_after_step
+    state_dir = Path(run.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = state_dir / "checkpoint.pt"
     best_path = state_dir / "best.pt"

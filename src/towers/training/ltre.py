@@ -80,8 +80,8 @@ def sampled_lists(picks, relevant: list[set[int]], pools: list | None, count: in
 
 
 def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          doc_embeddings: np.ndarray, index, state_dir, cfg: LearningToRetrieve, seed: int, bm25: dict[str, list[str]] | None = None,
-          log_path=None, stop_after_step=None) -> dict:
+          doc_embeddings: np.ndarray, index, cfg: LearningToRetrieve, run: loop.Run,
+          bm25: dict[str, list[str]] | None = None) -> dict:
     """Train only `query_tower` against fixed doc embeddings (row i is doc_ids[i]) and a fixed Faiss index
     over those rows. Each step draws cfg.batch_size queries from (seed, step), encodes them and
     retrieves their top documents from the whole index, then builds each query's list for the
@@ -106,7 +106,7 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
     if method == "async" and not refresh_every:
         raise ValueError("asynchronous negatives need refresh_every > 0")
     judged, relevant, bm25_rows = indexed_judgements(queries, qrels, doc_ids, bm25)
-    identity = {"ltre": cfg.as_dict(), "seed": seed, "queries": loop.fingerprint(queries),
+    identity = {"ltre": cfg.as_dict(), "seed": run.seed, "queries": loop.fingerprint(queries),
                 "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
                 "bm25": loop.fingerprint(bm25_rows), "doc_embeddings": _digest([doc_embeddings]),
                 "start": _digest(_weights(query_tower))}
@@ -135,7 +135,7 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
             began = time.perf_counter()
             refresh()
             extras["refresh_s"] = time.perf_counter() - began
-        rng = np.random.default_rng([seed, step])
+        rng = np.random.default_rng([run.seed, step])
         picks = rng.choice(len(queries), size=size, replace=False)
         began = time.perf_counter()
         mine = distributed.share(size)   # this process encodes its share; every process searches them all
@@ -175,8 +175,8 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         timed.append(extras)
         return loss, extras
 
-    report = loop.run(query_tower, loss_fn, cfg, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
-                      stop_after_step=stop_after_step, desc=f"ltre-{method}" if method != "ltre" else "ltre")
+    report = loop.run(query_tower, loss_fn, cfg, run, identity=identity,
+                      desc=f"ltre-{method}" if method != "ltre" else "ltre")
     report.update(train_queries=len(queries), top_n=cfg.top_n, negatives=method,
                   seconds_per_step=seconds_per_step(timed))
     return report

@@ -36,12 +36,11 @@ def draw(example: dict, rng, count: int, mined: dict | None) -> tuple[int, int, 
     return p, n, hn
 
 
-def train(examples: list[dict], valid: list[dict], candidates: list[dict], start_dir, out_dir, state_dir,
-          model_cfg: dict, settings: Margin, seed: int, mined: dict[str, list[int]] | None = None,
-          log_path=None, stop_after_step=None) -> dict:
+def train(model: TwoTower, tokenizer, examples: list[dict], valid: list[dict], candidates: list[dict],
+          settings: Margin, run: loop.Run, start_key: str, mined: dict[str, list[int]] | None = None) -> dict:
     """examples: {'qid', 'query', 'positives': [candidate indices]}; mined: qid -> candidate indices
-    (gold excluded). start_dir is an encoder folder (towers start from it) or a saved model (phase 2)."""
-    model, tokenizer, model_cfg = TwoTower.start(start_dir, model_cfg, seed)
+    (gold excluded). The towers start from an encoder folder or a saved model (phase 2): `start_key`."""
+    model_cfg = model.config
     model = model.to(loop.device())
     docs = [doc_input(c, model_cfg["doc_text"]) for c in candidates]
 
@@ -55,24 +54,22 @@ def train(examples: list[dict], valid: list[dict], candidates: list[dict], start
         return quadruplet(q, d[:k], d[k:2 * k], d[2 * k:] if hard else None, settings.margin, settings.reduction)
 
     def loss_fn(step: int) -> torch.Tensor:
-        rng = np.random.default_rng([seed, step])
+        rng = np.random.default_rng([run.seed, step])
         chosen = rng.choice(len(examples), size=min(settings.batch_size, len(examples)), replace=False)
         rows = [examples[i] for i in chosen]
         loss = batch_loss(*distributed.mine(rows, [draw(r, rng, len(docs), mined) for r in rows]))
         # a sum over this process's share: times the processes, so averaging gradients gives the batch's sum
         return loss * distributed.world() if settings.reduction == "sum" else loss
 
-    valid_rng = np.random.default_rng([seed, VALID_STREAM])
+    valid_rng = np.random.default_rng([run.seed, VALID_STREAM])
     valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]
 
     def validate(step: int) -> dict:
         return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
 
-    identity = {"model": model_cfg, "train": settings.as_dict(), "seed": seed, "examples": loop.fingerprint(examples),
-                "mined": loop.fingerprint(mined), "start": loop.folder_digest(start_dir)}
-    report = loop.run(model, loss_fn, settings, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
-                      on_checkpoint=validate, stop_after_step=stop_after_step, patience=settings.patience,
-                      desc="hard" if mined is not None else "triplet")
-    model.cpu().save(out_dir, tokenizer)
+    identity = {"model": model_cfg, "train": settings.as_dict(), "seed": run.seed, "examples": loop.fingerprint(examples),
+                "mined": loop.fingerprint(mined), "start": start_key}
+    report = loop.run(model, loss_fn, settings, run, identity=identity, on_checkpoint=validate,
+                      patience=settings.patience, desc="hard" if mined is not None else "triplet")
     report.update(train_questions=len(examples), valid_questions=len(valid), hard_negatives=mined is not None)
     return report

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer, BertForMaskedLM, BertForPreTraining, DataCollatorForLanguageModeling
+from transformers import BertForMaskedLM, BertForPreTraining, DataCollatorForLanguageModeling
 
 from ..models import small_bert_config
 from ..settings import MaskedLM
@@ -39,19 +39,28 @@ def next_sentence_batch(paragraphs: list[list[str]], positions: list[tuple[int, 
     return firsts, seconds, torch.tensor(labels)
 
 
-def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, settings: MaskedLM, seed: int,
-             log_path=None, stop_after_step=None, paragraphs: list[list[str]] | None = None,
-             init_hub_model: str = "") -> dict:
-    """MLM on `texts` cut into blocks; with `paragraphs` (each a list of sentences), MLM + NSP on
-    sentence pairs instead. `init_hub_model` continues from a hub checkpoint (paper profile)."""
-    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+def new_model(tokenizer, arch: dict, seed: int, nsp: bool, init_hub_model: str = ""):
+    """A small BERT of `arch` with fresh weights from `seed`, with the MLM head, or with MLM and NSP heads
+    (`init_hub_model`: a hub checkpoint's weights instead, paper profile)."""
     torch.manual_seed(seed)
     config = small_bert_config(len(tokenizer), arch["hidden"], arch["layers"], arch["heads"],
                                arch["intermediate"], arch["max_positions"])
-    if paragraphs is None:
-        model = BertForMaskedLM(config)
-    else:
-        model = BertForPreTraining.from_pretrained(init_hub_model) if init_hub_model else BertForPreTraining(config)
+    if not nsp:
+        return BertForMaskedLM(config)
+    return BertForPreTraining.from_pretrained(init_hub_model) if init_hub_model else BertForPreTraining(config)
+
+
+def save_encoder(model, tokenizer, folder) -> None:
+    """The towers start from the encoder without its MLM (and NSP) heads."""
+    model.bert.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def pretrain(model, tokenizer, texts: list[str], settings: MaskedLM, run: loop.Run, origin: dict,
+             paragraphs: list[list[str]] | None = None) -> dict:
+    """MLM on `texts` cut into blocks; with `paragraphs` (each a list of sentences), MLM + NSP on
+    sentence pairs instead (new_model(nsp=True)). `origin` names the model's making (architecture,
+    initial checkpoint, tokenizer) in the checkpoint fingerprint."""
     model = model.to(loop.device())
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=settings.mask_probability,
                                                return_tensors="pt")
@@ -77,7 +86,7 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, se
         return {k: v[mine].to(loop.device()) for k, v in batch.items()}
 
     def loss_fn(step: int) -> torch.Tensor:
-        rng = np.random.default_rng([seed, step])
+        rng = np.random.default_rng([run.seed, step])
         picks = rng.choice(count, size=min(settings.batch_size, count), replace=False)
         if paragraphs is None:
             batch = my_share(collator([{"input_ids": blocks[i]} for i in picks]))
@@ -93,13 +102,8 @@ def pretrain(texts: list[str], tokenizer_dir, out_dir, state_dir, arch: dict, se
                                                 distributed.mine(is_random)[0].to(loop.device()))
         return masked_lm_loss(batch, out.last_hidden_state) + nsp
 
-    identity = {"arch": arch, "train": settings.as_dict(), "seed": seed, "data": data_key, "init": init_hub_model,
-                "tokenizer": loop.folder_digest(tokenizer_dir)}
-    report = loop.run(model, loss_fn, settings, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
-                      stop_after_step=stop_after_step, desc="mlm")
-    # The towers start from the encoder without its MLM head.
-    model.bert.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    identity = {**origin, "train": settings.as_dict(), "seed": run.seed, "data": data_key}
+    report = loop.run(model, loss_fn, settings, run, identity=identity, desc="mlm")
     report.update(examples=count, objective="mlm" if paragraphs is None else "mlm+nsp",
                   parameters=sum(p.numel() for p in model.bert.parameters()))
     return report

@@ -46,8 +46,8 @@ def hardest_in_batch(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tens
 
 
 def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          docs: list, state_dir, cfg: NegativeSampling, seed: int, bm25: dict[str, list[str]] | None = None,
-          start_key: str = "", log_path=None, stop_after_step=None) -> dict:
+          docs: list, cfg: NegativeSampling, run: loop.Run, start_key: str,
+          bm25: dict[str, list[str]] | None = None) -> dict:
     """queries: {'qid', 'text'}; docs[i]: what the doc tower reads for doc_ids[i]. Trains `model` (shared
     towers) in place; returns the loop's report with seconds per step and refresh counts."""
     method = cfg.negatives
@@ -81,7 +81,7 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
             began = time.perf_counter()
             refresh()
             extras["refresh_s"] = time.perf_counter() - began
-        rng = np.random.default_rng([seed, step])
+        rng = np.random.default_rng([run.seed, step])
         picks = rng.choice(len(queries), size=size, replace=False)
         positives = [int(rng.choice(sorted(relevant[i]))) for i in picks]
         mine = distributed.share(size)   # this process's queries (all of them in one process)
@@ -115,11 +115,10 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
         timed.append(extras)   # loop.run adds the step's step_s to it
         return loss, extras
 
-    identity = {"negatives": cfg.as_dict(), "seed": seed, "start": start_key, "queries": loop.fingerprint(queries),
+    identity = {"negatives": cfg.as_dict(), "seed": run.seed, "start": start_key, "queries": loop.fingerprint(queries),
                 "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
                 "docs": loop.fingerprint(docs), "bm25": loop.fingerprint(bm25_rows)}
-    report = loop.run(model, loss_fn, cfg, seed=seed, state_dir=state_dir, identity=identity, log_path=log_path,
-                      stop_after_step=stop_after_step, desc=f"neg-{method}")
+    report = loop.run(model, loss_fn, cfg, run, identity=identity, desc=f"neg-{method}")
     steps = [t["step_s"] for t in timed]
     refreshes = [t["refresh_s"] for t in timed if "refresh_s" in t]
     report.update(train_queries=len(queries), negatives=method, refreshes=asynchronous["refreshes"],

@@ -28,13 +28,12 @@ def positives_matrix(rows: list[dict], qrels: dict[str, dict[str, int]]) -> torc
                          for i, a in enumerate(rows)])
 
 
-def train(pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object], qrels: dict[str, dict[str, int]],
-          start_dir, out_dir, state_dir, model_cfg: dict, schedule: Schedule, seed: int, start_key=None,
-          log_path=None, stop_after_step=None) -> dict:
+def train(model, tokenizer, pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object],
+          qrels: dict[str, dict[str, int]], schedule: Schedule, run: loop.Run, start_key: str) -> dict:
     """pairs: {'qid', 'query', 'doc_id'} for each (training query, relevant document); docs: doc id ->
-    what the doc tower reads (models.doc_input of its candidate). start_dir: an encoder folder or hub
-    name (towers start from it), or a saved two-tower model to continue. `start_key` names the start
-    in the checkpoint fingerprint (default: the folder's digest)."""
+    what the doc tower reads (models.doc_input of its candidate). The towers (tower_config()) start from an
+    encoder folder or hub name, or a saved two-tower model to continue: `start_key` names it in the
+    checkpoint fingerprint."""
     def loss(q: torch.Tensor, d: torch.Tensor, rows: list[dict], first: int) -> torch.Tensor:
         # scores in float32 even under the loop's bf16 autocast: the margin is 1 and inner products
         # of unnormalised 768-d means are large, so bf16's ~3 digits would blur the hinge
@@ -46,12 +45,12 @@ def train(pairs: list[dict], valid_pairs: list[dict], docs: dict[str, object], q
         return [{**pair, "doc": docs[pair["doc_id"]]} for pair in chosen]
 
     def draw(step: int) -> list[dict]:
-        rng = np.random.default_rng([seed, step])
+        rng = np.random.default_rng([run.seed, step])
         return as_rows([pairs[i] for i in rng.choice(len(pairs), size=min(schedule.batch_size, len(pairs)),
                                                       replace=False)])
 
     fingerprint = {"pairs": loop.fingerprint(pairs), "docs": loop.fingerprint(docs), "qrels": loop.fingerprint(qrels)}
-    report = inbatch.train(draw, as_rows(valid_pairs), start_dir, out_dir, state_dir, model_cfg, schedule, seed,
-                           fingerprint, loss, log_path, stop_after_step, desc="repbert", start_key=start_key)
+    report = inbatch.train(model, tokenizer, draw, as_rows(valid_pairs), schedule, run, loss=loss,
+                           fingerprint=fingerprint, start_key=start_key, desc="repbert")
     report.update(train_pairs=len(pairs), valid_pairs=len(valid_pairs))
     return report
