@@ -24,24 +24,17 @@ def arch_of(a) -> dict:
             "max_positions": a.max_positions}
 
 
-def trained(out, run, train: Callable[[], dict], save: Callable[[Path], None]) -> tuple:
-    """A training stage's tail: `train()` trains in place and reports, `save(folder)` writes the model into a
-    temporary folder, renamed to `out` when done; then the training state (checkpoints, step log) goes, the log
-    published beside the model."""
+def trained(a, train: Callable, save: Callable[[Path], None]) -> tuple:
+    """A training stage's tail: `train(run)` trains in place for the run its flags name (run_args) and reports,
+    `save(folder)` writes the model into a temporary folder, renamed to `--out` when done; then the training state
+    (checkpoints, step log) goes, the log published beside the model."""
     from ..training import loop
 
-    with atomic_path(out) as tmp:
-        report = train()
+    with atomic_path(a.out) as tmp:
+        report = train(loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step))
         save(tmp)
-    loop.finish(run.state_dir)
-    return out, report
-
-
-def run_of(a):
-    """The training run a stage's flags name (run_args)."""
-    from ..training import loop
-
-    return loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step)
+    loop.finish(a.state_dir)
+    return a.out, report
 
 
 def start_key(start) -> str:
@@ -61,7 +54,11 @@ def start_towers(start, towers: dict, seed: int) -> tuple:
     longest = max(towers["query_length"], towers["doc_length"])
     if positions is not None and longest > positions:
         raise StageError(start, f"the encoder has {positions} positions, fewer than the {longest} tokens asked for")
-    return model, tokenizer, lambda folder: model.cpu().save(folder, tokenizer)
+    return model, tokenizer, towers_saver(model, tokenizer)
+
+
+def towers_saver(model, tokenizer) -> Callable[[Path], None]:
+    return lambda folder: model.cpu().save(folder, tokenizer)
 
 
 def unique_paragraphs(path) -> list[str]:
@@ -139,18 +136,16 @@ def pretrain_mlm(a):
             AutoModel.from_pretrained(a.hub_model).save_pretrained(tmp)
             AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
         return a.out, {"hub_model": a.hub_model}
-    from ..training import mlm
-
     from transformers import AutoTokenizer
 
-    from ..training import loop
+    from ..training import loop, mlm
 
     seed_everything(a.seed)
     tokenizer = AutoTokenizer.from_pretrained(a.tokenizer)
-    model = mlm.new_model(tokenizer, arch_of(a), a.seed, bool(a.nsp), a.init_hub_model)
-    origin = {"arch": arch_of(a), "init": a.init_hub_model, "tokenizer": loop.folder_digest(a.tokenizer)}
-    run = run_of(a)
-    return trained(a.out, run, lambda: mlm.pretrain(
+    arch = arch_of(a)
+    model = mlm.new_model(tokenizer, arch, a.seed, bool(a.nsp), a.init_hub_model)
+    origin = {"arch": arch, "init": a.init_hub_model, "tokenizer": loop.folder_digest(a.tokenizer)}
+    return trained(a, lambda run: mlm.pretrain(
         model, tokenizer, unique_paragraphs(a.candidates), MaskedLM.of(a), run, origin,
         paragraph_sentences(a.candidates) if a.nsp else None), lambda folder: mlm.save_encoder(model, tokenizer, folder))
 
@@ -199,8 +194,7 @@ def finetune(a):
         raise StageError(a.train, "no training questions with a relevant candidate")
     valid = split_pairs(a.valid, qrels, candidates, a.qrels, a.candidates)
     model, tokenizer, save = start_towers(a.encoder, towers_of(a), a.seed)
-    run = run_of(a)
-    return trained(a.out, run, lambda: inbatch.finetune(model, tokenizer, pairs, valid, InBatch.of(a), run,
+    return trained(a, lambda run: inbatch.finetune(model, tokenizer, pairs, valid, InBatch.of(a), run,
                                                         start_key(a.encoder)), save)
 
 
@@ -222,8 +216,7 @@ def pretrain_two_tower(a):
             raise StageError(path, f"a second file of task {task!r}")
         tasks[task] = pairs
     model, tokenizer, save = start_towers(a.start, towers_of(a), a.seed)
-    run = run_of(a)
-    return trained(a.out, run, lambda: inbatch.pretrain(model, tokenizer, tasks, InBatch.of(a), run, start_key(a.start),
+    return trained(a, lambda run: inbatch.pretrain(model, tokenizer, tasks, InBatch.of(a), run, start_key(a.start),
                                                         a.title_tasks), save)
 
 
@@ -297,8 +290,7 @@ def train_margin(a):
             raise StageError(a.mined, "no mined candidate lists")
     valid = split_examples(a.valid, qrels, index_of)
     model, tokenizer, save = start_towers(a.start, towers_of(a), a.seed)
-    run = run_of(a)
-    return trained(a.out, run, lambda: margin.train(model, tokenizer, examples, valid, candidates, Margin.of(a), run,
+    return trained(a, lambda run: margin.train(model, tokenizer, examples, valid, candidates, Margin.of(a), run,
                                                     start_key(a.start), mined), save)
 
 
@@ -329,8 +321,7 @@ def train_repbert(a):
     docs = candidate_texts(a.candidates, wanted, a.doc_text)
     require_texts(docs, wanted, a.qrels, a.candidates)
     model, tokenizer, save = start_towers(a.start, repbert.tower_config(a.query_length, a.doc_length, a.doc_text), a.seed)
-    run = run_of(a)
-    return trained(a.out, run, lambda: repbert.train(model, tokenizer, pairs, valid, docs, qrels, Schedule.of(a), run,
+    return trained(a, lambda run: repbert.train(model, tokenizer, pairs, valid, docs, qrels, Schedule.of(a), run,
                                                      start_key(a.start)), save)
 
 
@@ -374,8 +365,7 @@ def train_negatives(a):
     model, tokenizer, save = start_towers(a.start, towers, a.seed)
     negatives.require_shared(model, a.start)
     docs = [doc_input(c, "contents") for c in candidates]
-    run = run_of(a)
-    return trained(a.out, run, lambda: negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates],
+    return trained(a, lambda run: negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates],
                                                        docs, NegativeSampling.of(a), run, start_key(a.start), bm25), save)
 
 
@@ -407,9 +397,8 @@ def train_ltre(a):
     # the doc tower stays the start's; the query tower is a copy that learns
     model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
     settings = LearningToRetrieve.of(a, query_length=start.config["query_length"])
-    run = run_of(a)
-    return trained(a.out, run, lambda: ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, settings,
-                                                  run, bm25), lambda folder: model.cpu().save(folder, tokenizer))
+    return trained(a, lambda run: ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, settings,
+                                                  run, bm25), towers_saver(model, tokenizer))
 
 
 # reranking (RepBERT sec. 4.4): a cross-encoder rescores the top-K of a first-stage run
@@ -436,7 +425,6 @@ def train_cross_encoder(a):
     require_texts(passages, positives, a.qrels, a.candidates)
     require_texts(passages, negatives, a.run, a.candidates)
     model, tokenizer = cross_encoder.start(a.start, settings, a.seed)
-    run = run_of(a)
-    return trained(a.out, run, lambda: cross_encoder.train(model, tokenizer, examples, valid, passages, settings, run,
+    return trained(a, lambda run: cross_encoder.train(model, tokenizer, examples, valid, passages, settings, run,
                                                            start_key(a.start)),
                    lambda folder: cross_encoder.save(model, tokenizer, folder))
