@@ -17,11 +17,40 @@ def tiny_articles():
 
 
 def run_stage(*args, cwd=None):
-    """Run `python -m towers ...` in a subprocess, as a Snakemake rule would."""
+    """Run `python -m towers ...` as a Snakemake rule would: its entry point (towers.cli.main), exit status, stdout and
+    stderr (an uncaught exception as its traceback and status 1), in the cwd and torch thread count it found. In this
+    test process rather than a new one: torch and transformers are imported once a test worker instead of once a call
+    (about 7 s each, most of a tiny stage's time). Tests that need a process of their own start it themselves."""
+    import contextlib
+    import io
+    import os
     import subprocess
+    import traceback
 
-    return subprocess.run([sys.executable, "-m", "towers", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT)
+    import torch
+
+    from towers.cli import main
+
+    argv = [str(a) for a in args]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    threads, here = torch.get_num_threads(), os.getcwd()
+    try:
+        os.chdir(cwd or ROOT)
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                status = main(argv)
+            except SystemExit as ended:   # argparse's usage errors (2), or a stage that exits itself
+                status = ended.code if isinstance(ended.code, int) else 1
+                if ended.code is not None and not isinstance(ended.code, int):
+                    print(ended.code, file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+                status = 1
+    finally:
+        os.chdir(here)
+        torch.set_num_threads(threads)
+    return subprocess.CompletedProcess([sys.executable, "-m", "towers", *argv], status or 0, stdout.getvalue(),
+                                       stderr.getvalue())
 
 
 def write_lighthouse_split(root, texts: list[str], train: int) -> None:

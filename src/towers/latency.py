@@ -50,7 +50,7 @@ def bm25(index_dir, queries: list[str], depth: int, k1: float, b: float) -> list
 
     lucene = searcher(index_dir, k1, b)
     with readable_index(index_dir):
-        return timed_each(queries, lambda text: lucene.search(text, k=depth))
+        return timed_each(queries, lambda text: lucene.search(text, depth))
 
 
 def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) -> list[float]:
