@@ -213,10 +213,10 @@ INJECTIONS = [
     ("dump path with a payload", {"datasets": {"enwiki-mini": {"dump": "fixtures/tiny-wiki.xml$(touch {marker})"}}},
      "artifacts/enwiki-mini/corpus/stats.json", "refused"),
     ("questions path with a payload", {"datasets": {"enwiki-mini": {"questions": "fixtures/q.tsv;touch {marker}"}}},
-     "artifacts/enwiki-mini/reqa/stats.json", "refused"),
+     "artifacts/enwiki-mini/collection/stats.json", "refused"),
     ("a collection file name with a payload", {"datasets": {"tiny-msmarco": {
         "kind": "msmarco-tsv", "local_dir": "fixtures/msmarco-tiny", "collection": "collection.tsv;touch {marker}"}}},
-     "artifacts/tiny-msmarco/reqa/stats.json", "refused"),
+     "artifacts/tiny-msmarco/collection/stats.json", "refused"),
 ]
 
 
@@ -344,8 +344,8 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
         case(name, ["split", "--queries", bad, "--train-fraction", 0.5, "--seed", 1, "--out-dir", f / "s"], bad, [f / "s"])
 
     # runs, qrels and test queries: evaluate
-    run, qrels = art / "bm25/run.trec", art / "reqa/qrels.txt"
-    test, candidates = art / "splits/50-50/test.tsv", art / "reqa/candidates.jsonl"
+    run, qrels = art / "bm25/run.trec", art / "collection/qrels.txt"
+    test, candidates = art / "splits/50-50/test.tsv", art / "collection/candidates.jsonl"
 
     def evaluate(name, run_file, qrels_file=qrels, test_file=test, bad=None, expect="error", metrics=("R@1",)):
         f = folder(name)
@@ -447,7 +447,7 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
                 segment.write_bytes(bytes(data))
             if spoil == "drop" and segment.name.startswith("segments_"):
                 segment.unlink()
-        case(name, ["bm25-search", "--index", index, "--queries", art / "reqa/queries.tsv", "--run", f / "r.trec",
+        case(name, ["bm25-search", "--index", index, "--queries", art / "collection/queries.tsv", "--run", f / "r.trec",
                     "--k1", 0.9, "--b", 0.4, "--depth", 5, "--threads", 1], index, [f / "r.trec"])
 
     # training inputs: finetune
@@ -701,14 +701,14 @@ def resumed_identical(ws: Workspace, tmp: Path, stage: str) -> tuple[str, str]:
     f = tmp / f"resume-{stage}"
     f.mkdir()
     if stage == "finetune":
-        common = ["finetune", "--encoder", art / "encoders/random-l1", "--candidates", art / "reqa/candidates.jsonl",
-                  "--qrels", art / "reqa/qrels.txt", "--train", art / "splits/50-50/train.tsv", "--valid",
+        common = ["finetune", "--encoder", art / "encoders/random-l1", "--candidates", art / "collection/candidates.jsonl",
+                  "--qrels", art / "collection/qrels.txt", "--train", art / "splits/50-50/train.tsv", "--valid",
                   art / "splits/50-50/valid.tsv", "--seed", 1, "--steps", 40, "--batch-size", 4, "--lr", 1e-3,
                   "--warmup-ratio", 0.1, "--checkpoint-every", 2, "--query-length", 16, "--doc-length", 32,
                   "--embedding-dim", 8]
         weights = "query/model.safetensors"
     else:
-        common = ["pretrain-mlm", "--candidates", art / "reqa/candidates.jsonl", "--tokenizer", art / "tokenizer",
+        common = ["pretrain-mlm", "--candidates", art / "collection/candidates.jsonl", "--tokenizer", art / "tokenizer",
                   "--seed", 1, "--steps", 40, "--batch-size", 4, "--lr", 1e-3, "--warmup-ratio", 0.1, "--max-length",
                   32, "--checkpoint-every", 2, "--hidden", 32, "--layers", 1, "--heads", 2, "--intermediate", 64,
                   "--max-positions", 128]
@@ -808,7 +808,7 @@ def local_dir_edit(ws: Workspace, tmp: Path) -> tuple[str, str]:
     work = ws.clone(tmp / "local")
     (work / "fixtures/local.yaml").write_text(yaml.safe_dump({"datasets": {"tiny-msmarco": {
         "kind": "msmarco-tsv", "local_dir": "fixtures/msmarco-tiny", "max_valid": 1}}}))
-    target = "artifacts/tiny-msmarco/reqa/stats.json"
+    target = "artifacts/tiny-msmarco/collection/stats.json"
     built = ws.snake(target, *TINY, "fixtures/local.yaml", "--cores", 1, cwd=work)
     if built.returncode != 0:
         return "unclear error", (error_lines(built) or [""])[-1]
@@ -832,14 +832,14 @@ def read_only_output(ws: Workspace, tmp: Path) -> tuple[str, str]:
         pass
     art = ws.root / "artifacts/enwiki-mini"
     out = folder / "eval.json"
-    result = ws.stage("evaluate", "--run", art / "bm25/run.trec", "--qrels", art / "reqa/qrels.txt", "--queries",
+    result = ws.stage("evaluate", "--run", art / "bm25/run.trec", "--qrels", art / "collection/qrels.txt", "--queries",
                       art / "splits/50-50/test.tsv", "--metrics", "R@1", "--out", out)
     return classify_failure(result, [str(out)], [out])
 
 
 def damaged_between_runs(ws: Workspace, tmp: Path) -> tuple[str, str]:
     work = ws.clone(tmp / "damaged")
-    candidates = work / "artifacts/enwiki-mini/reqa/candidates.jsonl"
+    candidates = work / "artifacts/enwiki-mini/collection/candidates.jsonl"
     data = candidates.read_bytes()
     candidates.write_bytes(data[:len(data) // 2])   # cut mid-line, as a full disk might
     result = ws.snake(CHANG3, *TINY, "--cores", 1, cwd=work)
@@ -854,7 +854,7 @@ def killed_encoding(ws: Workspace, tmp: Path) -> tuple[str, str]:
     f.mkdir()
     many = f / "many.jsonl"   # the tiny candidates 300 times over: long enough to be killed mid-way
     many.write_text("".join(l.replace('"id": "', f'"id": "r{i}-', 1) + "\n"
-                            for i in range(300) for l in (art / "reqa/candidates.jsonl").read_text().splitlines()))
+                            for i in range(300) for l in (art / "collection/candidates.jsonl").read_text().splitlines()))
     out = tmp / "encode-out"
     args = [sys.executable, "-m", "towers", "encode-candidates", "--model", str(ws.root / MLM_MODEL), "--candidates",
             str(many), "--embeddings", str(out / "e.npy"), "--ids", str(out / "e.ids"), "--batch-size", "1"]

@@ -145,7 +145,7 @@ def pipeline(cores: int) -> dict:
         shutil.rmtree(kept, ignore_errors=True)
         shutil.copytree(model, kept)
         candidates = ROOT / "benchmarks/out/candidates.jsonl"
-        shutil.copy(Path(tmp) / "artifacts/enwiki-mini/reqa/candidates.jsonl", candidates)
+        shutil.copy(Path(tmp) / "artifacts/enwiki-mini/collection/candidates.jsonl", candidates)
     return {"targets": CHANG_TABLES, "jobs": jobs, "clean_run_seconds": round(clean, 1),
             "clean_run_goal_seconds": 3600, "noop_dry_run_seconds": round(noop, 2), "noop_dry_run_goal_seconds": 10,
             "noop_says_nothing_to_do": "Nothing to be done" in again.stdout + again.stderr,
@@ -484,7 +484,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
             fresh_copy(str(work))
         (work / "reference.yaml").write_text(yaml.safe_dump({"datasets": {"squad": {"local_dir": str(SQUAD_DEV)}}}))
         config = ["--configfile", "reference.yaml", "--rerun-incomplete"]
-        inputs = [f"artifacts/{name}/{part}" for name in datasets for part in ("reqa/candidates.jsonl", "splits/all/test.tsv")]
+        inputs = [f"artifacts/{name}/{part}" for name in datasets for part in ("collection/candidates.jsonl", "splits/all/test.tsv")]
         timed([sys.executable, "-m", "snakemake", *inputs, "--cores", str(cores), *config], work)
         targets = [f"results/zeroshot/{name}.csv" for name in datasets]
         snake = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores), *config]
@@ -503,7 +503,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
             out["datasets"][name] = compare_built(work / "artifacts" / name, theirs[name])
         # speed on the same texts, interleaved; training on enwiki-mini's questions with distinct answer sentences
         art = work / "artifacts/enwiki-mini"
-        sentences = {c["id"]: c["sentence"] for c in read_jsonl(art / "reqa/candidates.jsonl")}
+        sentences = {c["id"]: c["sentence"] for c in read_jsonl(art / "collection/candidates.jsonl")}
         texts = random.Random(13).sample(sorted(sentences.values()), speed_texts)
         out["encoding_speed"] = ref.encoding_speed(art / "dense/ckpt-minilm/all/model", ref.minilm_folder(), texts)
         pairs = distinct_answer_pairs(art / "reqa", sentences)
@@ -521,8 +521,8 @@ def reference_side(art: Path) -> dict:
     """sentence-transformers + numpy + pytrec_eval over a dataset's ReQA files, every question (split "all")."""
     import reference as ref
 
-    return ref.st_side(ref.minilm_folder(), art / "reqa/candidates.jsonl", art / "splits/all/test.tsv",
-                       art / "reqa/qrels.txt", "sentence", threads=1)
+    return ref.st_side(ref.minilm_folder(), art / "collection/candidates.jsonl", art / "splits/all/test.tsv",
+                       art / "collection/qrels.txt", "sentence", threads=1)
 
 
 def compare_built(art: Path, theirs: dict) -> dict:
@@ -539,7 +539,7 @@ def compare_built(art: Path, theirs: dict) -> dict:
     row["encode_seconds"] = {"project_stage_incl_start": encoded["seconds"],
                              "sentence_transformers_encode": round(theirs["doc_seconds"], 1),
                              "note": "not side by side: see encoding_speed for the ratio"}
-    qrels = read_qrels(art / "reqa/qrels.txt")
+    qrels = read_qrels(art / "collection/qrels.txt")
     qids = list(read_queries(art / "splits/all/test.tsv"))
     row["relevant_per_question"] = {"one": sum(len(qrels[q]) == 1 for q in qids),
                                     "two_or_more": sum(len(qrels[q]) > 1 for q in qids)}
@@ -590,7 +590,7 @@ def reference_tiny() -> dict:
                          "--redirects", work / "corpus/redirects.json", "--stats", work / "corpus/stats.json")
         ref.towers_stage("reqa-wiki", "--articles", work / "corpus/articles.jsonl", "--questions",
                          fixtures / "tiny-questions.tsv", "--out-dir", work / "reqa")
-        ref.towers_stage("split-all", "--queries", work / "reqa/queries.tsv", "--out-dir", work / "all")
+        ref.towers_stage("split-all", "--queries", work / "collection/queries.tsv", "--out-dir", work / "all")
         reqa, queries = work / "reqa", work / "all/test.tsv"
         metrics = ["R@1", "R@5", "R@10", "RR@10", "nDCG@10"]
         project = ref.project_pipeline(work / "project", reqa / "candidates.jsonl", queries, reqa / "qrels.txt",

@@ -47,9 +47,9 @@ def test_a_local_dataset_needs_no_url_and_a_download_still_does(tmp_path):
     shutil.copytree(FIXTURES, work / "fixtures")
     folder = _squad(tmp_path)
     local = {"kind": "squad", "local_dir": str(folder), "files": [{"name": "dev.json"}]}
-    done = _plan(work, {"squad-local": local}, "artifacts/squad-local/reqa/qrels.txt", run=True)
+    done = _plan(work, {"squad-local": local}, "artifacts/squad-local/collection/qrels.txt", run=True)
     assert done.returncode == 0, done.stderr[-2000:]
-    meta = json.loads((work / "artifacts/squad-local/reqa/candidates.jsonl.meta.json").read_text())
+    meta = json.loads((work / "artifacts/squad-local/collection/candidates.jsonl.meta.json").read_text())
     assert meta["counts"]["checksum"] == {f"{folder}/dev.json": "not verified (no checksum given)"}
     # a BEIR folder given only by local_dir plans without a download
     plan = _plan(work, {"beir-local": {"kind": "beir", "local_dir": "fixtures/beir-tiny"}},
@@ -57,7 +57,7 @@ def test_a_local_dataset_needs_no_url_and_a_download_still_does(tmp_path):
     assert plan.returncode == 0 and job_counts(plan.stdout) == {"passages": 1}
     # without local_dir a file is downloaded: it needs its url (and a checksum)
     refused = _plan(work, {"squad-remote": {"kind": "squad", "files": [{"name": "dev.json", "sha256": "0" * 64}]}},
-                    "artifacts/squad-remote/reqa/qrels.txt")
+                    "artifacts/squad-remote/collection/qrels.txt")
     assert refused.returncode != 0 and "'url' is a required property" in refused.stdout + refused.stderr
 
 
@@ -70,10 +70,10 @@ def test_a_local_graded_set_is_checked_against_its_digest(tmp_path):
 
     def graded(out, digest):
         return run_stage("passages-graded", "--queries", queries, "--qrels", qrels, "--candidates", candidates,
-                         "--qrels-digest", digest, "--out-dir", out / "reqa", "--split-dir", out / "split")
+                         "--qrels-digest", digest, "--out-dir", out / "collection", "--split-dir", out / "split")
 
     assert graded(tmp_path / "a", f"md5:{md5}").returncode == 0
-    meta = json.loads((tmp_path / "a/reqa/qrels.txt.meta.json").read_text())
+    meta = json.loads((tmp_path / "a/collection/qrels.txt.meta.json").read_text())
     assert meta["counts"]["checksum"] == {str(queries): "not verified (no checksum given)", str(qrels): "md5 verified"}
     bad = graded(tmp_path / "b", "md5:" + "0" * 32)
-    assert bad.returncode == 1 and "md5 mismatch" in bad.stderr and not (tmp_path / "b/reqa/qrels.txt").exists()
+    assert bad.returncode == 1 and "md5 mismatch" in bad.stderr and not (tmp_path / "b/collection/qrels.txt").exists()

@@ -254,7 +254,7 @@ def test_open_dataset_plans_no_training(tmp_path):
     assert {"train_quadruplet", "split", "reqa"} <= by_dataset["enwiki-mini"]
     encode = next(j for j in jobs if j["rule"] == "encode_candidates" and j["wildcards"]["dataset"] == "enwiki-mini-open")
     assert "artifacts/enwiki-mini/dense/quadbert-m0.1-s13/80-20/model" in encode["input"]
-    assert "artifacts/enwiki-mini-open/reqa/candidates.jsonl" in encode["input"]
+    assert "artifacts/enwiki-mini-open/collection/candidates.jsonl" in encode["input"]
     for rule in ("dense_search", "evaluate"):
         job = next(j for j in jobs if j["rule"] == rule and j["wildcards"]["dataset"] == "enwiki-mini-open")
         assert "artifacts/enwiki-mini/splits/80-20/test.tsv" in job["input"]

@@ -41,10 +41,10 @@ def _reader(path, read):
 
 
 def _build(stage, source, out, *more):
-    _main(stage, "--source", source, "--seed", 13, "--out-dir", out / "reqa", "--split-dir", out / "splits/dev", *more)
+    _main(stage, "--source", source, "--seed", 13, "--out-dir", out / "collection", "--split-dir", out / "splits/dev", *more)
     split = {name: read_queries(out / f"splits/dev/{name}.tsv") if (out / f"splits/dev/{name}.tsv").stat().st_size
              else {} for name in ("train", "valid", "test")}
-    return _rows(out / "reqa/candidates.jsonl"), split, json.loads((out / "reqa/stats.json").read_text())
+    return _rows(out / "collection/candidates.jsonl"), split, json.loads((out / "collection/stats.json").read_text())
 
 
 def _tar(path, folder, names, prefix=""):
@@ -100,7 +100,7 @@ def test_real_dev_small_builds_the_dev_split(tmp_path):
     assert len(rows) == n and stats["candidates"] == n
     assert len(split["test"]) == 6980 and not split["train"] and not split["valid"]
     assert stats["tuples"] == stats["judgements"] == 7437
-    assert read_qrels(tmp_path / "out/reqa/qrels.txt") == read_qrels(MSMARCO / "qrels.msmarco-passage.dev-subset.txt")
+    assert read_qrels(tmp_path / "out/collection/qrels.txt") == read_qrels(MSMARCO / "qrels.msmarco-passage.dev-subset.txt")
 
 
 @needs_shared
@@ -109,7 +109,7 @@ def test_real_dl19_keeps_graded_qrels(tmp_path):
     _, split, stats = _build("passages-msmarco", folder, tmp_path / "out", "--train", "", "--dev", "dl19")
     assert len(split["test"]) == 43
     assert stats["judgements"] == 9260 and stats["tuples"] == 1601 + 1804 + 697
-    assert read_qrels(tmp_path / "out/reqa/qrels.txt") == read_qrels(MSMARCO / "qrels.dl19-passage.txt")
+    assert read_qrels(tmp_path / "out/collection/qrels.txt") == read_qrels(MSMARCO / "qrels.dl19-passage.txt")
 
 
 def _graded(tmp_path, queries, qrels, pids):
@@ -119,7 +119,7 @@ def _graded(tmp_path, queries, qrels, pids):
     candidates.write_text("".join(json.dumps({"id": pid, "contents": f"passage {pid}"}) + "\n" for pid in pids))
     out = tmp_path / "graded"
     done = run_stage("passages-graded", "--queries", queries, "--qrels", qrels, "--candidates", candidates,
-                     "--out-dir", out / "reqa", "--split-dir", out / "splits/dev")
+                     "--out-dir", out / "collection", "--split-dir", out / "splits/dev")
     return done.returncode, done.stderr, out
 
 
@@ -135,8 +135,8 @@ def test_real_dl19_as_a_graded_set_over_the_collection(tmp_path):
     code, err, out = _graded(tmp_path, topics, qrels, pids)
     assert code == 0, err
     assert len(read_queries(out / "splits/dev/test.tsv")) == 43 and (out / "splits/dev/train.tsv").read_text() == ""
-    assert read_qrels(out / "reqa/qrels.txt") == read_qrels(qrels)
-    stats = json.loads((out / "reqa/stats.json").read_text())
+    assert read_qrels(out / "collection/qrels.txt") == read_qrels(qrels)
+    stats = json.loads((out / "collection/stats.json").read_text())
     assert stats["grades"] == {"0": 5158, "1": 1601, "2": 1804, "3": 697} and stats["dropped_queries"] == {"unjudged": 1}
 
 
@@ -146,7 +146,7 @@ def test_a_graded_set_refuses_a_passage_outside_the_collection(tmp_path):
     qrels.write_text("1 Q0 p1 3\n1 Q0 p2 0\n2 Q0 p9 2\n")
     code, err, out = _graded(tmp_path, queries, qrels, ["p1", "p2"])
     assert code != 0 and "qrels.txt: line 3: query 2 judges passage p9, which is not in" in err
-    assert not (out / "reqa").exists() or not any((out / "reqa").iterdir())
+    assert not (out / "collection").exists() or not any((out / "collection").iterdir())
 
 
 # --- MS MARCO TSV form: folder, gzipped files, the official tar.gz packing ------------------------
@@ -160,12 +160,12 @@ def test_msmarco_folder(tmp_path):
     # 1005 has no qrels line: not a training query; one of the other four is held out as valid
     assert len(split["valid"]) == 1 and set(split["train"]) | set(split["valid"]) == {"1001", "1002", "1003", "1004"}
     assert stats["dropped_queries"] == {"test_unjudged": 0, "train_unjudged": 1, "train_also_test": 0}
-    qrels = read_qrels(tmp_path / "out/reqa/qrels.txt")
+    qrels = read_qrels(tmp_path / "out/collection/qrels.txt")
     assert qrels["2003"] == {"2": 1, "5": 0} and qrels["1002"] == {"4": 1}       # train and test in one file
     assert stats["tuples"] == 7 and stats["judgements"] == 8 and stats["queries"] == 7
-    assert list(read_queries(tmp_path / "out/reqa/queries.tsv")) == ["2001", "2002", "2003", "1001", "1002", "1003",
+    assert list(read_queries(tmp_path / "out/collection/queries.tsv")) == ["2001", "2002", "2003", "1001", "1002", "1003",
                                                                       "1004"]
-    meta = json.loads((tmp_path / "out/reqa/candidates.jsonl.meta.json").read_text())
+    meta = json.loads((tmp_path / "out/collection/candidates.jsonl.meta.json").read_text())
     assert meta["stage"] == "passages-msmarco" and meta["counts"]["candidates"] == 8
 
 
@@ -185,13 +185,13 @@ def test_msmarco_tar_gz_and_gzipped_members_give_the_same_dataset(tmp_path):
                                                                      "queries.train.tsv"])
     md5 = hashlib.md5(archive.read_bytes()).hexdigest()
     _build("passages-msmarco", archive, tmp_path / "tar", "--md5", md5)
-    for name in ["reqa/candidates.jsonl", "reqa/queries.tsv", "reqa/qrels.txt", "splits/dev/train.tsv",
+    for name in ["collection/candidates.jsonl", "collection/queries.tsv", "collection/qrels.txt", "splits/dev/train.tsv",
                  "splits/dev/valid.tsv", "splits/dev/test.tsv"]:
         assert (tmp_path / "tar" / name).read_bytes() == (tmp_path / "folder" / name).read_bytes(), name
     # a folder inside the archive is fine too
     nested = _tar(tmp_path / "nested.tar.gz", MS_TINY, MS_FILES, prefix="collectionandqueries/")
     _build("passages-msmarco", nested, tmp_path / "nested")
-    assert (tmp_path / "nested/reqa/qrels.txt").read_bytes() == (tmp_path / "folder/reqa/qrels.txt").read_bytes()
+    assert (tmp_path / "nested/collection/qrels.txt").read_bytes() == (tmp_path / "folder/collection/qrels.txt").read_bytes()
 
 
 def test_valid_split_is_seeded_and_capped(tmp_path):
@@ -219,7 +219,7 @@ def test_train_and_test_ids_must_not_collide(tmp_path):
         handle.write("2001\ta different question under a dev id\n")
     with open(folder / "qrels.train.tsv", "a") as handle:
         handle.write("2001\t0\t1\t1\n")
-    result = run_stage("passages-msmarco", "--source", folder, "--seed", 1, "--out-dir", tmp_path / "out/reqa",
+    result = run_stage("passages-msmarco", "--source", folder, "--seed", 1, "--out-dir", tmp_path / "out/collection",
                        "--split-dir", tmp_path / "out/splits/dev")
     assert_one_line_error(result, f"{folder / 'queries.train.tsv'}: query id 2001 is also a test query "
                                   f"({folder / 'queries.dev.small.tsv'}) with another text; ids must not collide")
@@ -247,7 +247,7 @@ def test_beir_zip_as_downloaded(tmp_path):
         for path in sorted(BEIR_TINY.rglob("*.*")):
             packed.write(path, f"beir-tiny/{path.relative_to(BEIR_TINY)}")
     rows, split, stats = _build("passages-beir", archive, tmp_path / "zip")
-    assert (tmp_path / "zip/reqa/candidates.jsonl").read_bytes() == (tmp_path / "folder/reqa/candidates.jsonl").read_bytes()
+    assert (tmp_path / "zip/collection/candidates.jsonl").read_bytes() == (tmp_path / "folder/collection/candidates.jsonl").read_bytes()
     assert set(split["test"]) == {"q1", "q3"} and not split["train"] and stats["eval_split"] == "test"
 
 
@@ -262,7 +262,7 @@ def tiny_passages(tmp_path, tiny_articles):
     def build(out, seed=13, ict=5, dev=0.25):
         _main("passages-wiki", "--articles", path, "--questions", FIXTURES / "tiny-questions.tsv",
               "--ict-queries", ict, "--dev-fraction", dev, "--valid-fraction", 0.1, "--seed", seed,
-              "--out-dir", tmp_path / out / "reqa", "--split-dir", tmp_path / out / "splits/dev")
+              "--out-dir", tmp_path / out / "collection", "--split-dir", tmp_path / out / "splits/dev")
         return tmp_path / out
 
     return articles, build
@@ -271,7 +271,7 @@ def tiny_passages(tmp_path, tiny_articles):
 def test_paragraphs_are_passages_and_questions_point_at_them(tiny_passages):
     articles, build = tiny_passages
     out = build("a")
-    rows = _rows(out / "reqa/candidates.jsonl")
+    rows = _rows(out / "collection/candidates.jsonl")
     assert [r["id"] for r in rows] == ["7_0", "7_1", "7_2", "7_3", "9_0", "9_1", "9_2", "11_0", "11_1"]
     candidates = {c["id"]: c for a in articles for c in reqa.article_candidates(a)}
     by_id = {r["id"]: r for r in rows}
@@ -279,7 +279,7 @@ def test_paragraphs_are_passages_and_questions_point_at_them(tiny_passages):
         passage = by_id[cid.rsplit("_", 1)[0]]
         assert passage["contents"] == f"{c['title']} {c['paragraph']}" and passage["title"] == c["title"]
     queries, qrels, _ = reqa.resolve_questions(FIXTURES / "tiny-questions.tsv", articles)
-    built = read_qrels(out / "reqa/qrels.txt")
+    built = read_qrels(out / "collection/qrels.txt")
     for qid, docs in qrels.items():
         (sentence,) = docs
         assert built[qid] == {sentence.rsplit("_", 1)[0]: 1}
@@ -290,13 +290,13 @@ def test_dev_split_and_ict_queries(tiny_passages):
     _, build = tiny_passages
     out = build("a")
     split = {name: read_queries(out / f"splits/dev/{name}.tsv") for name in ("train", "valid", "test")}
-    stats = json.loads((out / "reqa/stats.json").read_text())
+    stats = json.loads((out / "collection/stats.json").read_text())
     assert len(split["test"]) == 3 and all(q.startswith("q") for q in split["test"])      # 25% of 12 questions
     assert len(split["valid"]) == 1 and all(q.startswith("q") for q in split["valid"])
     ict = {q: t for q, t in split["train"].items() if q.startswith("ict-")}
     assert len(ict) == 5 and len(split["train"]) == 8 + 5
-    rows = {r["id"]: r for r in _rows(out / "reqa/candidates.jsonl")}
-    qrels = read_qrels(out / "reqa/qrels.txt")
+    rows = {r["id"]: r for r in _rows(out / "collection/candidates.jsonl")}
+    qrels = read_qrels(out / "collection/qrels.txt")
     for qid, text in ict.items():
         (passage,) = qrels[qid]
         assert qid == f"ict-{passage}" and text in rows[passage]["contents"]
@@ -304,10 +304,10 @@ def test_dev_split_and_ict_queries(tiny_passages):
     assert stats["ict_queries"] == 5 and stats["train_queries"] == 13 and stats["ict_paragraphs_available"] == 8
     # seeded: the same seed, the same dataset; another seed, another
     again = build("b")
-    for name in ["reqa/queries.tsv", "reqa/qrels.txt", "splits/dev/test.tsv", "splits/dev/train.tsv"]:
+    for name in ["collection/queries.tsv", "collection/qrels.txt", "splits/dev/test.tsv", "splits/dev/train.tsv"]:
         assert (out / name).read_bytes() == (again / name).read_bytes()
     other = build("c", seed=14)
-    assert (other / "reqa/queries.tsv").read_bytes() != (out / "reqa/queries.tsv").read_bytes()
+    assert (other / "collection/queries.tsv").read_bytes() != (out / "collection/queries.tsv").read_bytes()
     # more ICT queries than paragraphs of two or more sentences: all of those
     everything = build("d", ict=100)
     assert sum(q.startswith("ict-") for q in read_queries(everything / "splits/dev/train.tsv")) == 8
@@ -320,16 +320,16 @@ def test_triples_to_ids(tmp_path):
     _build("passages-msmarco", MS_TINY, out, "--valid-fraction", "0")
     archive = _tar(tmp_path / "triples.train.small.tar.gz", MS_TINY, ["triples.train.small.tsv"])
     for source, name in ((MS_TINY / "triples.train.small.tsv", "plain.tsv"), (archive, "from-tar.tsv")):
-        _main("passages-triples", "--triples", source, "--candidates", out / "reqa/candidates.jsonl",
-              "--queries", out / "splits/dev/train.tsv", "--qrels", out / "reqa/qrels.txt", "--out", tmp_path / name)
+        _main("passages-triples", "--triples", source, "--candidates", out / "collection/candidates.jsonl",
+              "--queries", out / "splits/dev/train.tsv", "--qrels", out / "collection/qrels.txt", "--out", tmp_path / name)
     lines = (tmp_path / "plain.tsv").read_text().splitlines()
     assert lines == ["1001\t0\t5", "1002\t4\t1", "1003\t6\t2", "1001\t0\t3"]
     assert (tmp_path / "from-tar.tsv").read_text() == (tmp_path / "plain.tsv").read_text()
     counts = json.loads((tmp_path / "plain.tsv.meta.json").read_text())["counts"]
     assert counts["triples_read"] == 6 and counts["triples"] == 4
     assert counts["unknown_negative"] == 1 and counts["unknown_query"] == 1
-    _main("passages-triples", "--triples", archive, "--candidates", out / "reqa/candidates.jsonl", "--queries",
-          out / "splits/dev/train.tsv", "--qrels", out / "reqa/qrels.txt", "--max-triples", 2, "--out", tmp_path / "two.tsv")
+    _main("passages-triples", "--triples", archive, "--candidates", out / "collection/candidates.jsonl", "--queries",
+          out / "splits/dev/train.tsv", "--qrels", out / "collection/qrels.txt", "--max-triples", 2, "--out", tmp_path / "two.tsv")
     assert (tmp_path / "two.tsv").read_text().splitlines() == lines[:2]
 
 
@@ -369,7 +369,7 @@ def _broken(tmp_path, name, text):
 ])
 def test_bad_input_is_one_line_and_leaves_no_output(tmp_path, name, text, problem):
     folder = _broken(tmp_path, name, text)
-    result = run_stage("passages-msmarco", "--source", folder, "--seed", 1, "--out-dir", tmp_path / "out/reqa",
+    result = run_stage("passages-msmarco", "--source", folder, "--seed", 1, "--out-dir", tmp_path / "out/collection",
                        "--split-dir", tmp_path / "out/splits/dev")
     problem = problem.format(queries=folder / "queries.train.tsv", collection=folder / "collection.tsv")
     where = folder / ("collection.tsv" if problem == "no passages" else name)
@@ -378,7 +378,7 @@ def test_bad_input_is_one_line_and_leaves_no_output(tmp_path, name, text, proble
 
 
 def test_bad_archives_and_beir_files(tmp_path):
-    out = ["--seed", 1, "--out-dir", tmp_path / "out/reqa", "--split-dir", tmp_path / "out/splits/dev"]
+    out = ["--seed", 1, "--out-dir", tmp_path / "out/collection", "--split-dir", tmp_path / "out/splits/dev"]
     archive = _tar(tmp_path / "cq.tar.gz", MS_TINY, [n for n in MS_FILES if n != "qrels.train.tsv"])
     assert_one_line_error(run_stage("passages-msmarco", "--source", archive, *out),
                           f"{archive}: no member named qrels.train.tsv (or qrels.train.tsv.gz) in the archive")
@@ -412,7 +412,7 @@ def test_wiki_question_that_cannot_be_resolved(tmp_path, tiny_articles):
     questions = tmp_path / "questions.tsv"
     questions.write_text("article\tquestion\tanswer\tsentence_start\nNowhere\tWhere?\tx\ty\n")
     result = run_stage("passages-wiki", "--articles", path, "--questions", questions, "--ict-queries", 2, "--seed", 1,
-                       "--out-dir", tmp_path / "out/reqa", "--split-dir", tmp_path / "out/splits/dev")
+                       "--out-dir", tmp_path / "out/collection", "--split-dir", tmp_path / "out/splits/dev")
     assert_one_line_error(result, f"{questions}: line 2: article 'Nowhere' is not in the corpus")
     assert not (tmp_path / "out").exists()
 
@@ -475,25 +475,25 @@ def test_passage_kinds_plan_their_own_dev_split(tmp_path):
     work = _workflow(tmp_path, {**PASSAGE_SETS, "msmarco-passage": paper})
     targets = [f"artifacts/{name}/splits/dev/{part}.tsv" for name in [*PASSAGE_SETS, "msmarco-passage"]
                for part in ("train", "test")]
-    plan = _snakemake(work, *targets, "artifacts/msmarco-passage/reqa/triples.tsv", "-n", "-p")
+    plan = _snakemake(work, *targets, "artifacts/msmarco-passage/collection/triples.tsv", "-n", "-p")
     assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
     assert job_counts(plan.stdout) == {"parse_wiki": 1, "passages": 4, "download": 2, "passage_triples": 1}
     assert "--md5 31644046b18952c1386cd4564ba2ae69" in plan.stdout     # ir_datasets' md5 of the archive
     assert "--md5 c13bf99ff23ca691105ad12eab837f84" in plan.stdout     # ... and of the train triples
     assert "rule split:" not in plan.stdout and "rule reqa:" not in plan.stdout
     # a ReQA-form target of a passage dataset is rule passages' too; the QA datasets keep rule reqa
-    plan = _snakemake(work, "artifacts/tiny-msmarco/reqa/candidates.jsonl", "artifacts/enwiki-mini/reqa/qrels.txt", "-n")
+    plan = _snakemake(work, "artifacts/tiny-msmarco/collection/candidates.jsonl", "artifacts/enwiki-mini/collection/qrels.txt", "-n")
     assert job_counts(plan.stdout) == {"passages": 1, "parse_wiki": 1, "reqa": 1}
 
 
 def test_a_file_without_checksum_is_refused_unless_marked_none(tmp_path):
     files = [{"name": "collectionandqueries.tar.gz", "url": "https://example.org/collectionandqueries.tar.gz"}]
     work = _workflow(tmp_path, {"ms": {"kind": "msmarco-passage", "files": files}})
-    refused = _snakemake(work, "artifacts/ms/reqa/qrels.txt", "-n")
+    refused = _snakemake(work, "artifacts/ms/collection/qrels.txt", "-n")
     assert refused.returncode != 0 and "files" in refused.stdout + refused.stderr
     files[0]["checksum"] = "none"
     work = _workflow(tmp_path / "again", {"ms": {"kind": "msmarco-passage", "files": files}})
-    plan = _snakemake(work, "artifacts/ms/reqa/qrels.txt", "-n", "-p")
+    plan = _snakemake(work, "artifacts/ms/collection/qrels.txt", "-n", "-p")
     assert plan.returncode == 0, plan.stderr[-2000:]
     assert "--no-checksum" in plan.stdout and job_counts(plan.stdout) == {"download": 1, "passages": 1}
 
@@ -504,7 +504,7 @@ def test_passage_kinds_build_through_snakemake(tmp_path):
     targets = [f"artifacts/{name}/splits/dev/test.tsv" for name in PASSAGE_SETS]
     done = _snakemake(work, *targets, "--cores", 1)
     assert done.returncode == 0, done.stderr[-3000:]
-    stats = {name: json.loads((work / f"artifacts/{name}/reqa/stats.json").read_text()) for name in PASSAGE_SETS}
+    stats = {name: json.loads((work / f"artifacts/{name}/collection/stats.json").read_text()) for name in PASSAGE_SETS}
     assert stats["tiny-msmarco"]["test_queries"] == 3 and stats["tiny-msmarco"]["valid_queries"] == 1
     assert stats["tiny-beir"]["train_queries"] + stats["tiny-beir"]["valid_queries"] == 2
     assert stats["tiny-passages"]["test_queries"] == 3 and stats["tiny-passages"]["candidates"] == 9
@@ -518,7 +518,7 @@ def test_an_edit_inside_a_local_dir_collection_reruns_it(tmp_path):
     import os
 
     work = _workflow(tmp_path, {"tiny-msmarco": PASSAGE_SETS["tiny-msmarco"]})
-    target = "artifacts/tiny-msmarco/reqa/stats.json"
+    target = "artifacts/tiny-msmarco/collection/stats.json"
     done = _snakemake(work, target, "--cores", 1)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Nothing to be done" in _snakemake(work, target, "-n").stdout

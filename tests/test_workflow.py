@@ -184,7 +184,7 @@ def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
     assert beir["split"].tolist() == ["dev", "dev"] and (beir["queries"] == 2).all()
     assert beir["nDCG@10 published"].tolist()[1] == 0.5 and "ir-measures R@k" in beir.loc[0, "note"]
     assert json.loads((tiny_run / "results/zeroshot/beir-tiny.json").read_text())["rows"]["ckpt-minilm"]["RR@10"] >= 0
-    passages = json.loads((tiny_run / "artifacts/beir-tiny/reqa/candidates.jsonl.meta.json").read_text())
+    passages = json.loads((tiny_run / "artifacts/beir-tiny/collection/candidates.jsonl.meta.json").read_text())
     assert list(passages["counts"]["checksum"].values()) == ["not verified (a folder)"]
 
 

@@ -4,7 +4,7 @@
 
 rule bm25_index:
     input:
-        f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        collection("{dataset}", "candidates.jsonl"),
     output:
         directory(f"{ART}/{{dataset}}/bm25/index"),
     threads: config["threads"]
@@ -21,7 +21,7 @@ rule bm25_index:
 rule bm25_search:
     input:
         index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",   # a graded set: its base's index
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
+        queries=collection("{dataset}", "queries.tsv"),
     output:
         f"{ART}/{{dataset}}/bm25/run.trec",
     params:

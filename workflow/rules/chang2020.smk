@@ -25,7 +25,7 @@ rule chang2020_table2:
     # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
     input:
         profile=PROFILE_INPUT,
-        stats=[f"{ART}/{d['name']}/reqa/table2-stats.json" for d in config["chang2020"]["table2"]["datasets"]],
+        stats=[collection(d["name"], "table2-stats.json") for d in config["chang2020"]["table2"]["datasets"]],
         paper="data/papers/chang2020_table2.csv",
     output:
         csv="results/chang2020/table2.csv",
@@ -33,7 +33,7 @@ rule chang2020_table2:
     params:
         profile=config["profile"],
         note=config["profile_note"],
-        rows=row_flags((d["name"], d["paper"], f"{ART}/{d['name']}/reqa/table2-stats.json")
+        rows=row_flags((d["name"], d["paper"], collection(d["name"], "table2-stats.json"))
                        for d in config["chang2020"]["table2"]["datasets"]),
     log:
         "logs/tables/chang2020_table2.log",

@@ -52,6 +52,13 @@ PROFILE_INPUT = local(PROFILE_MARKER)   # written where snakemake parses this fi
 
 # --- datasets ---------------------------------------------------------------------------------------
 
+def collection(dataset, name=""):
+    """A dataset's collection (its candidates, queries, qrels and statistics, whichever builder made them: ReQA,
+    open-domain, MS MARCO, BEIR), or one file of it; `dataset` may be the wildcard "{dataset}"."""
+    return f"{ART}/{dataset}/collection" + (f"/{name}" if name else "")
+
+COLLECTION_FILES = [("candidates", "jsonl"), ("queries", "tsv"), ("qrels", "txt")]
+
 def dataset_cfg(name):
     if name not in config["datasets"]:
         raise ValueError(f"params.yaml: datasets.{name} is not defined")

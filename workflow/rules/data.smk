@@ -159,8 +159,8 @@ def triples_inputs(wildcards):
         raise ValueError(f"datasets.{wildcards.dataset} names no `triples` file")
     split = f"{ART}/{wildcards.dataset}/splits/{PASSAGE_SPLIT}"
     return {"triples": dataset_file(wildcards.dataset, file_spec(wildcards.dataset, cfg["triples"])),
-            "candidates": f"{ART}/{wildcards.dataset}/reqa/candidates.jsonl",
-            "qrels": f"{ART}/{wildcards.dataset}/reqa/qrels.txt", "train": f"{split}/train.tsv"}
+            "candidates": collection(wildcards.dataset, "candidates.jsonl"),
+            "qrels": collection(wildcards.dataset, "qrels.txt"), "train": f"{split}/train.tsv"}
 
 
 def graded_file(dataset, key):
@@ -269,14 +269,14 @@ rule reqa:
     input:
         unpack(reqa_inputs),
     output:
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
-        stats=f"{ART}/{{dataset}}/reqa/stats.json",
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        queries=collection("{dataset}", "queries.tsv"),
+        qrels=collection("{dataset}", "qrels.txt"),
+        stats=collection("{dataset}", "stats.json"),
     wildcard_constraints:
         dataset=ONLY_REQA,   # open-domain datasets: rule reqa_open; passage datasets: rule passages
     params:
-        out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
+        out_dir=lambda w: collection(w.dataset),
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
         # "none": a local file given without a sha256 (checked when given, recorded as not verified when not)
         sha256=lambda w: [f.get("sha256") or "none" for f in dataset_cfg(w.dataset).get("files", [])],
@@ -298,8 +298,7 @@ def open_inputs(wildcards):
     cfg = dataset_cfg(wildcards.dataset)
     if cfg["kind"] != "open-domain":
         raise ValueError(f"datasets.{wildcards.dataset} is not of kind open-domain")
-    base = f"{ART}/{cfg['base']}/reqa"
-    return {"candidates": f"{base}/candidates.jsonl", "queries": f"{base}/queries.tsv", "qrels": f"{base}/qrels.txt",
+    return {**{name: collection(cfg["base"], f"{name}.{ext}") for name, ext in COLLECTION_FILES},
             "articles": f"{ART}/{cfg['extra']}/corpus/articles.jsonl"}
 
 
@@ -309,14 +308,14 @@ rule reqa_open:
     input:
         unpack(open_inputs),
     output:
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
-        stats=f"{ART}/{{dataset}}/reqa/stats.json",
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        queries=collection("{dataset}", "queries.tsv"),
+        qrels=collection("{dataset}", "qrels.txt"),
+        stats=collection("{dataset}", "stats.json"),
     wildcard_constraints:
         dataset=ONLY_OPEN,
     params:
-        out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
+        out_dir=lambda w: collection(w.dataset),
         max_extra=lambda w: dataset_cfg(w.dataset).get("max_extra", 0),
         prefix=lambda w: f"{dataset_cfg(w.dataset)['extra']}:",
         seed=config["seed"],
@@ -337,10 +336,10 @@ rule passages:
     input:
         unpack(passage_inputs),
     output:
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
-        stats=f"{ART}/{{dataset}}/reqa/stats.json",
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        queries=collection("{dataset}", "queries.tsv"),
+        qrels=collection("{dataset}", "qrels.txt"),
+        stats=collection("{dataset}", "stats.json"),
         train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
@@ -349,7 +348,7 @@ rule passages:
     params:
         command=passage_command,
         listing=lambda w: "" if dataset_cfg(w.dataset)["kind"] == "wikipedia-passages" else folder_listing(passage_source(w.dataset)),
-        out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
+        out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
     log:
@@ -368,11 +367,11 @@ rule passages_graded:
     input:
         queries=lambda w: graded_file(w.dataset, "queries"),
         qrels=lambda w: graded_file(w.dataset, "qrels"),
-        candidates=lambda w: f"{ART}/{corpus_of(w.dataset)}/reqa/candidates.jsonl",
+        candidates=lambda w: collection(corpus_of(w.dataset), "candidates.jsonl"),
     output:
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
-        stats=f"{ART}/{{dataset}}/reqa/stats.json",
+        queries=collection("{dataset}", "queries.tsv"),
+        qrels=collection("{dataset}", "qrels.txt"),
+        stats=collection("{dataset}", "stats.json"),
         train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
@@ -380,7 +379,7 @@ rule passages_graded:
         dataset=ONLY_GRADED,
     params:
         checks=lambda w: graded_checks(w.dataset),
-        out_dir=lambda w: f"{ART}/{w.dataset}/reqa",
+        out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
     log:
         "logs/{dataset}/passages_graded.log",
@@ -396,7 +395,7 @@ rule passage_triples:
     input:
         unpack(triples_inputs),
     output:
-        f"{ART}/{{dataset}}/reqa/triples.tsv",
+        collection("{dataset}", "triples.tsv"),
     wildcard_constraints:
         dataset=ONLY_PASSAGES,
     params:
@@ -414,7 +413,7 @@ rule passage_triples:
 
 rule split:
     input:
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
+        queries=collection("{dataset}", "queries.tsv"),
     output:
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",

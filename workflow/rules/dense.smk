@@ -26,7 +26,7 @@ rule encode_candidates:
     # the corpus of a dataset that encode.shards does not split, in one job
     input:
         model=model_dir,
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        candidates=collection("{dataset}", "candidates.jsonl"),
     output:
         embeddings=f"{DENSE}/candidates.npy",
         ids=f"{DENSE}/candidates.ids",
@@ -51,7 +51,7 @@ rule encode_shard:
     # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them
     input:
         model=model_dir,
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        candidates=collection("{dataset}", "candidates.jsonl"),
     output:
         embeddings=f"{DENSE}/shards/{{shard}}.npy",
         ids=f"{DENSE}/shards/{{shard}}.ids",
@@ -163,7 +163,7 @@ rule mine_hard_negatives:
         unpack(lambda w: dense_files(w.dataset, w.model, w.split, config["mining"]["index"])),
         train=split_questions("train"),
         valid=split_questions("valid"),
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        qrels=collection("{dataset}", "qrels.txt"),
     output:
         f"{DENSE}/mined.jsonl",
     params:

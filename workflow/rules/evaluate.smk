@@ -66,9 +66,9 @@ def table_note(dataset, model=""):
 rule evaluate:
     input:
         run=run_path,
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        qrels=collection("{dataset}", "qrels.txt"),
         queries=lambda w: f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/test.tsv",   # an open-domain dataset: its base's
-        candidates=lambda w: f"{ART}/{corpus_of(w.dataset)}/reqa/candidates.jsonl",   # ranked ids are checked against it
+        candidates=lambda w: collection(corpus_of(w.dataset), "candidates.jsonl"),   # ranked ids are checked against it
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
     params:

@@ -28,8 +28,8 @@ def ltre_start(w):
 
 
 LTRE_DATA = {
-    "candidates": f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-    "qrels": f"{ART}/{{dataset}}/reqa/qrels.txt",
+    "candidates": collection("{dataset}", "candidates.jsonl"),
+    "qrels": collection("{dataset}", "qrels.txt"),
     "train": f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
     "bm25": f"{ART}/{{dataset}}/bm25/run.trec",
 }

@@ -28,12 +28,12 @@ rule pretraining_pairs:
 # Statistics of a ReQA dataset for Chang et al.'s Table 2 (chang2020.smk), with its own WordPiece tokenizer.
 rule reqa_statistics:
     input:
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        queries=collection("{dataset}", "queries.tsv"),
+        qrels=collection("{dataset}", "qrels.txt"),
         tokenizer=f"{ART}/{{dataset}}/tokenizer",
     output:
-        f"{ART}/{{dataset}}/reqa/table2-stats.json",
+        collection("{dataset}", "table2-stats.json"),
     log:
         "logs/{dataset}/reqa_statistics.log",
     conda:

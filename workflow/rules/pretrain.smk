@@ -12,7 +12,7 @@ def tokenizer_text(w):
     """A tokenizer learns from the dataset's ReQA candidates, or a pre-training corpus's articles."""
     if dataset_cfg(w.dataset)["kind"] == "wikipedia":
         return f"{ART}/{w.dataset}/corpus/articles.jsonl"
-    return f"{ART}/{w.dataset}/reqa/candidates.jsonl"
+    return collection(w.dataset, "candidates.jsonl")
 
 
 rule tokenizer:
@@ -57,7 +57,7 @@ rule init_random:
 
 rule pretrain_mlm:
     input:
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        candidates=collection("{dataset}", "candidates.jsonl"),
         tokenizer=f"{ART}/{{dataset}}/tokenizer",
     output:
         directory(f"{ART}/{{dataset}}/encoders/mlm"),
@@ -84,7 +84,7 @@ rule pretrain_mlm_nsp:
     # QuadrupletBERT: every BERT tower is pre-trained on the downstream dataset's own text with
     # Masked LM and Next Sentence Prediction (from scratch here; the paper profile continues a hub BERT).
     input:
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        candidates=collection("{dataset}", "candidates.jsonl"),
         tokenizer=f"{ART}/{{dataset}}/tokenizer",
     output:
         directory(f"{ART}/{{dataset}}/encoders/mlm-nsp"),

@@ -18,8 +18,8 @@ rule train_repbert:
     # eq. 4 over in-batch negatives (an in-batch passage the qrels call relevant counts as positive).
     input:
         start=mlm_encoder,     # paper profile: bert-base-uncased (encoder.hub_model)
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
     output:
@@ -82,8 +82,8 @@ rule train_cross_encoder:
     # top-k of each training query (as MS MARCO's train triples pair qrels with BM25's top 1000).
     input:
         start=mlm_encoder,
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
-        qrels=f"{ART}/{{dataset}}/reqa/qrels.txt",
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
         run=f"{ART}/{{dataset}}/bm25/run.trec",
@@ -128,7 +128,7 @@ rule rerank:
     input:
         unpack(rerank_scorer),
         run=lambda w: first_stage_run(w.dataset, w.first, w.split),
-        candidates=f"{ART}/{{dataset}}/reqa/candidates.jsonl",
+        candidates=collection("{dataset}", "candidates.jsonl"),
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/rerank/{{first}}-d{{depth}}/{{split}}.trec",

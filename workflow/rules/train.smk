@@ -8,7 +8,7 @@
 
 
 def split_files(w):
-    return {"candidates": f"{ART}/{w.dataset}/reqa/candidates.jsonl", "qrels": f"{ART}/{w.dataset}/reqa/qrels.txt",
+    return {"candidates": collection(w.dataset, "candidates.jsonl"), "qrels": collection(w.dataset, "qrels.txt"),
             "train": f"{ART}/{w.dataset}/splits/{w.split}/train.tsv",
             "valid": f"{ART}/{w.dataset}/splits/{w.split}/valid.tsv"}
 

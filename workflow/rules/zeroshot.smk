@@ -56,7 +56,7 @@ rule checkpoint_model:
 rule split_all:
     # split "all": every question is on the test side, so BM25 and checkpoints are scored over all of them
     input:
-        queries=f"{ART}/{{dataset}}/reqa/queries.tsv",
+        queries=collection("{dataset}", "queries.tsv"),
     output:
         train=f"{ART}/{{dataset}}/splits/all/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/all/valid.tsv",
