@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from workflow_helpers import job_counts
 
 from test_workflow import copy_workflow, snakemake
@@ -26,6 +28,7 @@ def dvc(cwd, *args):
     return sh(cwd, Path(sys.executable).with_name("dvc"), *args)
 
 
+@pytest.mark.extended   # DVC push and pull around two Snakemake runs (about a minute)
 def test_pulled_artifacts_are_reused_and_rebuilt_when_their_params_change(tmp_path):
     (tmp_path / "first").mkdir()
     first = copy_workflow(tmp_path / "first")

@@ -51,6 +51,7 @@ def test_stopped_run_resumes_to_identical_weights(setup):
     assert not (setup / "resumed.state" / "checkpoint.pt").exists()   # dropped once the model is saved
 
 
+@pytest.mark.extended   # a real SIGKILL of a training process; the in-process stop and resume above stays in make test
 def test_killed_run_continues_from_last_checkpoint(setup):
     out = setup / "killed"
     args = [sys.executable, "-m", "towers", *map(str, finetune_args(setup, out, steps=60, every=2))]

@@ -70,6 +70,7 @@ def numbers(table: pd.DataFrame) -> list[list]:
     return table[columns].values.tolist()
 
 
+@pytest.mark.extended   # three dvc repro runs, one killed (about two minutes with its fixture)
 def test_a_job_killed_during_a_params_change_leaves_no_table_to_mix_old_rows_into(two_datasets, tmp_path):
     """Through `dvc repro`, which runs Snakemake: after a failed run, the next one must neither record new params
     over the old table nor rebuild it from one new row and one left over."""

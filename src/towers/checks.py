@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .claims import samples_of
 from .io import StageError
+from .reports.common import samples_of
 
 COLUMNS = ["table", "row", "column", "kind", "expected", "tolerance", "basis"]
 OKISH = 1.5            # OKish: beyond the tolerance but within this multiple of it

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import StageError, read_json, read_jsonl
-from .reports.common import window_steps
+from .io import StageError, read_json
+from .reports.common import samples_of
 
 VERDICTS = ["holds", "same direction, not significant", "not supported", "contradicted", "not measurable"]
 FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
@@ -84,52 +84,6 @@ def pick(cells: dict[str, list[dict]], table: str, selector: dict, column: str) 
     if len(found) > 1:
         raise StageError(table, f"the selector {selector} matches {len(found)} rows for {column}; narrow it")
     return found[0]
-
-
-_SAMPLES: dict = {}
-
-
-def samples_of(source: dict) -> dict[str, float]:
-    """A cell's per-item values (cached: many parts read the same evaluation)."""
-    key = repr(sorted(source.items()))
-    if key not in _SAMPLES:
-        _SAMPLES[key] = _read_samples(source)
-    return _SAMPLES[key]
-
-
-def _read_samples(source: dict) -> dict[str, float]:
-    kind = source["kind"]
-    if kind == "queries":   # evaluation JSONs, one per seed: each query's value averaged over seeds
-        per_file = []
-        for path in source["files"]:
-            result = read_json(path)
-            per_query = result.get("per_query", {})
-            if any(source["measure"] not in values for values in per_query.values()):
-                raise StageError(path, f"no per-query {source['measure']}")
-            per_file.append({q: v[source["measure"]] for q, v in per_query.items()})
-        qids = set(per_file[0])
-        if any(set(p) != qids for p in per_file[1:]):
-            raise StageError(source["files"][0], "the seeds' evaluations cover different queries")
-        return {q: source["scale"] * float(np.mean([p[q] for p in per_file])) for q in sorted(qids)}
-    if kind == "latency":
-        result = read_json(source["file"])
-        if "per_query_ms" not in result:
-            raise StageError(source["file"], "no per-query times (made before latency recorded them: rerun it)")
-        return {q: float(v) for q, v in result["per_query_ms"].items()}
-    if kind == "consistency":
-        result = read_json(source["file"])
-        if "per_query" not in result:
-            raise StageError(source["file"], "no per-query consistency (made before it was recorded: rerun it)")
-        return {q: float(v) for q, v in result["per_query"][source["depth"]].items()}
-    if kind == "steps":
-        import pandas as pd
-
-        log = pd.DataFrame(list(read_jsonl(source["file"])))
-        if source["field"] not in log:
-            raise StageError(source["file"], f"no {source['field']} in this step log")
-        chosen = log[window_steps(log["step"], source.get("window", "all"))]
-        return {str(int(s)): float(v) for s, v in zip(chosen["step"], chosen[source["field"]])}
-    raise StageError("cells", f"unknown kind of samples {kind!r}")
 
 
 def cell_term(cells, table: str, selector: dict, column: str) -> Term:

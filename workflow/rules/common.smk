@@ -57,7 +57,13 @@ def collection(dataset, name=""):
     open-domain, MS MARCO, BEIR), or one file of it; `dataset` may be the wildcard "{dataset}"."""
     return f"{ART}/{dataset}/collection" + (f"/{name}" if name else "")
 
-COLLECTION_FILES = [("candidates", "jsonl"), ("queries", "tsv"), ("qrels", "txt")]
+
+def collection_files(dataset, *more):
+    """{name: path} of a collection's candidates, queries and qrels (and "stats" if asked): the outputs every
+    collection builder writes, the inputs of one that starts from another's."""
+    suffix = {"candidates": "jsonl", "queries": "tsv", "qrels": "txt", "stats": "json"}
+    return {name: collection(dataset, f"{name}.{suffix[name]}") for name in ("candidates", "queries", "qrels", *more)}
+
 
 def dataset_cfg(name):
     if name not in config["datasets"]:

@@ -269,10 +269,7 @@ rule reqa:
     input:
         unpack(reqa_inputs),
     output:
-        candidates=collection("{dataset}", "candidates.jsonl"),
-        queries=collection("{dataset}", "queries.tsv"),
-        qrels=collection("{dataset}", "qrels.txt"),
-        stats=collection("{dataset}", "stats.json"),
+        **collection_files("{dataset}", "stats"),
     wildcard_constraints:
         dataset=ONLY_REQA,   # open-domain datasets: rule reqa_open; passage datasets: rule passages
     params:
@@ -298,8 +295,7 @@ def open_inputs(wildcards):
     cfg = dataset_cfg(wildcards.dataset)
     if cfg["kind"] != "open-domain":
         raise ValueError(f"datasets.{wildcards.dataset} is not of kind open-domain")
-    return {**{name: collection(cfg["base"], f"{name}.{ext}") for name, ext in COLLECTION_FILES},
-            "articles": f"{ART}/{cfg['extra']}/corpus/articles.jsonl"}
+    return {**collection_files(cfg["base"]), "articles": f"{ART}/{cfg['extra']}/corpus/articles.jsonl"}
 
 
 rule reqa_open:
@@ -308,10 +304,7 @@ rule reqa_open:
     input:
         unpack(open_inputs),
     output:
-        candidates=collection("{dataset}", "candidates.jsonl"),
-        queries=collection("{dataset}", "queries.tsv"),
-        qrels=collection("{dataset}", "qrels.txt"),
-        stats=collection("{dataset}", "stats.json"),
+        **collection_files("{dataset}", "stats"),
     wildcard_constraints:
         dataset=ONLY_OPEN,
     params:
@@ -336,10 +329,7 @@ rule passages:
     input:
         unpack(passage_inputs),
     output:
-        candidates=collection("{dataset}", "candidates.jsonl"),
-        queries=collection("{dataset}", "queries.tsv"),
-        qrels=collection("{dataset}", "qrels.txt"),
-        stats=collection("{dataset}", "stats.json"),
+        **collection_files("{dataset}", "stats"),
         train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",

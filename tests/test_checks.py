@@ -1,0 +1,47 @@
+"""The expected-value check (towers.checks) on hand-made cells: each status, both directions, and the line that
+names a failing cell (the end-to-end version, a changed learning rate failing `snakemake check`, is in
+test_workflow.py under make test-extended)."""
+import pandas as pd
+import pytest
+
+from towers import checks
+from towers.reports.common import cell
+
+
+def _cells(values: dict) -> dict:
+    return {"ltre/table1": [cell({"key": key}, "RR@10", value) for key, value in values.items()]}
+
+
+@pytest.fixture
+def expected():
+    built = checks.expected_values(_cells({"a": 0.30, "b": 0.30, "c": 0.30, "d": 0.30, "gone": 0.30}), "exact", 3.0)
+    built["tolerance"] = 0.02   # as a mini profile's file would hold it
+    return built
+
+
+def test_each_status_and_both_directions(expected):
+    report = checks.check(_cells({"a": 0.31, "b": 0.329, "c": 0.25, "d": 0.36, "new": 0.1}), expected)
+    status = dict(zip(report["row"], report["status"]))
+    assert status == {"key=a": "OK", "key=b": "OKish", "key=c": "FAIL", "key=d": "FAIL", "key=new": "NEW",
+                      "key=gone": "MISSING"}
+    failed = checks.failures(report)
+    assert sorted(failed["row"]) == ["key=c", "key=d", "key=gone"]   # a rise fails as a drop does
+    lines = [checks.line(row) for _, row in failed.iterrows()]
+    assert "[FAIL] ltre/table1 [key=c] RR@10: 0.25 vs expected 0.3 (-0.05, lower; tolerance 0.02)" in lines
+    assert "[FAIL] ltre/table1 [key=d] RR@10: 0.36 vs expected 0.3 (+0.06, higher; tolerance 0.02)" in lines
+    assert "[MISSING] ltre/table1 [key=gone] RR@10: expected 0.3, not in the tables" in lines
+    assert checks.summary(report) == "1 OK, 1 OKish, 2 FAIL, 1 MISSING, 1 NEW"
+
+
+def test_an_exact_basis_allows_only_float_noise():
+    built = checks.expected_values(_cells({"a": 0.3}), "exact", 3.0)
+    assert built["tolerance"].tolist() == [pytest.approx(1e-6)]
+    assert checks.check(_cells({"a": 0.3 + 5e-7}), built)["status"].tolist() == ["OK"]
+    assert checks.check(_cells({"a": 0.3 + 1e-4}), built)["status"].tolist() == ["FAIL"]
+
+
+def test_a_cell_without_a_tolerance_is_shown_not_judged(expected):
+    expected.loc[expected["row"] == "key=a", "tolerance"] = float("nan")
+    report = checks.check(_cells({"a": 0.9}), expected)
+    assert report.set_index("row").loc["key=a", "status"] == "--"
+    assert isinstance(report, pd.DataFrame)
