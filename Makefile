@@ -29,7 +29,8 @@ test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
 # the slower checks left out of `make test` (data-parallel training, sharded encoding, a damaged Lucene index,
-# cross-encoder reranking); `--durations` of a loaded two-worker run summed them to about 7 minutes
+# cross-encoder reranking, a SIGKILLed training resumed, a killed dvc repro, DVC push/pull reuse, and a changed
+# learning rate failing the check after the whole tiny end-to-end run, which makes this the longer of the two)
 test-extended: setup
 	$(VENV)/bin/python -m pytest -q -m extended tests
 
