@@ -10,6 +10,7 @@ import contextlib
 import json
 import os
 import re
+import resource
 import sys
 import time
 from pathlib import Path
@@ -27,6 +28,14 @@ def parser() -> argparse.ArgumentParser:
             p.add_argument(flag, **kw)
         p.set_defaults(func=func)
     return top
+
+
+def usage() -> dict:
+    """CPU seconds and peak resident memory of this process and the children it waited for (the JVM of
+    Pyserini runs inside it): what the scaling benchmark and rules' resources are measured from."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"cpu_seconds": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 2),
+            "peak_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1)}   # Linux: KiB
 
 
 def main(argv=None) -> int:
@@ -57,7 +66,7 @@ def main(argv=None) -> int:
         runtime.finish()   # a stage that returned without training: only the leader writes its record
     cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.reports.common.cell), a list
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
-            "counts": counts, "seconds": round(time.perf_counter() - began, 2),
+            "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
                                  "mwparserfromhell")}
     if cells is not None:
