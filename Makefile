@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce test test-extended test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
+.PHONY: setup reproduce test test-fast test-extended test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ reproduce: setup
 test: setup
 	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=25 tests
 
+# the quick loop: every test that starts no Snakemake (no plan, no run) and no end-to-end build (markers in
+# pyproject.toml; make test runs these too)
+test-fast: setup
+	$(VENV)/bin/python -m pytest -q -n 2 -m 'not snakemake and not slow and not extended and not reference' tests
+
 # the slower checks left out of `make test` (data-parallel training, sharded encoding, a damaged Lucene index,
 # cross-encoder reranking, a SIGKILLed training resumed, a killed dvc repro, DVC push/pull reuse, and a changed
 # learning rate failing the check after the whole tiny end-to-end run, which makes this the longer of the two)
@@ -42,20 +47,24 @@ test-reference: setup
 dry-run-paper: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/paper.yaml -n
 
-# Rebuild what params/code changes touched (dvc repro runs the tables' stages, Snakemake only the jobs
-# whose inputs or params moved), then show parameter and metric changes against BASE (a git revision);
-# the same text goes to metrics-diff.md. CI (.github/workflows/metrics.yml) runs exactly this.
+# Rebuild what params/code changes touched (one Snakemake run over dvc.yaml's tables: only the jobs whose
+# inputs, params or code moved; then `dvc commit` records them), then show parameter and metric changes against
+# BASE (a git revision); the same text goes to metrics-diff.md. CI (.github/workflows/metrics.yml) runs
+# exactly this, between `make cache-pull` and `make cache-push`.
 BASE ?= main
 metrics-diff: setup
-	$(PY) -m towers.ci metrics-diff --base $(BASE)
+	$(PY) -m towers.ci metrics-diff --base $(BASE) --cores $(CORES)
 
-# Share artifacts/ (encoders, models, embeddings, indexes) with their Snakemake provenance through the
-# default DVC remote (`dvc remote add -d NAME URL` first); push, then commit artifacts.dvc.
+# Share artifacts/ (encoders, models, embeddings, indexes) with their Snakemake provenance through a DVC remote:
+# the environment's DVC_REMOTE_URL if set, else the default one (`dvc remote add -d NAME URL` first); push, then commit
+# artifacts.dvc. CI_CACHE=folder (CI: a folder its cache keeps between runs) keeps the pointer to the last
+# pushed build there instead, and the remote too when no other is named.
+CI_CACHE ?=
 cache-push: setup
-	$(PY) -m towers.cache push
+	$(PY) -m towers.ci cache-push $(if $(CI_CACHE),--folder $(CI_CACHE))
 
 cache-pull: setup
-	$(PY) -m towers.cache pull
+	$(PY) -m towers.ci cache-pull $(if $(CI_CACHE),--folder $(CI_CACHE))
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -5,18 +5,19 @@ import os
 import re
 import shlex
 import sys
+import time
 
 import yaml
 from snakemake.utils import min_version
 
-from towers.params_check import ParamsError, check as check_params, load_sources, load_yaml
+from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml
 
 min_version("9.0")
 
-try:   # Snakemake's own message for a broken YAML file names no file
-    load_yaml("params.yaml")
-except (OSError, yaml.YAMLError) as err:
-    sys.exit(f"error: params.yaml: {' '.join(str(err).split())[:300]}")
+try:   # Snakemake's own message for a broken YAML file names no file; a duplicate key it takes silently
+    read_yaml("params.yaml")
+except ParamsError as err:
+    sys.exit(f"error: {err}")
 configfile: "params.yaml"
 try:   # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
     check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"),
@@ -59,6 +60,30 @@ wildcard_constraints:
     model="[a-z0-9.+-]+",
 
 
+def content_digest(path) -> str:
+    """The SHA-256 of a small file the project owns (questions, claims, expected values), for a rule's params:
+    an edit reruns its jobs even where the file's time does not move forward (a clock set back, a copy that
+    keeps times), which Snakemake's time check alone would miss."""
+    from towers.io import sha256_of
+
+    return sha256_of(path)[:16] if path and os.path.isfile(path) else ""
+
+
+def future_dated(paths, slack: float = 2.0):
+    """(path, its time) of the first input file (or file under an input folder) modified after now."""
+    now = time.time() + slack
+    for path in dict.fromkeys(map(str, paths)):
+        files = [os.path.join(d, f) for d, _, names in os.walk(path) for f in names] if os.path.isdir(path) else [path]
+        for f in [path, *files]:
+            try:
+                when = os.stat(f).st_mtime
+            except OSError:
+                continue
+            if when > now:
+                return (path, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)))
+    return None
+
+
 # Nothing stale after a failure. Snakemake does not rerun a present output only because an input of it is
 # missing, and schedules a job whose output is missing only when a job that must run asks for it. So when a
 # run that rebuilds A -> B -> table (say, after a params change) stops at A (a bug, a kill -9, an out-of-memory
@@ -68,6 +93,11 @@ wildcard_constraints:
 # those outputs missing, and the next run rebuilds them. Dry runs (-n, which run no hook) and --touch remove
 # nothing; training state (train-state/) is no output, so training still resumes. `dvc repro` runs this too.
 onstart:
+    future = future_dated([f for job in workflow.dag.needrun_jobs() for f in job.input])
+    if future:   # else every job ends in Snakemake's clock-skew error, and every rerun too, until that date
+        sys.exit(f"error: {future[0]}: modified in the future ({future[1]}, now {time.strftime('%Y-%m-%d %H:%M:%S')}); "
+                 f"set its time to now with: touch {shlex.quote(future[0])}"
+                 + (" (and the files under it)" if os.path.isdir(future[0]) else ""))
     if not workflow.touch:
         for job in list(workflow.dag.needrun_jobs()):
             workflow.async_run(job.remove_existing_output())
@@ -93,6 +123,16 @@ PAPER_TABLES = [*expand("results/chang2020/table{n}.csv", n=range(1, 7)), "resul
 PAPER_FIGURES = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
 
 include: "workflow/rules/verdicts.smk"
+
+# A rule's request is its family's (resources.gpu_jobs / train_jobs / java_jobs, or the executor profile's
+# default-resources) with resources.rules[<rule>] over it: the paper profile's are measured (benchmarks/scale.py,
+# docs/scale.md). A --set-resources on the command line still wins.
+_MEASURED = config["resources"].get("rules", {})
+for _unknown in sorted(set(_MEASURED) - {r.name for r in workflow.rules}):
+    sys.exit(f"error: params: resources.rules.{_unknown}: no rule of that name")
+for _rule in workflow.rules:
+    _given = workflow.resource_settings.overwrite_resources.get(_rule.name) or {}
+    _rule.resources.update({k: v for k, v in _MEASURED.get(_rule.name, {}).items() if k not in _given})
 
 
 rule all:

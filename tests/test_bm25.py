@@ -3,8 +3,10 @@ Pyserini's own LuceneSearcher over the same index, for batch search (the bm25-se
 time (the latency stage)."""
 import json
 
+import pytest
+
 from towers import bm25
-from towers.io import read_run
+from towers.io import read_queries, read_run
 
 from conftest import run_stage
 
@@ -40,3 +42,92 @@ def test_bm25_search_equals_pyserinis_lucene_searcher(tmp_path):
 
     one = bm25.searcher(tmp_path / "index", 0.82, 0.68).search("harbour lamp beacon", 5)
     assert [(h.docid, h.score) for h in one] == [(h.docid, h.score) for h in theirs.search("harbour lamp beacon", 5)]
+
+
+def lighthouse_index(tmp_path, n=60):
+    docs = {f"d{i}": " ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 2 + i % 5)) for i in range(n)}
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": d, "contents": t}) + "\n" for d, t in docs.items()))
+    assert run_stage("bm25-index", "--candidates", tmp_path / "c.jsonl", "--index", tmp_path / "index",
+                     "--threads", 1).returncode == 0
+    return tmp_path / "index"
+
+
+def test_a_run_written_per_batch_and_per_shard_is_the_run_of_one_search(tmp_path):
+    from towers.io import concatenate_runs
+
+    index = lighthouse_index(tmp_path)
+    texts = [" ".join(WORDS[(i * k) % len(WORDS)] for k in range(1, 2 + i % 3)) for i in range(23)] + ["nothing here"]
+    queries = {f"q{i}": t for i, t in enumerate(texts)}
+    (tmp_path / "train.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in list(queries.items())[:15]))
+    (tmp_path / "valid.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in list(queries.items())[15:]))
+    (tmp_path / "all.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    assert bm25.search(index, tmp_path / "all.tsv", tmp_path / "one.trec", 0.9, 0.4, 7, threads=2) == len(queries)
+    whole = (tmp_path / "one.trec").read_bytes()
+    assert whole and set(read_run(tmp_path / "one.trec")) == set(queries) - {"q23"}   # no hit, no line
+    bm25.search(index, [tmp_path / "train.tsv", tmp_path / "valid.tsv"], tmp_path / "batched.trec", 0.9, 0.4, 7,
+                threads=2, batch_size=4)
+    assert (tmp_path / "batched.trec").read_bytes() == whole
+    parts = []
+    for shard in range(5):   # through the stage, as the rules run it
+        parts.append(tmp_path / f"shard{shard}.trec")
+        done = run_stage("bm25-search", "--index", index, "--queries", tmp_path / "train.tsv", tmp_path / "valid.tsv",
+                         "--run", parts[-1], "--k1", 0.9, "--b", 0.4, "--depth", 7, "--shard", shard, "--shards", 5,
+                         "--memory-mb", 2000)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert run_stage("merge-runs", "--parts", *parts, "--run", tmp_path / "merged.trec").returncode == 0
+    assert (tmp_path / "merged.trec").read_bytes().replace(b"bm25_k1=0.9_b=0.4", b"bm25") == whole
+    concatenate_runs(parts[::-1], tmp_path / "reversed.trec")   # the order of the parts is the order of the run
+    assert (tmp_path / "reversed.trec").read_bytes() != (tmp_path / "merged.trec").read_bytes()
+    twice = run_stage("bm25-search", "--index", index, "--queries", tmp_path / "train.tsv", tmp_path / "all.tsv",
+                      "--run", tmp_path / "x.trec", "--k1", 0.9, "--b", 0.4, "--depth", 7)
+    assert twice.returncode == 1 and f"{tmp_path / 'all.tsv'}: repeats query q0 of an earlier queries file" in twice.stderr
+    outside = run_stage("bm25-search", "--index", index, "--queries", tmp_path / "all.tsv", "--run", tmp_path / "x.trec",
+                        "--k1", 0.9, "--b", 0.4, "--depth", 7, "--shard", 5, "--shards", 5)
+    assert outside.returncode == 1 and "--shard: must be in 0..4, not 5" in outside.stderr
+
+
+def test_the_jvm_heap_is_what_the_job_memory_leaves(tmp_path):
+    import subprocess
+    import sys
+
+    for memory in (1000, 1500, 4000, 32000, 128000):   # at least 1 GB and a quarter left outside the heap
+        heap = bm25.java_heap_mb(memory)
+        assert heap == 256 or (heap <= memory - 1024 and heap <= memory * 3 // 4), memory
+    # a JVM starts once a process: a fresh one, capped where the stage starts it
+    heap = bm25.java_heap_mb(1500)
+    probe = (f"from towers import bm25; bm25.start_jvm({heap}); from jnius import autoclass;"
+             "print(autoclass('java.lang.Runtime').getRuntime().maxMemory() / 2**20)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 0.85 * heap <= float(done.stdout.split()[-1]) <= heap   # Java reports a little less than -Xmx
+
+
+@pytest.mark.slow
+def test_split_runs_are_the_single_runs_rows_of_their_queries(tmp_path):
+    """bm25.split_runs through snakemake (tiny profile): the test queries' run and the training queries' run, searched
+    in 2 shards and joined, hold exactly the lines the one run of every query has for them, to their depth."""
+    import shutil
+    import subprocess
+    import sys
+
+    from workflow_helpers import copy_workflow
+
+    from conftest import FIXTURES
+
+    work = copy_workflow(tmp_path)
+    shutil.copytree(FIXTURES, work / "fixtures")
+    (work / "split.yaml").write_text("bm25: {split_runs: [enwiki-mini-passages], query_shards: {enwiki-mini-passages: 2}}\n")
+    art = work / "artifacts/enwiki-mini-passages"
+    targets = [art / "bm25/run.trec", art / "bm25/dev/test-d1000.trec", art / "bm25/dev/train-d3.trec",
+               art / "eval/bm25/dev/lucene.json"]
+    done = subprocess.run([sys.executable, "-m", "snakemake", *[str(t.relative_to(work)) for t in targets], "--cores",
+                           "1", "--configfile", "fixtures/tiny.yaml", "split.yaml"], cwd=work, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "merge_bm25_shards" in done.stderr and "bm25_search_shard" in done.stderr
+    lines = {}
+    for line in (art / "bm25/run.trec").read_text().splitlines():
+        lines.setdefault(line.split()[0], []).append(line)
+    test, train = (list(read_queries(art / f"splits/dev/{part}.tsv")) for part in ("test", "train"))
+    assert (art / "bm25/dev/test-d1000.trec").read_text().splitlines() == [x for q in test for x in lines.get(q, [])]
+    assert (art / "bm25/dev/train-d3.trec").read_text().splitlines() == [x for q in train for x in lines.get(q, [])[:3]]
+    assert json.loads((art / "eval/bm25/dev/lucene.json").read_text())["run"].endswith("bm25/dev/test-d1000.trec")

@@ -29,6 +29,7 @@ def dvc(cwd, *args):
 
 
 @pytest.mark.extended   # DVC push and pull around two Snakemake runs (about a minute)
+@pytest.mark.snakemake
 def test_pulled_artifacts_are_reused_and_rebuilt_when_their_params_change(tmp_path):
     (tmp_path / "first").mkdir()
     first = copy_workflow(tmp_path / "first")
@@ -80,3 +81,28 @@ def test_metrics_diff_lists_changed_params_and_metrics_against_a_revision(tmp_pa
     assert "bm25.k1" in out and "0.9" in out and "1.2" in out
     assert "RR@10" in out and "0.5" in out and "0.75" in out
     assert (tmp_path / "metrics-diff.md").read_text().strip() == out.strip()
+
+
+def test_a_push_stores_what_the_cache_selects_and_nothing_it_leaves_out(tmp_path):
+    """DVC, through the .dvcignore patterns cache.ensure_dvcignore writes, stores exactly the files
+    cache.excluded keeps: not training resume state, temporary shards or unfinished writes."""
+    import json
+
+    from towers import cache
+
+    sh(tmp_path, "git", "init", "-q")
+    dvc(tmp_path, "init", "-q")
+    files = ["d/encoders/mlm/model.safetensors", "d/dense/m/dev/candidates.npy", "d/dense/m/dev/index-flat.faiss",
+             "d/dense/m/dev/shards/0.npy", "d/dense/m/dev/shards/0.ids", "d/bm25/dev/train-d200.shards/1.trec",
+             "d/bm25/dev/train-d200.trec", "d/train-state/m-dev/checkpoint.pt", "d/dense/m/dev/.run.trec.tmp42",
+             "profile-mini.json"]
+    for i, name in enumerate(files):
+        (tmp_path / "artifacts" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "artifacts" / name).write_text("x" * (i + 1))
+    assert cache.ensure_dvcignore(tmp_path) and not cache.ensure_dvcignore(tmp_path)
+    dvc(tmp_path, "add", "-q", "artifacts")
+    listing = next((tmp_path / ".dvc" / "cache").rglob("*.dir"))
+    stored = sorted(entry["relpath"] for entry in json.loads(listing.read_text()))
+    kept = sorted(name for name in files if not cache.excluded(Path(name)))
+    assert stored == kept and len(kept) == 5
+    assert cache.selected(tmp_path) == (5, sum(i + 1 for i, name in enumerate(files) if name in kept))

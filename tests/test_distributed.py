@@ -66,6 +66,34 @@ def test_a_gathered_batch_gives_the_gradients_of_one_process(tmp_path):
             assert torch.allclose(single, shared, atol=1e-6), (rank, single, shared)
 
 
+# --- work split across ranks and put back together (an asynchronous refresh) ------------------------
+
+def rank_parts(rank, folder, count):
+    import numpy as np
+
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store{count}", rank=rank, world_size=2)
+    start, stop = distributed.my_rows(count)
+    whole = np.arange(count * 3, dtype=np.float32).reshape(count, 3)
+    gathered = distributed.gather_rows(whole[start:stop].astype(np.int64), count)
+    shared = distributed.shared_matrix(whole[start:stop], count, f"{folder}/shared{count}.npy")
+    np.save(f"{folder}/out{count}-{rank}.npy", np.stack([gathered.astype(np.float32), np.asarray(shared)]))
+    assert isinstance(shared, np.memmap) and not shared.flags.writeable   # mapped, one copy for both ranks
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("count", [1, 5, 8])
+def test_rows_split_over_ranks_come_back_whole_on_every_rank(tmp_path, count):
+    import numpy as np
+
+    mp.spawn(rank_parts, args=(str(tmp_path), count), nprocs=2)
+    whole = np.arange(count * 3, dtype=np.float32).reshape(count, 3)
+    for rank in (0, 1):
+        gathered, shared = np.load(tmp_path / f"out{count}-{rank}.npy")
+        assert np.array_equal(gathered, whole) and np.array_equal(shared, whole)
+    assert distributed.my_rows(count) == (0, count)   # alone: all of it
+    assert distributed.gather_rows(whole, count) is whole
+
+
 # --- stages under the launcher -------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -92,12 +120,12 @@ def finetune(root, out, **kw):   # in-batch softmax: every process sees every pr
             "--doc-length", 32, "--embedding-dim", 16, "--pooling", "mean", *schedule(out, **kw)]
 
 
-def negatives(method):   # LTRe's baselines: nce = hardest in-batch doc (gathered), rand = per-row lists
-    def args(root, out, **kw):
+def negatives(method, *extra):   # LTRe's baselines: nce = hardest in-batch doc (gathered), rand = per-row lists,
+    def args(root, out, **kw):     # async = ANCE's refresh, its corpus and queries split over the processes
         return ["train-negatives", "--start", root / "enc", "--negatives", method, "--candidates",
                 root / "candidates.jsonl", "--qrels", root / "qrels.txt", "--train", root / "train.tsv",
                 "--query-length", 16, "--doc-length", 32, "--embedding-dim", 16, "--pooling", "mean",
-                *schedule(out, **kw)]
+                *extra, *schedule(out, **kw)]
     return args
 
 
@@ -112,7 +140,8 @@ def losses(out):
 
 
 @pytest.mark.parametrize("name, stage", [("finetune", finetune), ("nce", negatives("nce")),
-                                         ("rand", negatives("rand"))])
+                                         ("rand", negatives("rand")),
+                                         ("async", negatives("async", "--refresh-every", 3, "--negative-depth", 5))])
 def test_two_processes_take_the_steps_of_one(setup, name, stage):
     one, two = setup / f"{name}-one", setup / f"{name}-two"
     alone = run_stage(*stage(setup, one))

@@ -141,3 +141,53 @@ def test_a_truncated_faiss_index_is_one_line_naming_it(tmp_path, tower):
                        "--queries", tmp_path / "q.tsv", "--run", tmp_path / "r.trec", "--depth", 3)
     _one_line_error(result, tmp_path / "i.faiss", "not a readable Faiss index, truncated or corrupt")
     assert not (tmp_path / "r.trec").exists()
+
+
+def test_lengths_counted_in_steps_are_the_lengths_of_one_call(tower):
+    from towers.encode import token_lengths
+
+    _, tok = tower
+    whole = [len(ids) for ids in tok(TEXTS * 3, truncation=True, max_length=12)["input_ids"]]
+    assert list(token_lengths(tok, TEXTS * 3, "query", 12, step=4)) == whole
+    pairs = [(t, t[::-1]) for t in TEXTS]
+    whole = [len(ids) for ids in tok([s for s, _ in pairs], [p for _, p in pairs], truncation="longest_first",
+                                     max_length=12)["input_ids"]]
+    assert list(token_lengths(tok, pairs, "doc", 12, step=2)) == whole
+
+
+def test_a_corpus_in_one_chunk_is_written_as_one_encoding_saved_whole(tmp_path, tower):
+    """encode_corpus's bytes when the corpus fits a chunk: np.save of encode() over every text, as before
+    chunking; smaller chunks sort (and so batch) differently, which moves floats by rounding only."""
+    from towers.encode import encode_corpus
+
+    model, tok = tower
+    rows = [{"id": f"d{i}", "sentence": t} for i, t in enumerate(TEXTS * 4)]
+    np.save(tmp_path / "whole.npy", encode(model, tok, [r["sentence"] for r in rows], "doc", 32, 3))
+    for chunk in (len(rows), 7):
+        width = encode_corpus(model, tok, iter(rows), len(rows), lambda r: r["sentence"], tmp_path / f"{chunk}.npy",
+                              tmp_path / f"{chunk}.ids", 32, 3, chunk=chunk)
+        assert width == 8 and (tmp_path / f"{chunk}.ids").read_text().split() == [r["id"] for r in rows]
+    assert (tmp_path / f"{len(rows)}.npy").read_bytes() == (tmp_path / "whole.npy").read_bytes()
+    assert np.allclose(np.load(tmp_path / "7.npy"), np.load(tmp_path / "whole.npy"), atol=1e-5)
+
+
+def test_a_shard_reads_its_own_rows_only(tmp_path):
+    """Rows outside the slice are skipped unparsed: broken JSON there does not stop a shard."""
+    from towers.io import count_jsonl, read_jsonl_slice
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"id": "a"}\n\n{"id": "b"}\n{"id": "c"}\nnot json\n')
+    assert count_jsonl(path) == 4
+    assert [r["id"] for r in read_jsonl_slice(path, 1, 3)] == ["b", "c"]
+    with pytest.raises(Exception, match="line 5 is not valid JSON"):
+        list(read_jsonl_slice(path, 2, 4))
+
+
+def test_an_empty_shard_is_refused(tmp_path, tower):
+    from conftest import run_stage
+
+    folder = _saved_model(tmp_path, tower)
+    result = run_stage("encode-candidates", "--model", folder, "--candidates", tmp_path / "c.jsonl",
+                       "--embeddings", tmp_path / "e.npy", "--ids", tmp_path / "e.ids", "--shard", 0, "--shards", 8)
+    _one_line_error(result, "--shards", "8 shards of 5 candidates leave shard 0 empty")
+    assert not (tmp_path / "e.npy").exists()

@@ -59,3 +59,54 @@ def test_checksum_mismatch(tmp_path):
     check_sha256(path, "2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881")
     with pytest.raises(StageError, match="sha256 mismatch"):
         check_sha256(path, "0" * 64)
+
+
+RUN_LINES = ["q2 Q0 d5 1 9.000000 t", "q2 Q0 d7 2 8.000000 t", "q1 Q0 d3 2 1.000000 t", "q1 Q0 d1 1 2.000000 t",
+             "q3 Q0 d4 1 0.500000 t"]
+
+
+def test_read_run_keeps_the_queries_asked_for_in_file_order_ranked_by_the_rank_column(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("\n".join(RUN_LINES) + "\n")
+    whole = read_run(path)
+    assert list(whole) == ["q2", "q1", "q3"] and whole["q1"] == [("d1", 2.0), ("d3", 1.0)]
+    assert read_run(path, qids=["q3", "q1", "q9"]) == {"q1": whole["q1"], "q3": whole["q3"]}
+    assert list(read_run(path, qids={"q3", "q2"})) == ["q2", "q3"]
+    path.write_text("\n".join(RUN_LINES) + "\nq9 Q0 d1 x 1.0 t\n")   # a bad line is refused even outside `qids`
+    with pytest.raises(StageError, match="line 6 has a bad rank or score"):
+        read_run(path, qids=["q1"])
+
+
+def test_run_index_reads_one_query_as_read_run_does(tmp_path):
+    from towers.io import RunIndex
+
+    path = tmp_path / "run.trec"
+    path.write_text("\n".join(RUN_LINES) + "\n")
+    index = RunIndex(path)
+    assert list(index) == ["q2", "q1", "q3"] and "q1" in index and "q9" not in index and len(index) == 3
+    assert {qid: index[qid] for qid in reversed(list(index))} == read_run(path)
+    assert index.get("q9") is None
+    path.write_text("\n".join(RUN_LINES + ["q2 Q0 d9 3 7.0 t"]) + "\n")
+    with pytest.raises(StageError, match="line 6: query q2 appears again after other queries"):
+        RunIndex(path)
+
+
+def test_runs_written_a_query_at_a_time_and_shards_joined_equal_one_write(tmp_path):
+    from towers.io import concatenate_runs, write_ranking
+
+    run = {"q1": [("d2", 3.5), ("d1", 1.25)], "q2": [("d9", 0.5)], "q3": [("d4", 0.0078125)]}
+    write_run(tmp_path / "whole.trec", run, "tag")
+    with atomic_open(tmp_path / "streamed.trec") as handle:
+        for qid, ranked in run.items():
+            write_ranking(handle, qid, iter(ranked), "tag")
+    assert (tmp_path / "streamed.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()
+    write_run(tmp_path / "a.trec", {"q1": run["q1"]}, "tag")
+    write_run(tmp_path / "b.trec", {}, "tag")   # a shard whose queries found nothing
+    write_run(tmp_path / "c.trec", {"q2": run["q2"], "q3": run["q3"]}, "tag")
+    parts = [tmp_path / f"{p}.trec" for p in "abc"]
+    concatenate_runs(parts, tmp_path / "joined.trec")
+    assert (tmp_path / "joined.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()
+    (tmp_path / "b.trec").write_text("q2 Q0 d9 1 0.5")   # cut short
+    with pytest.raises(StageError, match="b.trec: its last line is cut short"):
+        concatenate_runs(parts, tmp_path / "joined.trec")
+    assert (tmp_path / "joined.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()   # left as it was

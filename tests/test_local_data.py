@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from workflow_helpers import copy_workflow, job_counts
@@ -41,6 +42,7 @@ def _plan(work, datasets, *targets, run=False):
                            *(["--cores", "1"] if run else ["-n"])], cwd=work, capture_output=True, text=True)
 
 
+@pytest.mark.snakemake
 def test_a_local_dataset_needs_no_url_and_a_download_still_does(tmp_path):
     (tmp_path / "work").mkdir()
     work = copy_workflow(tmp_path / "work")

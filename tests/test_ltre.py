@@ -16,7 +16,7 @@ from towers.settings import LearningToRetrieve, NegativeSampling, Schedule
 from towers.tokenizer import train_wordpiece
 from towers.training import loop
 from towers.training.ltre import batch_mrr10, ensure_relevant, train
-from towers.training.sampling import labels_of
+from towers.training.sampling import labels_of, training_data
 
 
 def sp(x: float) -> float:
@@ -206,9 +206,9 @@ def run_train(world, state_dir, tower=None, emb=None, index=None, qrels=None, st
     emb = world.emb if emb is None else emb
     index = vector_index.build(emb, "Flat") if index is None else index
     tower = make_tower(world) if tower is None else tower
-    report = train(tower, world.tokenizer, world.queries, world.qrels if qrels is None else qrels, world.doc_ids,
-                   emb, index, LearningToRetrieve(**{**CFG, **cfg}),
-                   loop.Run(3, state_dir, state_dir.with_suffix(".jsonl"), stop_after_step), bm25=bm25)
+    data = training_data(world.queries, world.qrels if qrels is None else qrels, world.doc_ids, bm25)
+    report = train(tower, world.tokenizer, data, emb, index, LearningToRetrieve(**{**CFG, **cfg}),
+                   loop.Run(3, state_dir, state_dir.with_suffix(".jsonl"), stop_after_step))
     return tower, report
 
 
@@ -408,15 +408,15 @@ def test_negative_sampling_baselines_train_the_shared_encoder(world, tmp_path, n
     model, tok = shared_model(world)
     before = weights(model)
     bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
-    report = neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS,
-                       NegativeSampling(**NEG_CFG, negatives=negatives), loop.Run(1, tmp_path / "s", tmp_path / "s.jsonl"),
-                       "start", bm25)
+    data = training_data(world.queries, world.qrels, world.doc_ids, bm25)
+    report = neg.train(model, tok, data, TEXTS, NegativeSampling(**NEG_CFG, negatives=negatives),
+                       loop.Run(1, tmp_path / "s", tmp_path / "s.jsonl"), "start")
     assert not same(before, weights(model)) and model.shared
     assert report["refreshes"] == (2 if negatives == "async" else 0)
     assert (report["refresh_seconds"] > 0) == (negatives == "async")
     again, _ = shared_model(world)
-    neg.train(again, tok, world.queries, world.qrels, world.doc_ids, TEXTS,
-              NegativeSampling(**NEG_CFG, negatives=negatives), loop.Run(1, tmp_path / "t"), "start", bm25)
+    neg.train(again, tok, data, TEXTS, NegativeSampling(**NEG_CFG, negatives=negatives), loop.Run(1, tmp_path / "t"),
+              "start")
     assert same(weights(model), weights(again))   # seeded: the same run twice gives the same weights
 
 
@@ -434,8 +434,8 @@ def test_bm25_negatives_come_from_the_bm25_pool(world, monkeypatch, tmp_path):
     monkeypatch.setattr(neg, "sample_negatives", spy)
     model, tok = shared_model(world)
     bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(1, 6)] for i, q in enumerate(world.queries)}
-    neg.train(model, tok, world.queries, world.qrels, world.doc_ids, TEXTS,
-              NegativeSampling(**NEG_CFG, negatives="bm25"), loop.Run(1, tmp_path / "s"), "start", bm25)
+    neg.train(model, tok, training_data(world.queries, world.qrels, world.doc_ids, bm25), TEXTS,
+              NegativeSampling(**NEG_CFG, negatives="bm25"), loop.Run(1, tmp_path / "s"), "start")
     assert seen and all(set(out) <= set(pool) and not set(out) & excluded for pool, out, excluded in seen)
 
 
@@ -505,3 +505,111 @@ def test_the_cpu_build_keeps_indexes_on_the_cpu():
     assert vector_index.stored_bytes(index) == 4 * 4 * 4
     if not hasattr(faiss, "StandardGpuResources"):
         assert vector_index.gpu_count() == 0 and vector_index.to_device(index) is index
+
+
+# ---- compact training data: ids -> rows, BM25 runs as arrays, texts read when asked
+
+def test_row_lookup_gives_rows_the_last_of_a_repeated_id_and_minus_one_for_unknown_ids():
+    from towers.training.sampling import RowLookup
+
+    lookup = RowLookup(["b", "a", "c", "a", "long-id-10"])
+    assert len(lookup) == 5
+    assert lookup.rows_of(["a", "b", "c", "zz", "long-id-10", "long"]).tolist() == [3, 0, 2, -1, 4, -1]
+    assert lookup.rows_of([]).tolist() == []
+    assert lookup.rows_of(["caf\u00e9", "a"]).tolist() == [-1, 3]   # an id no ASCII set holds
+    accented = RowLookup(["caf\u00e9", "b"])
+    assert accented.rows_of(["b", "caf\u00e9", "cafe"]).tolist() == [1, 0, -1]
+
+
+def write_run(path, hits):
+    path.write_text("".join(f"{q} Q0 {d} {r} {s:.3f} tag\n" for q, d, r, s in hits))
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 1000])
+@pytest.mark.parametrize("depth", [1, 2, 4, 50])
+def test_run_rows_are_read_runs_ranked_rows_cut_to_depth_whatever_the_chunks(tmp_path, monkeypatch, chunk, depth):
+    from towers.io import read_run
+    from towers.training import sampling
+
+    rng = np.random.default_rng(depth * chunk)
+    doc_ids = [f"d{i}" for i in range(20)]
+    hits = [(f"q{q}", f"d{int(rng.integers(25))}", int(r), float(10 - r))   # d20..d24 are not indexed
+            for q in range(6) for r in rng.permutation(np.arange(1, 9))]
+    hits += [("q2", "d3", 3, 7.0), ("q2", "d4", 3, 7.0)]   # tied ranks keep the file's order
+    order = rng.permutation(len(hits))
+    write_run(tmp_path / "run.trec", [hits[i] for i in order])
+    monkeypatch.setattr(sampling, "RUN_CHUNK", chunk)
+    qids = ["q4", "q0", "q9", "q2", "q5"]   # q9 has no hits; q1 and q3 are not training queries
+    lookup = sampling.RowLookup(doc_ids)
+    got = sampling.run_rows(tmp_path / "run.trec", qids, lookup, depth)
+    ranked = {qid: [d for d, _ in docs] for qid, docs in read_run(tmp_path / "run.trec").items()}
+    expected = sampling.ranked_rows((ranked.get(q, []) for q in qids), lookup, depth)
+    assert len(got) == len(qids) and got.values.dtype == np.int32
+    assert [got[i].tolist() for i in range(len(qids))] == [expected[i].tolist() for i in range(len(qids))]
+    assert got[2].tolist() == [] and all(len(got[i]) <= depth for i in range(len(qids)))
+
+
+def test_a_run_that_is_not_trec_is_a_one_line_error_naming_it(tmp_path):
+    from towers.training import sampling
+
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 tag\nq1 Q0 d2 two 1.0 tag\n")
+    with pytest.raises(StageError, match="run.trec.*not a TREC run"):
+        sampling.run_rows(tmp_path / "run.trec", ["q1"], sampling.RowLookup(["d1", "d2"]), 5)
+
+
+def test_judgement_labels_are_labels_of_their_rows(world):
+    from towers.training.sampling import RowLookup, judgements_of
+
+    qrels = {"q0": {"d3": 2, "d5": 0, "d99": 1}, "q1": {"d1": 1}, "q2": {"d7": 1, "d8": 3}}
+    queries = [{"qid": q, "text": ""} for q in qrels]
+    judgements = judgements_of(queries, qrels, RowLookup(world.doc_ids))
+    ranked = np.array([[3, 5, 7, 8], [1, 2, 3, -1], [8, 0, 7, 7]])
+    as_dicts = [{3: 2, 5: 0}, {1: 1}, {7: 1, 8: 3}]
+    for picks in ([0, 1, 2], [2, 0, 1]):
+        assert np.array_equal(judgements.labels(ranked, picks), labels_of(ranked, [as_dicts[i] for i in picks]))
+    assert [judgements.relevant(i) for i in range(3)] == [{3}, {1}, {7, 8}]
+
+
+class CountingRagged:
+    """A Ragged whose row reads are counted (which queries a step touches)."""
+
+    def __init__(self, ragged):
+        self.ragged, self.reads = ragged, []
+
+    def __getitem__(self, i):
+        self.reads.append(int(i))
+        return self.ragged[i]
+
+    def __len__(self):
+        return len(self.ragged)
+
+
+def test_a_step_reads_only_its_own_queries_pools(world, tmp_path):
+    from dataclasses import replace
+
+    bm25 = {q["qid"]: [f"d{(i + k) % 30}" for k in range(10)] for i, q in enumerate(world.queries)}
+    data = training_data(world.queries, world.qrels, world.doc_ids, bm25)
+    counting = CountingRagged(data.bm25)
+    cfg = LearningToRetrieve(**{**CFG, "negatives": "bm25", "probe_depth": 5, "steps": 3})
+    train(make_tower(world), world.tokenizer, replace(data, bm25=counting), world.emb,
+          vector_index.build(world.emb, "Flat"), cfg, loop.Run(3, tmp_path / "s"))
+    # each step reads its 4 queries' pools twice (the overlap probe, the negatives), never all 12 queries'
+    assert len(counting.reads) == 3 * 2 * 4
+
+
+def test_candidate_texts_read_rows_when_asked(tmp_path):
+    from towers.training.sampling import CandidateTexts
+
+    rows = [{"id": f"p{i}", "contents": f"passage {i} \u00e9"} for i in range(5)]
+    path = tmp_path / "candidates.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:3]) + "\n" +
+                    "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[3:]), encoding="utf-8")
+    texts = CandidateTexts(path)
+    assert len(texts) == 5 and texts[4] == "passage 4 \u00e9" and texts[1:3] == ["passage 1 \u00e9", "passage 2 \u00e9"]
+    assert texts[0:5] == [r["contents"] for r in rows] and texts.lookup.rows_of(["p3", "x"]).tolist() == [3, -1]
+    key = texts.key
+    path.write_text(path.read_text(encoding="utf-8").replace("passage 4", "passage 5"), encoding="utf-8")
+    assert CandidateTexts(path).key != key
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", "contents": "x"}\n{"contents": "y"}\n')
+    with pytest.raises(StageError, match="bad.jsonl.*line 2"):
+        CandidateTexts(tmp_path / "bad.jsonl")

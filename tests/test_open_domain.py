@@ -118,8 +118,11 @@ def assert_one_line_error(result, expected):
 def test_an_id_clash_is_one_line_naming_the_file_and_leaves_no_output(tmp_path, dataset):
     clash = f"{PREFIX}{dataset['others'][0]['id']}_0_0"
     rows = _candidates(dataset["base"]) + [reqa.candidate(clash, "A sentence.", "A sentence.", "Harbour lighthouse")]
-    (dataset["base"] / "candidates.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    result = run_stage(*_open(dataset, tmp_path / "open"))
+    own = tmp_path / "own-candidates.jsonl"   # a collection of one's own: no stage's record lists it
+    own.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    command = _open(dataset, tmp_path / "open")
+    command[command.index("--candidates") + 1] = own
+    result = run_stage(*command)
     # others[0] is the third line of the extra articles
     assert_one_line_error(result, f"{dataset['extra']}: line 3: extra candidate id {clash!r} clashes with a base "
                                   "candidate id")
@@ -233,6 +236,7 @@ OVERLAY = """datasets:
 """
 
 
+@pytest.mark.snakemake
 def test_open_dataset_plans_no_training(tmp_path):
     copy_workflow(tmp_path)   # data too: params name its files, and they must exist
     shutil.copytree(FIXTURES, tmp_path / "fixtures")

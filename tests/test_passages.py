@@ -470,6 +470,7 @@ PASSAGE_SETS = {
 }
 
 
+@pytest.mark.snakemake
 def test_passage_kinds_plan_their_own_dev_split(tmp_path):
     paper = yaml.safe_load((ROOT / "config/paper.yaml").read_text())["datasets"]["msmarco-passage"]
     work = _workflow(tmp_path, {**PASSAGE_SETS, "msmarco-passage": paper})
@@ -486,6 +487,7 @@ def test_passage_kinds_plan_their_own_dev_split(tmp_path):
     assert job_counts(plan.stdout) == {"passages": 1, "parse_wiki": 1, "reqa": 1}
 
 
+@pytest.mark.snakemake
 def test_a_file_without_checksum_is_refused_unless_marked_none(tmp_path):
     files = [{"name": "collectionandqueries.tar.gz", "url": "https://example.org/collectionandqueries.tar.gz"}]
     work = _workflow(tmp_path, {"ms": {"kind": "msmarco-passage", "files": files}})
@@ -499,6 +501,7 @@ def test_a_file_without_checksum_is_refused_unless_marked_none(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.snakemake
 def test_passage_kinds_build_through_snakemake(tmp_path):
     work = _workflow(tmp_path, PASSAGE_SETS)
     targets = [f"artifacts/{name}/splits/dev/test.tsv" for name in PASSAGE_SETS]
@@ -512,6 +515,7 @@ def test_passage_kinds_build_through_snakemake(tmp_path):
     assert "Nothing to be done" in again.stdout + again.stderr
 
 
+@pytest.mark.snakemake
 def test_an_edit_inside_a_local_dir_collection_reruns_it(tmp_path):
     """A folder collection's files are tracked, not the folder's time alone: an edit reruns the stage, and so
     does a file swapped for an older one (which Snakemake's time check alone would miss)."""

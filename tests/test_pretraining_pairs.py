@@ -163,6 +163,30 @@ def test_wlp_docs_link_to_the_query_article(corpus):
     assert sorted(p["query_article"] for p in one) == ["1", "2", "3"]
 
 
+def test_wlp_resolves_titles_as_a_dict_of_titles_would(tmp_path):
+    """Titles are kept as digests: a title held by two articles names the first; a redirect titled like an
+    article is ignored; of two redirects that normalise alike, the later counts; the spill file is removed."""
+    linker = {"id": "9", "title": "Linker", "sections": [lead(
+        paragraph("This passage links to the twin town.", "It says nothing more.", links=["Twin"]),
+        paragraph("This passage names the lighthouse by an old name.", "And the quill.",
+                  links=["Old_lighthouse", "Mara Quill"]),
+        paragraph("This passage links through a redirect named like an article.", "It is ignored.",
+                  links=["Port Elwen redirect"]))]}
+    twins = [{"id": f"t{k}", "title": "Twin", "sections": [lead(paragraph(f"Twin {k} is a town.", "It has a pier."))]}
+             for k in (1, 2)]
+    path = write_articles(tmp_path / "articles.jsonl", [*ARTICLES, *twins, linker])
+    redirects = {"Old lighthouse": "Port Elwen", "Old_lighthouse": "Harbour lighthouse",   # the later wins
+                 "Mara Quill": "Port Elwen",               # titled like an article: ignored
+                 "Port Elwen redirect": "Quiet cove"}      # to an article without a lead: no pair
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    pairs = [p for p in pp.wlp_pairs(path, seed=0, redirects=redirects, per_article=10, spill_dir=spill)
+             if p["doc_article"] == "9"]
+    assert sorted((p["query_article"], p["doc"].split(" ")[2]) for p in pairs) == [
+        ("1", "names"), ("3", "names"), ("t1", "links")]
+    assert list(spill.iterdir()) == []
+
+
 def test_no_pair_pairs_a_text_with_itself(corpus):
     for pair in all_pairs(corpus):
         assert pair["query"] and pair["doc"] and pair["query"] != pair["doc"]

@@ -225,8 +225,12 @@ def test_a_corrupt_lucene_segment_is_one_line_naming_the_index(tmp_path):
             data[len(data) // 2:] = b"\0" * (len(data) - len(data) // 2)
             segment.write_bytes(bytes(data))
     (tmp_path / "q.tsv").write_text("q1\tlighthouse number 3\n")
-    result = run_stage("bm25-search", "--index", tmp_path / "index", "--queries", tmp_path / "q.tsv",
-                       "--run", tmp_path / "run.trec", "--k1", 0.9, "--b", 0.4, "--depth", 5, "--threads", 1)
+    search = ["bm25-search", "--index", tmp_path / "index", "--queries", tmp_path / "q.tsv",
+              "--run", tmp_path / "run.trec", "--k1", 0.9, "--b", 0.4, "--depth", 5, "--threads", 1]
+    result = run_stage(*search)   # the index's record knows what it wrote: the damage is seen before Lucene reads
+    assert result.returncode == 1 and "changed after stage bm25-index wrote it" in result.stderr, result.stderr[-2000:]
+    (tmp_path / "index.meta.json").unlink()   # an index from elsewhere, with no record: Lucene's own check
+    result = run_stage(*search)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1].startswith(
         f"error: {tmp_path / 'index'}: not a readable Lucene index, damaged or incomplete")

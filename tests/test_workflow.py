@@ -13,6 +13,8 @@ from workflow_helpers import copy_workflow as copy_workflow_files, job_counts
 
 from conftest import FIXTURES
 
+pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
+
 ROOT = Path(__file__).resolve().parents[1]
 CLAIMS_SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"
 

@@ -20,6 +20,8 @@ from workflow_helpers import job_counts
 from conftest import ROOT
 from test_workflow import copy_workflow
 
+pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
+
 KILLER = '''import os, signal
 _wanted = os.environ.get("TOWERS_TEST_KILL", "").encode()
 _command = open("/proc/self/cmdline", "rb").read().split(b"\\0")

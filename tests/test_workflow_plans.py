@@ -3,10 +3,14 @@ profile's plan, the cluster profiles. A file of its own so that pytest-xdist run
 import re
 import shutil
 
+import pytest
+
 from workflow_helpers import job_counts, planned_jobs
 
 from test_workflow import CHANG_TABLES, LTRE_TARGETS, QUADRUPLET_TABLES, REPBERT_TARGETS, TARGET, copy_workflow, snakemake
 
+
+pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
 
 TRAINING_RULES = ("pretrain_mlm", "pretrain_mlm_nsp", "pretrain_two_tower", "finetune_two_tower", "train_three_tower",
                   "train_quadruplet", "train_repbert", "train_cross_encoder", "train_negatives", "train_ltre")
@@ -70,17 +74,20 @@ def test_paper_profile_plans_every_chang_table(tmp_path):
     tuned = 5 * 3 * 2 + 9 * 4 - 3 + 3
     dense = tuned - 3 + 2 * 3
     assert job_counts(plan.stdout) == {
-        "download": 2 + 50 + 1, "parse_wiki": 1, "reqa": 2, "reqa_open": 1, "reqa_statistics": 2,
+        "download": 2 + 50 + 2, "wiki_parts_plan": 1, "parse_wiki_part": 64, "merge_wiki_parts": 1, "reqa": 2, "reqa_open": 1, "reqa_statistics": 2,
         "split": 3 + 4, "tokenizer": 3, "bm25_index": 3, "bm25_search": 3,
         "pretraining_pairs": 3, "init_random": 4, "pretrain_mlm": 2, "init_bag_of_words": 3,
         "pretrain_two_tower": 9, "finetune_two_tower": tuned,
-        "encode_candidates": dense, "faiss_index": dense, "dense_search": dense,
+        # NQ-open's 6 encodings in encode.shards' 2 parts each, merged
+        "encode_candidates": dense - 6, "encode_shard": 6 * 2, "merge_embeddings": 6,
+        "faiss_index": dense, "dense_search": dense,
         "evaluate": dense + 3 * 3, "chang2020_table1": 1, "chang2020_table2": 1, "chang2020_table3": 1,
         "chang2020_table4": 1, "chang2020_table5": 1, "chang2020_table6": 1}
     # pre-trained once on Wikipedia, fine-tuned on both datasets: BERT-base shape, 4 or 12 layers
     assert plan.stdout.count("pretrain-two-tower") == 9
     assert "--steps 100000 --batch-size 8192" in plan.stdout and "--layers 4 " in plan.stdout
-    assert "enwiki-20161220-pages-articles.xml.bz2" in plan.stdout
+    # the multistream dump, parsed in 64 parts planned from its index
+    assert "enwiki-20161220-pages-articles-multistream-index.txt.bz2 --parts 64" in plan.stdout
     assert "https://rajpurkar.github.io/SQuAD-explorer/dataset/train-v1.1.json" in plan.stdout or \
         "data/raw/squad/train-v1.1.json" in plan.stdout
 
@@ -122,7 +129,7 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
     assert plan.returncode == 0, plan.stderr[-2000:]
     # BM25 and RepBERT on MS MARCO dev small; the hub's monoBERT reranks, so no cross-encoder is trained
     assert job_counts(plan.stdout) == {
-        "download": 1, "passages": 1, "bm25_index": 1, "bm25_search": 1, "tokenizer": 1, "pretrain_mlm": 1,
+        "download": 1, "passages": 1, "bm25_index": 1, "bm25_search_queries": 1, "tokenizer": 1, "pretrain_mlm": 1,
         "train_repbert": 1, "encode_shard": 8, "merge_embeddings": 1, "faiss_index": 1, "dense_search": 1,
         "latency": 2,
         "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
@@ -177,7 +184,7 @@ def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
             assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
     for job in blocks["train_repbert"]:   # training: 4 GPUs of one node, one process each
         assert "gpu=4" in job and "slurm_partition=gpu" in job and "mem_mb=128000" in job and "cpus_per_task=16" in job
-    for rule in ("bm25_index", "bm25_search"):
+    for rule in ("bm25_index", "bm25_search_queries"):   # MS MARCO's dev queries: a run of their own (bm25.split_runs)
         assert "mem_mb=32000" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
     for rule in ("download", "fuse_runs", "repbert_table"):
         assert "slurm_partition=cpu" in blocks[rule][0] and "gpu=" not in blocks[rule][0]

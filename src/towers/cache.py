@@ -8,13 +8,21 @@ compares modification times, so an artifact built with other parameters could pa
 with. Snakemake then judges a pulled artifact exactly as on the machine that built it: reused when its
 params, code and inputs are unchanged, rebuilt (with the reason "params have changed") when not.
 
+What is shared is every output Snakemake keeps (tokenizers, encoders, trained models, corpus matrices, Faiss
+indexes, BM25 indexes and runs, evaluations: the tables' inputs), since a missing one would be rebuilt and
+everything after it with it. Left out (EXCLUDED, through the project's .dvcignore): training resume state
+(train-state/: optimizer moments, ~3x a model, for restarting a killed run only), encoding and BM25 query
+shards (temporary: their merged matrix or run holds the same rows) and unfinished atomic writes. `size` prints what a push would store.
+
     python -m towers.cache push [--remote NAME]   # then commit artifacts.dvc
     python -m towers.cache pull [--remote NAME]
+    python -m towers.cache size
 """
 from __future__ import annotations
 
 import argparse
 import base64
+import fnmatch
 import json
 import os
 import shutil
@@ -25,6 +33,7 @@ from pathlib import Path
 ARTIFACTS = Path("artifacts")
 PROVENANCE = ARTIFACTS / ".provenance"
 METADATA = Path(".snakemake/metadata")
+RESULTS = Path("results")
 
 
 def record_path(relative: Path) -> Path:
@@ -54,14 +63,16 @@ def dvc(*args: str) -> str:
 
 
 def save_provenance(root: Path = Path(".")) -> int:
-    """Copy the Snakemake records of outputs under artifacts/ into artifacts/.provenance/."""
+    """Copy the Snakemake records of outputs under artifacts/ into artifacts/.provenance/, and those of the tables
+    (results/, in git): a table found in a clone without its record is rebuilt (its profile marker, pulled, is
+    newer than it), with its record it is judged as where it was built."""
     target = root / PROVENANCE
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     saved = 0
     for record, relative in records(root / METADATA):
         path = record_path(relative)
-        if path.parts[:1] == (ARTIFACTS.name,) and (root / path).exists():
+        if path.parts[:1] in ((ARTIFACTS.name,), (RESULTS.name,)) and (root / path).exists():
             (target / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(record, target / relative)
             saved += 1
@@ -84,13 +95,58 @@ def restore_provenance(root: Path = Path(".")) -> int:
     return restored
 
 
+# .dvcignore patterns (gitignore syntax, from the repository root) of what is not pushed; `excluded` mirrors them
+EXCLUDED = {f"/{ARTIFACTS}/*/train-state/": "training resume state",
+            f"/{ARTIFACTS}/**/shards/": "encoding shards (temporary)",
+            f"/{ARTIFACTS}/**/*.shards/": "BM25 query shards (temporary)",
+            f"/{ARTIFACTS}/**/.*.tmp*": "unfinished atomic writes"}
+DVCIGNORE = Path(".dvcignore")
+
+
+def excluded(relative: Path) -> bool:
+    """Whether a file under artifacts/ (path relative to it) matches EXCLUDED."""
+    parts = relative.parts
+    return (len(parts) > 2 and parts[1] == "train-state") or fnmatch.fnmatch(parts[-1], ".*.tmp*") \
+        or any(folder == "shards" or folder.endswith(".shards") for folder in parts[:-1])
+
+
+def selected(root: Path = Path(".")) -> tuple[int, int]:
+    """(files, bytes) under artifacts/ that a push stores."""
+    files = size = 0
+    for path in (root / ARTIFACTS).rglob("*"):
+        if path.is_file() and not path.is_symlink() and not excluded(path.relative_to(root / ARTIFACTS)):
+            files, size = files + 1, size + path.stat().st_size
+    return files, size
+
+
+def ensure_dvcignore(root: Path = Path(".")) -> bool:
+    """Add EXCLUDED's patterns to the root .dvcignore where missing; True if it changed."""
+    path = root / DVCIGNORE
+    text = path.read_text() if path.is_file() else ""
+    missing = [pattern for pattern in EXCLUDED if pattern not in text.splitlines()]
+    if missing:
+        path.write_text(text + ("" if not text or text.endswith("\n") else "\n")
+                        + "".join(f"{pattern}\n" for pattern in missing))
+    return bool(missing)
+
+
+def human(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.1f} MiB"
+
+
 def push(remote: str | None) -> None:
     if not ARTIFACTS.is_dir():
         sys.exit(f"error: {ARTIFACTS}/: nothing to push (build something first)")
+    changed = ensure_dvcignore()
     saved = save_provenance()
     dvc("add", "--quiet", str(ARTIFACTS))
     dvc("push", "--quiet", *(["--remote", remote] if remote else []), f"{ARTIFACTS}.dvc")
-    print(f"pushed {ARTIFACTS}/ with the provenance of {saved} outputs; commit {ARTIFACTS}.dvc to share this version")
+    import yaml
+
+    out = yaml.safe_load(Path(f"{ARTIFACTS}.dvc").read_text())["outs"][0]
+    print(f"pushed {ARTIFACTS}/ ({out.get('nfiles', '?')} files, {human(int(out.get('size', 0)))}; without "
+          f"{', '.join(EXCLUDED.values())}) with the provenance of {saved} outputs; commit {ARTIFACTS}.dvc"
+          f"{' and .dvcignore' if changed else ''} to share this version")
 
 
 def pull(remote: str | None) -> None:
@@ -103,9 +159,13 @@ def pull(remote: str | None) -> None:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m towers.cache", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["push", "pull"])
+    parser.add_argument("action", choices=["push", "pull", "size"])
     parser.add_argument("--remote", help="a DVC remote's name (default: the default remote)")
     args = parser.parse_args(argv)
+    if args.action == "size":
+        files, size = selected()
+        print(f"{ARTIFACTS}/: a push stores {files} files, {human(size)} (without {', '.join(EXCLUDED.values())})")
+        return
     (push if args.action == "push" else pull)(args.remote)
 
 

@@ -512,19 +512,18 @@ def load_claims(path, schema_path) -> dict:
     """A claims file, checked against its schema (workflow/schemas/claims.schema.yaml); one line naming the
     problem."""
     import jsonschema
-    import yaml
+
+    from .params_check import bounded, read_yaml
 
     path = Path(path)
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
-        raise StageError(path, f"cannot read the claims ({str(err).splitlines()[0]})") from None
-    schema = yaml.safe_load(Path(schema_path).read_text(encoding="utf-8"))
+    # bounded: a repeated key, deep nesting or nested aliases ("billion laughs") refused before they expand
+    document = read_yaml(path, lambda where, problem: StageError(path, f"cannot read the claims ({problem})"))
+    schema = read_yaml(schema_path, StageError)
     try:
         jsonschema.validate(document, schema)
     except jsonschema.ValidationError as err:
-        where = "/".join(str(p) for p in err.absolute_path) or "top level"
-        raise StageError(path, f"{where}: {err.message}") from None
+        where = bounded("/".join(str(p) for p in err.absolute_path), 120) or "top level"
+        raise StageError(path, f"{where}: {bounded(err.message.splitlines()[0] if err.message else err.validator)}") from None
     ids = [c["id"] for c in document["claims"]]
     repeated = sorted({i for i in ids if ids.count(i) > 1})
     if repeated:

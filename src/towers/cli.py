@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import digests
 from .io import StageError, sole_writer, versions, write_json
 from .stages import load_all, main_output
 
@@ -30,12 +31,56 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def own_peak_kib() -> int:
+    """This process's own peak resident memory (VmHWM). ru_maxrss would carry the launcher's peak over fork
+    and exec: every stage Snakemake starts would report at least Snakemake's size."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):   # not Linux: the kernel's own figure
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def usage() -> dict:
-    """CPU seconds and peak resident memory of this process and the children it waited for (the JVM of
-    Pyserini runs inside it): what the scaling benchmark and rules' resources are measured from."""
+    """CPU seconds and peak resident memory of this process (the JVM of Pyserini runs inside it) and of the
+    largest child it waited for (data-parallel workers): what the scaling benchmark measures."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"cpu_seconds": round(own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime, 2),
-            "peak_rss_mb": round(max(own.ru_maxrss, children.ru_maxrss) / 1024, 1)}   # Linux: KiB
+            "peak_rss_mb": round(max(own_peak_kib(), children.ru_maxrss) / 1024, 1)}   # Linux: KiB
+
+
+NOT_ARTIFACTS = ("state_dir", "log")   # arguments naming what a stage keeps for itself (training state, logs)
+# what a full disk says through libraries that drop the errno (safetensors, torch's zip writer, Lucene via jnius)
+DISK_FULL = re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exceeded|file write failed", re.I)
+
+
+def path_arguments(args, skip=()) -> list[str]:
+    """Every argument value (or part of one: --row 'a|b|path', --table name=path) that names an existing file or
+    folder."""
+    values = []
+    for key, value in vars(args).items():
+        if key in ("func", "stage", *skip):
+            continue
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, (str, os.PathLike)) and str(v):
+                values += [str(v), *re.split(r"[|=]", str(v))]
+    here = os.getcwd()   # never the working folder or one above it (a value such as "."): not an artifact
+    return [v for v in dict.fromkeys(values) if v and os.path.exists(v)
+            and not (here + os.sep).startswith(os.path.abspath(v).rstrip(os.sep) + os.sep)]
+
+
+def _shown(path) -> str:
+    """An atomic output's temporary name shown as the output's own."""
+    return re.sub(r"(^|/)\.([^/]+)\.tmp\d+$", r"\1\2", str(path))
+
+
+def disk_full(err: BaseException, output) -> str | None:
+    """One line for a write that failed on a full disk, naming the output, whatever library raised it."""
+    errno_full = isinstance(err, OSError) and err.errno in (28, 122)   # ENOSPC, EDQUOT
+    if not (errno_full or DISK_FULL.search(f"{type(err).__name__}: {err}"[:4000])):
+        return None
+    where = _shown(getattr(err, "filename", None) or output or "(output)")
+    return f"error: {where}: no space left on the device while writing it ({type(err).__name__}); free space and rerun"
 
 
 def main(argv=None) -> int:
@@ -47,21 +92,34 @@ def main(argv=None) -> int:
         runtime.start()
     # one writer an output: a duplicate of a stage still running (orphaned by a killed Snakemake) stops here
     written = main_output(args.stage, args)
-    lock = sole_writer(written) if written and (not parallel or runtime.leader()) else contextlib.nullcontext()
+    leader = not parallel or runtime.leader()
+    lock = sole_writer(written) if written and leader else contextlib.nullcontext()
     try:
+        # every input a stage record lists is what that stage wrote (not edited or damaged since)
+        paths = path_arguments(args, NOT_ARTIFACTS)
+        checked = digests.verify([p for p in paths if not written or os.path.abspath(p) != os.path.abspath(written)])
+        before = digests.snapshot(paths)
         with lock:
+            if written and leader:   # an old record beside an output being rebuilt would describe another one
+                Path(str(written).rstrip("/") + ".meta.json").unlink(missing_ok=True)
             output, counts = args.func(args)
     except StageError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except OSError as err:
+        if line := disk_full(err, written):
+            print(line, file=sys.stderr)
+            return 1
         if not err.filename:   # not a file's problem: a real fault, with its traceback
             raise
-        # a file that cannot be read or written (a read-only folder, a full disk): one line naming it
-        # (an atomic output's temporary name shown as the output's own)
-        path = re.sub(r"(^|/)\.([^/]+)\.tmp\d+$", r"\1\2", str(err.filename))
-        print(f"error: {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
+        # a file that cannot be read or written (a read-only folder): one line naming it
+        print(f"error: {_shown(err.filename)}: {err.strerror or type(err).__name__}", file=sys.stderr)
         return 1
+    except Exception as err:
+        if line := disk_full(err, written):
+            print(line, file=sys.stderr)
+            return 1
+        raise
     if parallel:
         runtime.finish()   # a stage that returned without training: only the leader writes its record
     cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.reports.common.cell), a list
@@ -72,7 +130,11 @@ def main(argv=None) -> int:
     if cells is not None:
         meta["cells"] = cells
     if output is not None:   # a stage that only checks writes nothing
-        write_json(Path(str(output).rstrip("/") + ".meta.json"), meta)
+        record = Path(str(output).rstrip("/") + ".meta.json")
+        meta["inputs_checked"] = checked
+        # what this run wrote (files under its path arguments modified since it started), for the next stage
+        meta[digests.FIELD] = digests.written(path_arguments(args, NOT_ARTIFACTS), record.parent, before)
+        write_json(record, meta)
     print(json.dumps({"stage": args.stage, "seconds": meta["seconds"], **{k: v for k, v in counts.items()
                                                                           if not isinstance(v, (list, dict))}}))
     return 0

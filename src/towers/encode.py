@@ -1,20 +1,44 @@
 """Encode texts with one tower into float32 embeddings, batching by token length.
 
 Sorting by length before batching means each batch pads only to its own longest text; the
-embeddings are put back in input order."""
+embeddings are put back in input order. A corpus is encoded in chunks of SORT_CHUNK texts, each
+sorted on its own (`encode_corpus`), so memory does not grow with the corpus."""
 from __future__ import annotations
+
+from itertools import islice
+from typing import Callable, Iterable
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from .io import StageError, atomic_path
+from .io import StageError, atomic_open
+from .matrix import NpyWriter
 from .models import prepare_texts, tokenize_docs, tokenize_queries
 from .runtime import device
+
+SORT_CHUNK = 65536    # texts sorted by length together; a corpus up to this size is sorted as one
+LENGTH_STEP = 4096    # texts tokenised at once for the length pass (~20 KB of token lists a passage)
 
 
 def length_order(lengths: list[int]) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
+
+
+def token_lengths(tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP) -> np.ndarray:
+    """Each item's token count after truncation, tokenised `step` items at a time: a text's tokens do not
+    depend on its neighbours, and the token lists of a whole corpus would not fit in memory."""
+    lengths = np.zeros(len(items), dtype=np.int64)
+    pairs = kind != "query" and bool(items) and not isinstance(items[0], str)
+    for start in range(0, len(items), step):
+        part = items[start:start + step]
+        if not pairs:
+            ids = tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
+        else:
+            ids = tokenizer([s for s, _ in part], [p for _, p in part], truncation="longest_first",
+                            max_length=max_length)["input_ids"]
+        lengths[start:start + len(part)] = [len(one) for one in ids]
+    return lengths
 
 
 @torch.no_grad()
@@ -27,12 +51,8 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
     items = prepare_texts(items, prefix, lowercase)
     dev = device()
     tower = tower.to(dev).eval()
-    if kind == "query" or isinstance(items[0], str):
-        lengths = [len(ids) for ids in tokenizer(items, truncation=True, max_length=max_length)["input_ids"]]
-    else:
-        lengths = [len(ids) for ids in tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first",
-                                                 max_length=max_length)["input_ids"]]
-    order = length_order(lengths) if sort_by_length else np.arange(len(items))
+    order = (length_order(token_lengths(tokenizer, items, kind, max_length)) if sort_by_length
+             else np.arange(len(items)))
     out = None   # sized by the first batch: the head (linear, MLP or none) decides the width
     use_amp = dev.type == "cuda"
     for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None):
@@ -55,29 +75,18 @@ def shard_range(count: int, shard: int, shards: int) -> tuple[int, int]:
     return count * shard // shards, count * (shard + 1) // shards
 
 
-def merge_parts(parts: list, part_ids: list, embeddings_path, ids_path) -> tuple[int, int]:
-    """Concatenate .npy parts (and their id files) in order, writing through a memory map so a corpus
-    larger than RAM never sits in memory whole. Returns the merged shape."""
-    headers = []
-    for part, ids in zip(parts, part_ids):
-        matrix = np.load(part, mmap_mode="r")
-        count = len(ids.read_text().split())
-        if matrix.ndim != 2 or matrix.shape[0] != count:
-            raise StageError(part, f"shape {matrix.shape} does not match the {count} ids of {ids}")
-        headers.append(matrix.shape)
-    dims = {shape[1] for shape in headers}
-    if len(dims) != 1:
-        raise StageError(parts[0], f"parts differ in width: {sorted(dims)}")
-    shape = (sum(rows for rows, _ in headers), dims.pop())
-    with atomic_path(embeddings_path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape)
-        row = 0
-        for part in parts:
-            matrix = np.load(part, mmap_mode="r")
-            out[row:row + matrix.shape[0]] = matrix
-            row += matrix.shape[0]
-        out.flush()
-        del out
-    with atomic_path(ids_path) as tmp:
-        tmp.write_text("".join(ids.read_text() for ids in part_ids))
-    return shape
+def encode_corpus(tower, tokenizer, rows: Iterable[dict], count: int, doc_of: Callable[[dict], object],
+                  embeddings_path, ids_path, max_length: int, batch_size: int, chunk: int = SORT_CHUNK,
+                  **options) -> int:
+    """Encode `count` candidate rows (streamed) with a doc tower, `chunk` at a time, appending each chunk's
+    embeddings to the .npy at `embeddings_path` and its ids to `ids_path` (both written atomically).
+    `doc_of` gives what the tower reads of a row; `options` go to `encode`. Returns the width."""
+    if count < 1:
+        raise StageError(embeddings_path, "no candidates to encode")
+    rows = iter(rows)
+    with NpyWriter(embeddings_path, count) as matrix, atomic_open(ids_path) as ids:
+        while part := list(islice(rows, chunk)):
+            matrix.append(encode(tower, tokenizer, [doc_of(row) for row in part], "doc", max_length, batch_size,
+                                 **options))
+            ids.writelines(f"{row['id']}\n" for row in part)
+    return matrix.width

@@ -10,6 +10,7 @@ import shutil
 import socket
 import sys
 import time
+from array import array
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -179,6 +180,31 @@ def read_jsonl(path) -> Iterator[dict]:
             yield row
 
 
+def count_jsonl(path) -> int:
+    """Rows (non-blank lines) of a JSONL file, none of them parsed."""
+    with open(require_file(path), "rb") as handle:
+        return sum(1 for line in handle if line.strip())
+
+
+def read_jsonl_slice(path, start: int, stop: int) -> Iterator[dict]:
+    """Rows start..stop-1 (counting non-blank lines from 0) of a JSONL file: the rows before are skipped
+    unparsed and reading stops after the last, so a shard of a corpus costs its own rows only."""
+    path = require_file(path)
+    with open(path, encoding="utf-8") as handle:
+        row = 0
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            if row >= stop:
+                return
+            if row >= start:
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as err:   # parse_jsonl's message, with the file's line number
+                    raise StageError(path, f"line {number} is not valid JSON ({err.msg})") from None
+            row += 1
+
+
 def write_jsonl(path, rows: Iterable[dict]) -> int:
     count = 0
     with atomic_open(path) as handle:
@@ -260,29 +286,125 @@ def write_qrels(path, qrels: dict[str, dict[str, int]]) -> None:
                 handle.write(f"{qid} 0 {docid} {rel}\n")
 
 
-def read_run(path) -> dict[str, list[tuple[str, float]]]:
-    """TREC run: qid Q0 docid rank score tag, returned ranked per query."""
+def _run_line(parts: list[str], path, number: int) -> tuple[str, float, int]:
+    """(docid, score, rank) of one split TREC run line, or one line saying what is wrong with it."""
+    if len(parts) != 6:
+        raise StageError(path, f"line {number} is not 'qid Q0 docid rank score tag'")
+    try:
+        return parts[2], float(parts[4]), int(parts[3])
+    except ValueError:
+        raise StageError(path, f"line {number} has a bad rank or score") from None
+
+
+def _ranked(docs: list[tuple[str, float]], ranks: array) -> list[tuple[str, float]]:
+    """A query's rows in the order of their rank column (stable); rows written in rank order stay as they are."""
+    if all(a <= b for a, b in zip(ranks, ranks[1:])):
+        return docs
+    return [docs[i] for i in sorted(range(len(docs)), key=ranks.__getitem__)]
+
+
+def read_run(path, qids: Iterable[str] | None = None) -> dict[str, list[tuple[str, float]]]:
+    """TREC run: qid Q0 docid rank score tag, returned ranked per query, queries in the order the file first
+    names them. With `qids`, only those queries are kept, filtered while reading: a stage that scores a split's
+    test queries out of a run of every query holds only theirs. Every line is checked either way."""
     path = require_file(path)
-    run: dict[str, list[tuple[str, float, int]]] = {}
+    wanted = None if qids is None else set(qids)
+    run: dict[str, list[tuple[str, float]]] = {}
+    ranks: dict[str, array] = {}
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             parts = line.split()
             if not parts:
                 continue
-            if len(parts) != 6:
-                raise StageError(path, f"line {number} is not 'qid Q0 docid rank score tag'")
-            try:
-                run.setdefault(parts[0], []).append((parts[2], float(parts[4]), int(parts[3])))
-            except ValueError:
-                raise StageError(path, f"line {number} has a bad rank or score") from None
-    return {qid: [(d, s) for d, s, _ in sorted(rows, key=lambda r: r[2])] for qid, rows in run.items()}
+            docid, score, rank = _run_line(parts, path, number)
+            if wanted is not None and parts[0] not in wanted:
+                continue
+            if parts[0] not in run:
+                run[parts[0]], ranks[parts[0]] = [], array("q")
+            run[parts[0]].append((docid, score))
+            ranks[parts[0]].append(rank)
+    return {qid: _ranked(docs, ranks[qid]) for qid, docs in run.items()}
+
+
+class RunIndex:
+    """Random access by query to a TREC run too large to hold: one pass records where each query's lines lie,
+    `index[qid]` then reads only those (ranked as read_run ranks them). A query's lines must be contiguous, as in
+    every run written here (write_run, bm25-search)."""
+
+    def __init__(self, path):
+        self.path = require_file(path)
+        self.spans: dict[str, tuple[int, int, int]] = {}   # qid -> (byte offset, byte length, first line number)
+        qid, start, first, offset = None, 0, 1, 0
+        with open(self.path, "rb") as handle:
+            for number, line in enumerate(handle, 1):
+                head = line.split(None, 1)[0].decode("utf-8") if line.strip() else qid
+                if head != qid:
+                    if qid is not None:
+                        self.spans[qid] = (start, offset - start, first)
+                    if head in self.spans:
+                        raise StageError(self.path, f"line {number}: query {head} appears again after other queries")
+                    qid, start, first = head, offset, number
+                offset += len(line)
+        if qid is not None:
+            self.spans[qid] = (start, offset - start, first)
+
+    def __contains__(self, qid) -> bool:
+        return qid in self.spans
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.spans)
+
+    def __getitem__(self, qid: str) -> list[tuple[str, float]]:
+        start, length, first = self.spans[qid]
+        with open(self.path, "rb") as handle:
+            handle.seek(start)
+            lines = handle.read(length).decode("utf-8").splitlines()
+        docs, ranks = [], array("q")
+        for number, line in enumerate(lines, first):
+            parts = line.split()
+            if parts:
+                docid, score, rank = _run_line(parts, self.path, number)
+                docs.append((docid, score))
+                ranks.append(rank)
+        return _ranked(docs, ranks)
+
+    def get(self, qid: str, default=None):
+        return self[qid] if qid in self.spans else default
+
+
+def write_ranking(handle, qid: str, ranked: Iterable[tuple[str, float]], tag: str) -> None:
+    """One query's ranking as TREC run lines on an open file: what write_run writes, a query at a time."""
+    handle.writelines(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n" for rank, (docid, score) in enumerate(ranked, 1))
 
 
 def write_run(path, run: dict[str, list[tuple[str, float]]], tag: str) -> None:
     with atomic_open(path) as handle:
         for qid, ranked in run.items():
-            for rank, (docid, score) in enumerate(ranked, 1):
-                handle.write(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n")
+            write_ranking(handle, qid, ranked, tag)
+
+
+def concatenate_runs(parts: list, path) -> int:
+    """Join the runs of disjoint query shards, in the order given, into one run (bytes copied, nothing parsed):
+    shards of one query file taken in order give the run a single search of it writes. A shard may be empty (no
+    query of it matched anything) but must exist and end its last line."""
+    size = 0
+    with atomic_open(path, "wb") as out:
+        for part in parts:
+            part = Path(part)
+            if not part.is_file():
+                raise StageError(part, "input file is missing")
+            with open(part, "rb") as handle:
+                if part.stat().st_size:
+                    handle.seek(-1, os.SEEK_END)
+                    if handle.read(1) != b"\n":
+                        raise StageError(part, "its last line is cut short (no newline): an incomplete run")
+                    handle.seek(0)
+                shutil.copyfileobj(handle, out, 1 << 24)
+            size += part.stat().st_size
+    return size
 
 
 def versions(*names: str) -> dict[str, str]:

@@ -69,7 +69,7 @@ def _unknown(keys, allowed) -> str:
     """"unknown key 'x' (did you mean 'y'?)" for the first of `keys` not in `allowed`."""
     key = next(k for k in sorted(keys, key=str) if k not in allowed)
     close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1)
-    return f"unknown key {key!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return f"unknown key {bounded(key, 80)!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
 
 
 def _required_choice(error) -> list[str] | None:
@@ -96,7 +96,26 @@ def describe(error) -> tuple[list, str]:
         return path, _unknown([k for k in error.instance if k not in allowed], allowed)
     if "propertyNames" in error.schema_path and error.validator == "enum":   # a key this kind of dataset does not take
         return path, _unknown([error.instance], error.validator_value)
-    return path, error.message.splitlines()[0]
+    return path, bounded(error.message.splitlines()[0] if error.message else error.validator)
+
+
+def _control(c: str) -> bool:
+    """A C0/C1 control character other than tab and line ends (Unicode category Cc)."""
+    return (ord(c) < 32 and c not in "\t\n\r") or 127 <= ord(c) < 160
+
+
+def text_problems(tree, path=()) -> list[tuple[list, str]]:
+    """Strings holding a NUL or another control character (tabs and line ends aside): no file name, shell
+    word or table cell can carry them (a NUL ends the table job with 'embedded null byte')."""
+    if isinstance(tree, dict):
+        return [p for key, value in tree.items() for p in
+                text_problems(key, (*path, "(a key)")) + text_problems(value, (*path, key))]
+    if isinstance(tree, list):
+        return [p for i, value in enumerate(tree) for p in text_problems(value, (*path, i))]
+    bad = next((c for c in tree if _control(c)), None) if isinstance(tree, str) else None
+    if bad is not None:
+        return [(list(path), f"holds the control character {bad!r} in '{bounded(tree, 120)}'")]
+    return []
 
 
 def schema_problems(config: dict, schema: dict) -> list[tuple[list, str]]:
@@ -208,7 +227,7 @@ def check(config: dict, schema_path, sources: list[tuple[str, dict]]) -> None:
 
     `sources`: (name, parsed YAML) of every config file in the order they apply (params.yaml, then
     --configfile files, then --config), used to name the file that sets a wrong key."""
-    problems = schema_problems(config, load_schema(str(schema_path)))
+    problems = text_problems(config) or schema_problems(config, load_schema(str(schema_path)))
     if not problems:   # names are only looked up in a config whose shape is right
         problems = reference_problems(config)
     if problems:
@@ -223,9 +242,105 @@ def _shown(path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
+# Bounds of a YAML file the project reads (params, profiles, claims): real ones are a few KB, a few levels deep.
+# Aliases are counted at their expanded size, so a few KB of nested aliases ("billion laughs") is refused
+# before anything expands it (a schema message, a deep copy).
+MAX_YAML_BYTES = 4 << 20
+MAX_YAML_DEPTH = 64
+MAX_YAML_NODES = 100_000
+SHOWN = 300   # characters of a quoted value in a one-line message
+
+
+def bounded(text, limit: int = SHOWN) -> str:
+    """One line of at most about `limit` characters (control characters shown escaped)."""
+    text = " ".join(str(text).split())
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit + 1])
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _key_path(path) -> str:
+    return bounded(dotted(path), 120) if path else "(top level)"
+
+
+def check_nodes(root) -> None:
+    """Raise ValueError (key path: problem) for a key given twice in one mapping, nesting deeper than
+    MAX_YAML_DEPTH, an alias that refers to itself, or more than MAX_YAML_NODES values once aliases expand.
+    Iterative, each node once: a document 20,000 levels deep or of 9^9 aliased values costs its own size."""
+    sizes: dict[int, int] = {}
+    stack = [(root, [], 1, False)]
+    open_nodes: set[int] = set()
+    while stack:
+        node, path, depth, done = stack.pop()
+        if done:
+            open_nodes.discard(id(node))
+            children = [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else node.value
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
+            if sizes[id(node)] > MAX_YAML_NODES:
+                raise ValueError(f"{_key_path(path)}: more than {MAX_YAML_NODES:,} values once its aliases expand "
+                                 f"(line {node.start_mark.line + 1}); write the values out, without nested aliases")
+            continue
+        if id(node) in sizes:   # an alias of a node already counted
+            continue
+        if id(node) in open_nodes:
+            raise ValueError(f"{_key_path(path)}: an alias refers to a value that holds it (line "
+                             f"{node.start_mark.line + 1})")
+        if depth > MAX_YAML_DEPTH:
+            raise ValueError(f"{_key_path(path)}: nested more than {MAX_YAML_DEPTH} levels deep (line "
+                             f"{node.start_mark.line + 1})")
+        if isinstance(node, yaml.ScalarNode):
+            sizes[id(node)] = 1
+            continue
+        open_nodes.add(id(node))
+        stack.append((node, path, depth, True))
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else None
+                if name is not None and name != "<<":
+                    if (key.tag, name) in seen:
+                        raise ValueError(f"{_key_path([*path, bounded(name, 80)])}: the key is given twice (lines "
+                                         f"{seen[(key.tag, name)]} and {key.start_mark.line + 1}); YAML keeps "
+                                         "only one of them")
+                    seen[(key.tag, name)] = key.start_mark.line + 1
+                stack.append((key, path, depth + 1, False))
+                stack.append((value, [*path, bounded(name, 80) if name is not None else "?"], depth + 1, False))
+        else:
+            stack.extend((item, [*path, i], depth + 1, False) for i, item in enumerate(node.value))
+
+
 def load_yaml(path):
-    """A YAML file, parsed by libyaml where PyYAML has it (the schema takes 0.3 s in pure Python)."""
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    """A YAML file, parsed by libyaml where PyYAML has it (the schema takes 0.3 s in pure Python), refused
+    with ValueError (one line, no file name) when it is too large, nests too deep, repeats a key or expands
+    its aliases beyond MAX_YAML_NODES values (see check_nodes)."""
+    size = os.path.getsize(path)
+    if size > MAX_YAML_BYTES:
+        raise ValueError(f"{size:,} bytes; a config file the project reads is at most {MAX_YAML_BYTES:,}")
+    text = Path(path).read_text(encoding="utf-8-sig")
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_nodes(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path, error=None):
+    """load_yaml with every problem (unreadable, not YAML, refused) as `error(path, one line)`: ParamsError
+    by default."""
+    error = error or (lambda where, problem: ParamsError(f"{where}: {problem}"))
+    try:
+        return load_yaml(path)
+    except OSError as err:
+        raise error(_shown(path), bounded(err.strerror or err)) from None
+    except UnicodeDecodeError as err:
+        raise error(_shown(path), f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    except yaml.YAMLError as err:
+        raise error(_shown(path), f"not valid YAML ({bounded(err, 240)})") from None
+    except (ValueError, RecursionError) as err:
+        raise error(_shown(path), bounded(err)) from None
 
 
 @functools.lru_cache(maxsize=4)
@@ -235,5 +350,8 @@ def load_schema(path) -> dict:
 
 def load_sources(files, overrides: dict | None = None) -> list[tuple[str, dict]]:
     """The config files (and --config values) as `check` wants them."""
-    sources = [(_shown(f), load_yaml(str(f)) or {}) for f in files]
+    sources = [(_shown(f), read_yaml(str(f)) or {}) for f in files]
+    for name, tree in sources:
+        if not isinstance(tree, dict):
+            raise ParamsError(f"{name}: (top level): a config file is a mapping of keys, not a {type(tree).__name__}")
     return sources + ([("--config", overrides)] if overrides else [])

@@ -18,13 +18,14 @@ import hashlib
 import itertools
 import json
 import os
+import tempfile
 from array import array
 from typing import Iterable, Iterator
 
 import numpy as np
 
 from .io import StageError, parse_jsonl, require_file
-from .datasets.wiki import normalise_title
+from .datasets.wiki import normalise_title, title_key, title_keys
 
 TASKS = ("ict", "bfs", "wlp")
 _TASK_CODES = {"ict": 1, "bfs": 2, "wlp": 3, "mix": 4}
@@ -135,76 +136,149 @@ def _wlp_changed(path: PathLike) -> StageError:
     return StageError(path, "the file changed between WLP's passes")
 
 
+class _QuerySpill:
+    """The query sentences drawn for each article with a lead, on disk (one JSON line each) with one 8-byte
+    offset an article in memory: WLP reads them back for the chosen pairs only."""
+
+    def __init__(self, folder: PathLike | None):
+        self.handle = tempfile.TemporaryFile(dir=folder)
+        self.offsets = array("q")   # by article ordinal; -1: no lead section
+
+    def add(self, article_id, drawn: list[str] | None) -> None:
+        if drawn is None:
+            self.offsets.append(-1)
+            return
+        self.offsets.append(self.handle.tell())
+        self.handle.write(json.dumps([article_id, drawn], ensure_ascii=False).encode("utf-8") + b"\n")
+
+    def has_lead(self, ordinal: int) -> bool:
+        return self.offsets[ordinal] >= 0
+
+    def __getitem__(self, ordinal: int) -> tuple[str, list[str]]:
+        self.handle.seek(self.offsets[ordinal])
+        article_id, drawn = json.loads(self.handle.readline())
+        self.handle.seek(0, os.SEEK_END)
+        return article_id, drawn
+
+
+def _link_targets(titles: np.ndarray, first: np.ndarray, has_lead: np.ndarray,
+                  redirects: dict[str, str] | None) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted title digests, the ordinal each names): every title whose first article has a lead, and every
+    redirect (not itself a title) to one; a redirect normalised like an earlier one replaces it."""
+    keys, ordinals = [titles[has_lead[first]]], [first[has_lead[first]]]
+    if redirects:
+        sources = title_keys(normalise_title(k) for k in redirects)
+        targets = title_keys(normalise_title(v) for v in redirects.values())
+        # the last of equal sources, as a dict built from them keeps
+        _, last = np.unique(sources[::-1], return_index=True)
+        sources, targets = sources[::-1][last], targets[::-1][last]
+        at = np.searchsorted(titles, targets).clip(max=max(len(titles) - 1, 0))
+        known = (titles[at] == targets) if len(titles) else np.zeros(len(targets), dtype=bool)
+        keep = known & ~np.isin(sources, titles)
+        keep[keep] = has_lead[first[at[keep]]]
+        keys.append(sources[keep])
+        ordinals.append(first[at[keep]])
+    keys, ordinals = np.concatenate(keys), np.concatenate(ordinals)
+    order = np.argsort(keys, kind="stable")
+    return keys[order], ordinals[order]
+
+
 def wlp_pairs(path: PathLike, seed: int = 0, redirects: dict[str, str] | None = None,
-              per_article: int = 1) -> Iterator[dict]:
+              per_article: int = 1, spill_dir: PathLike | None = None) -> Iterator[dict]:
     """Up to `per_article` WLP pairs per linked-to article A, each from a different linking passage.
 
-    Three streaming passes: the first keeps the corpus's titles and the lead sentences drawn for
-    queries; the second keeps only the locations of links whose target is a corpus article with a
-    lead section, so memory follows the corpus's articles and its links into itself, not the number
-    of distinct link targets; the third reads the chosen passages. `redirects` maps a redirect title
-    to its target title (parse-wiki's redirects.json); links through it count as links to the target
-    (a redirect titled like an article of the corpus is ignored). Pairs come out in the order of the
-    linking articles in the file."""
-    titles: dict[str, int] = {}                  # normalised title -> ordinal of its first article
-    queries: dict[int, tuple[str, list[str]]] = {}   # ordinal -> (id, query sentences drawn for it)
-    articles = 0
+    Three streaming passes: the first keeps a 64-bit digest of each article's normalised title and spills
+    the lead sentences drawn for queries to a temporary file (in `spill_dir`); the second keeps only the
+    locations of links whose target is a corpus article with a lead section; the third reads the chosen
+    passages. Memory: about 33 bytes an article (title digest and ordinal, spill offset, lead flag), 8
+    bytes a link into the corpus (plus ~170 bytes a linked-to article), 20 bytes a chosen pair, and
+    16 bytes a redirect while the targets are built. `redirects` maps a redirect title to its target
+    title (parse-wiki's redirects.json); links through it count as links to the target (a redirect
+    titled like an article of the corpus is ignored). Pairs come out in the order of the linking
+    articles in the file."""
+    spill = _QuerySpill(spill_dir)
+    try:
+        yield from _wlp_pairs(path, seed, redirects, per_article, spill)
+    finally:
+        spill.handle.close()
+
+
+def _wlp_pairs(path, seed, redirects, per_article, spill: _QuerySpill) -> Iterator[dict]:
+    digests, title_ordinals = array("Q"), array("q")
+    ids = array("Q")   # digest of each article's id: pass 2 checks the file did not change
     for ordinal, article in enumerate(read_articles(path)):
-        articles += 1
         title = normalise_title(article["title"])
         if title:   # links with an empty target are dropped, so an empty title is never linked to
-            titles.setdefault(title, ordinal)
+            digests.append(title_key(title))
+            title_ordinals.append(ordinal)
+        ids.append(_article_key(article["id"]))
         lead = _lead_sentences(article)
-        if lead:
-            draws = _rng(seed, "wlp", article["id"]).integers(len(lead), size=per_article)
-            queries[ordinal] = (article["id"], [lead[int(i)][3] for i in draws])
-
-    # Link target -> ordinal of A, only for targets that are (or redirect to) an article with a lead.
-    targets = {title: a for title, a in titles.items() if a in queries}
-    normalised = {normalise_title(k): normalise_title(v) for k, v in (redirects or {}).items()}
-    for source, target in normalised.items():
-        if source not in titles and titles.get(target) in queries:
-            targets[source] = titles[target]
-    del titles, normalised
+        draws = _rng(seed, "wlp", article["id"]).integers(len(lead), size=per_article) if lead else None
+        spill.add(article["id"], None if draws is None else [lead[int(i)][3] for i in draws])
+    articles = len(ids)
+    has_lead = np.frombuffer(spill.offsets, dtype=np.int64) >= 0 if articles else np.zeros(0, dtype=bool)
+    # each title's digest and its first article
+    titles, first_at = np.unique(np.frombuffer(digests, dtype=np.uint64), return_index=True) \
+        if digests else (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+    first = np.frombuffer(title_ordinals, dtype=np.int64)[first_at] if digests else np.zeros(0, np.int64)
+    del digests, title_ordinals, first_at
+    # Link target digest -> ordinal of A, only for targets that are (or redirect to) an article with a lead.
+    target_keys, target_ordinals = _link_targets(titles, first, has_lead, redirects)
+    del titles, first
+    found = len(target_keys)
 
     inbound: dict[int, array] = {}   # A -> packed (ordinal, section, paragraph) of the passages linking to A
     seen = 0
     for ordinal, article in enumerate(read_articles(path)):
         seen += 1
-        if ordinal >= articles or (ordinal in queries and queries[ordinal][0] != article["id"]):
+        if ordinal >= articles or ids[ordinal] != _article_key(article["id"]):
             raise _wlp_changed(path)
         for s, p, paragraph in _passages(article):
             try:
                 code = _pack(ordinal, s, p)
             except ValueError as err:
                 raise StageError(path, str(err)) from None
-            for a in {targets.get(normalise_title(link.get("target", ""))) for link in paragraph.get("links", [])}:
-                if a is not None and a != ordinal:   # no self-links
+            links = {title_key(normalise_title(link.get("target", ""))) for link in paragraph.get("links", [])}
+            if not links or not found:
+                continue
+            keys = np.fromiter(links, dtype=np.uint64, count=len(links))
+            at = np.searchsorted(target_keys, keys).clip(max=found - 1)
+            for a in set(target_ordinals[at[target_keys[at] == keys]].tolist()):
+                if a != ordinal:   # no self-links
                     inbound.setdefault(a, array("q")).append(code)   # codes ascend, each passage once per A
     if seen != articles:
         raise _wlp_changed(path)
-    del targets
+    del target_keys, target_ordinals, ids
 
-    wanted: dict[int, list[tuple[int, int, int, int]]] = {}   # B ordinal -> [(section, paragraph, A, query)]
+    codes, linked, draws = array("q"), array("q"), array("i")   # chosen pairs: passage, A, which query of A
     for a in sorted(inbound):
         candidates = inbound.pop(a)
-        rng = _rng(seed, "wlp", queries[a][0], 1)
+        rng = _rng(seed, "wlp", spill[a][0], 1)
         chosen = rng.choice(len(candidates), size=min(per_article, len(candidates)), replace=False)
         for j, index in enumerate(sorted(int(i) for i in chosen)):
-            b, s, p = _unpack(candidates[index])
-            wanted.setdefault(b, []).append((s, p, a, j))
-    queries = {a: queries[a] for rows in wanted.values() for _, _, a, _ in rows}
+            codes.append(candidates[index])
+            linked.append(a)
+            draws.append(j)
+    codes_, linked_, draws_ = (np.frombuffer(x, dtype=t) if len(x) else np.zeros(0, t)
+                               for x, t in ((codes, np.int64), (linked, np.int64), (draws, np.int32)))
+    order = np.lexsort((draws_, linked_, codes_))   # by linking article, section, paragraph, then A and j
+    codes_, linked_, draws_ = codes_[order], linked_[order], draws_[order]
+    del codes, linked, draws, order
 
+    next_pair = 0
     for ordinal, article in enumerate(read_articles(path)):
-        for s, p, a, j in sorted(wanted.pop(ordinal, [])):
+        while next_pair < len(codes_) and (code := int(codes_[next_pair])) >> 2 * _INDEX_BITS == ordinal:
+            _, s, p = _unpack(code)
+            a, j = int(linked_[next_pair]), int(draws_[next_pair])
+            next_pair += 1
             try:
                 doc = article["sections"][s]["paragraphs"][p]["text"]
             except (IndexError, KeyError):
                 raise _wlp_changed(path) from None
-            a_id, drawn = queries[a]
+            a_id, drawn = spill[a]
             if doc.strip() != drawn[j]:
                 yield _pair(drawn[j], doc, article["title"], "wlp", a_id, article["id"])
-    if wanted:
+    if next_pair < len(codes_):
         raise _wlp_changed(path)
 
 
@@ -228,7 +302,7 @@ def mix_pairs(streams: Iterable[Iterable[dict]], seed: int = 0, limit: int | Non
 
 def generate_pairs(path: PathLike, tasks: str = "ict+bfs+wlp", seed: int = 0,
                    redirects: dict[str, str] | None = None, limit: int | None = None,
-                   per_article: int = 1) -> Iterator[dict]:
+                   per_article: int = 1, spill_dir: PathLike | None = None) -> Iterator[dict]:
     """Pairs of one task ('ict', 'bfs', 'wlp') or of a '+'-joined uniform mixture such as 'ict+bfs+wlp'.
     `per_article` caps BFS pairs per article and WLP pairs per linked-to article (ICT makes one per passage)."""
     names = tasks.split("+")
@@ -236,7 +310,7 @@ def generate_pairs(path: PathLike, tasks: str = "ict+bfs+wlp", seed: int = 0,
     if unknown or not names or len(set(names)) != len(names):
         raise ValueError(f"tasks must be '+'-joined distinct names from {', '.join(TASKS)}; got {tasks!r}")
     makers = {"ict": lambda: ict_pairs(path, seed), "bfs": lambda: bfs_pairs(path, seed, per_article),
-              "wlp": lambda: wlp_pairs(path, seed, redirects, per_article)}
+              "wlp": lambda: wlp_pairs(path, seed, redirects, per_article, spill_dir)}
     if len(names) == 1:
         return itertools.islice(makers[names[0]](), limit)
     return mix_pairs([makers[name]() for name in names], seed, limit)

@@ -71,6 +71,26 @@ for _name in PASSAGE_DATASETS:
     check_passages(_name)
 
 
+def check_parted_wiki(name):
+    """A multistream dump parsed in parts: its index is one of its files, and it is read whole."""
+    cfg = dataset_cfg(name)
+    names = [f["name"] for f in cfg.get("files", [])]
+    if cfg.get("dump") or cfg["index"] not in names[1:]:
+        raise ValueError(f"params.yaml: datasets.{name}.index must name one of its files after the dump (the first), "
+                         f"with no `dump` path, not {cfg['index']!r}")
+    if cfg.get("max_articles", 0):
+        raise ValueError(f"params.yaml: datasets.{name}: max_articles must be 0 where the dump is parsed in parts")
+
+
+# wikipedia datasets with a multistream `index`: parsed in parts (rules wiki_parts_plan, parse_wiki_part,
+# merge_wiki_parts); every other dump in one job (parse_wiki)
+PARTED_WIKI = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "wikipedia" and cfg.get("index")]
+for _name in PARTED_WIKI:
+    check_parted_wiki(_name)
+ONLY_PARTED_WIKI = one_of(PARTED_WIKI)
+NOT_PARTED_WIKI = f"(?!(?:{ONLY_PARTED_WIKI})(?:/|$))[a-z0-9-]+"
+
+
 # wildcard constraints that give an open-domain dataset's ReQA form to rule reqa_open, a passage dataset's
 # to rule passages and every other one to reqa
 ONLY_OPEN = one_of(OPEN_DATASETS)
@@ -234,6 +254,8 @@ rule parse_wiki:
         articles=f"{ART}/{{dataset}}/corpus/articles.jsonl",
         redirects=f"{ART}/{{dataset}}/corpus/redirects.json",
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
+    wildcard_constraints:
+        dataset=NOT_PARTED_WIKI,
     params:
         dump=lambda w: dump_of(w.dataset),
         sha256=lambda w: q(dataset_cfg(w.dataset).get("dump_sha256", "")),
@@ -245,6 +267,75 @@ rule parse_wiki:
     shell:
         "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 {params.sha256} --max-articles {params.max_articles}"
         " --articles {output.articles} --redirects {output.redirects} --stats {output.stats} 2>&1 | tee {log}"
+
+
+def wiki_part_dirs(wildcards):
+    return [f"{ART}/{wildcards.dataset}/corpus/parts/{k:03d}" for k in range(dataset_cfg(wildcards.dataset).get("parts", 1))]
+
+
+rule wiki_parts_plan:
+    # Byte ranges of whole bz2 streams of a multistream dump, of about equal size, from its index.
+    input:
+        dump=lambda w: dump_of(w.dataset),
+        index=lambda w: dataset_file(w.dataset, file_spec(w.dataset, dataset_cfg(w.dataset)["index"])),
+    output:
+        f"{ART}/{{dataset}}/corpus/parts/plan.json",
+    wildcard_constraints:
+        dataset=ONLY_PARTED_WIKI,
+    params:
+        parts=lambda w: dataset_cfg(w.dataset).get("parts", 1),
+    log:
+        "logs/{dataset}/wiki_parts_plan.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} wiki-parts --dump {input.dump} --index {input.index} --parts {params.parts} --out {output}"
+        " 2>&1 | tee {log}"
+
+
+rule parse_wiki_part:
+    # One part of the dump, read with a seek and decompressed stream by stream; jobs run side by side.
+    input:
+        dump=lambda w: dump_of(w.dataset),
+        plan=f"{ART}/{{dataset}}/corpus/parts/plan.json",
+    output:
+        **{name.split(".")[0]: f"{ART}/{{dataset}}/corpus/parts/{{part}}/{name}"
+           for name in ("articles.jsonl", "redirects.json", "stats.json", "links.npz")},
+    wildcard_constraints:
+        dataset=ONLY_PARTED_WIKI,
+        part=r"\d\d\d+",
+    params:
+        out_dir=lambda w: f"{ART}/{w.dataset}/corpus/parts/{w.part}",
+    log:
+        "logs/{dataset}/parse_wiki_part_{part}.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} parse-wiki-part --dump {input.dump} --plan {input.plan} --part {wildcards.part}"
+        " --out-dir {params.out_dir} 2>&1 | tee {log}"
+
+
+rule merge_wiki_parts:
+    # The parts' articles in dump order, their redirects, and statistics summed (links resolved through
+    # digests of every title: 8 bytes an article, 16 a redirect): parse_wiki's three files.
+    input:
+        lambda w: [f"{d}/{name}" for d in wiki_part_dirs(w) for name in ("articles.jsonl", "redirects.json",
+                                                                            "stats.json", "links.npz")],
+    output:
+        articles=f"{ART}/{{dataset}}/corpus/articles.jsonl",
+        redirects=f"{ART}/{{dataset}}/corpus/redirects.json",
+        stats=f"{ART}/{{dataset}}/corpus/stats.json",
+    wildcard_constraints:
+        dataset=ONLY_PARTED_WIKI,
+    params:
+        parts=lambda w: " ".join(wiki_part_dirs(w)),
+    log:
+        "logs/{dataset}/merge_wiki_parts.log",
+    conda:
+        CPU_ENV
+    shell:
+        "{TOWERS} merge-wiki-parts --parts {params.parts} --articles {output.articles} --redirects {output.redirects}"
+        " --stats {output.stats} 2>&1 | tee {log}"
 
 
 rule download:
@@ -277,6 +368,7 @@ rule reqa:
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
         # "none": a local file given without a sha256 (checked when given, recorded as not verified when not)
         sha256=lambda w: [f.get("sha256") or "none" for f in dataset_cfg(w.dataset).get("files", [])],
+        questions_digest=lambda w: content_digest(dataset_cfg(w.dataset).get("questions", "")),   # by content
     log:
         "logs/{dataset}/reqa.log",
     run:
@@ -341,6 +433,7 @@ rule passages:
         out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
         kind=lambda w: dataset_cfg(w.dataset)["kind"],
+        questions_digest=lambda w: content_digest(dataset_cfg(w.dataset).get("questions", "")),   # by content
     log:
         "logs/{dataset}/passages.log",
     run:

@@ -48,13 +48,14 @@ rule encode_candidates:
 
 
 rule encode_shard:
-    # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them
+    # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them.
+    # Temporary: the merged matrix holds the same rows, so a part is deleted once merged (MS MARCO: 27 GB a model)
     input:
         model=model_dir,
         candidates=collection("{dataset}", "candidates.jsonl"),
     output:
-        embeddings=f"{DENSE}/shards/{{shard}}.npy",
-        ids=f"{DENSE}/shards/{{shard}}.ids",
+        embeddings=temp(f"{DENSE}/shards/{{shard}}.npy"),
+        ids=temp(f"{DENSE}/shards/{{shard}}.ids"),
     params:
         batch=config["encode"]["batch_size"],
         shards=lambda w: SHARDS[w.dataset],
@@ -95,6 +96,9 @@ rule merge_embeddings:
         " --ids {output.ids} 2>&1 | tee {log}"
 
 
+# The corpus matrix (candidates.npy) is kept, not temp(), though a flat index holds the same vectors: LTRe
+# training reads it (ltre.smk), and a temporary one would be re-encoded whenever a later job asks for it (a new
+# factory string, a changed LTRe setting), rebuilding every index and search downstream of it.
 rule faiss_index:
     input:
         f"{DENSE}/candidates.npy",
@@ -102,7 +106,8 @@ rule faiss_index:
         f"{DENSE}/index-{{index}}.faiss",
     params:
         factory=lambda w: config["faiss"]["indexes"][w.index],
-    resources:   # a CPU job holding the corpus matrix and the index: the memory and time of the GPU jobs
+    threads: config["faiss"].get("threads") or config["torch_threads"]
+    resources:   # a CPU job holding the index, and the matrix a block at a time: the memory and time of the GPU jobs
         mem_mb=GPU_JOB["mem_mb"],
         runtime=GPU_JOB["runtime"],
     log:
@@ -110,7 +115,7 @@ rule faiss_index:
     conda:
         CPU_ENV
     shell:
-        "{TOWERS} build-index --embeddings {input} --factory {params.factory:q} --out {output}"
+        "{TOWERS} build-index --embeddings {input} --factory {params.factory:q} --out {output} --threads {threads}"
         " 2>&1 | tee {log}"
 
 

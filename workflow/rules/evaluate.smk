@@ -5,7 +5,7 @@
 
 def run_path(w):
     if w.model == "bm25":
-        return f"{ART}/{w.dataset}/bm25/run.trec"
+        return bm25_run(w.dataset, w.split)
     if w.index == "fusion":
         fusion, pair = w.model.split("-", 1)
         return f"{ART}/{w.dataset}/fusion/{fusion}/{pair}/{w.split}.trec"

@@ -31,7 +31,9 @@ LTRE_DATA = {
     "candidates": collection("{dataset}", "candidates.jsonl"),
     "qrels": collection("{dataset}", "qrels.txt"),
     "train": f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
-    "bm25": f"{ART}/{{dataset}}/bm25/run.trec",
+    # BM25 Neg's pools (negative_depth) and Figure 3's BM25 overlap (probe_depth)
+    "bm25": lambda w: bm25_run(w.dataset, w.split, "train",
+                               max(LT["negatives"]["negative_depth"], LT["figure3"]["probe_depth"])),
 }
 
 

@@ -9,7 +9,7 @@ FIRST_STAGE = {"bm25": "BM-25", "repbert": "RepBERT"}   # run name -> the paper'
 
 def first_stage_run(dataset, name, split):
     if name == "bm25":
-        return f"{ART}/{dataset}/bm25/run.trec"
+        return bm25_run(dataset, split)
     return f"{ART}/{dataset}/dense/{name}/{split}/run-{RB['index']}.trec"
 
 
@@ -86,7 +86,7 @@ rule train_cross_encoder:
         qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
-        run=f"{ART}/{{dataset}}/bm25/run.trec",
+        run=lambda w: bm25_run(w.dataset, w.split, "train+valid", RB["reranker"]["negatives_depth"]),
     output:
         directory(f"{ART}/{{dataset}}/crossenc/{{split}}/model"),
     params:
@@ -183,7 +183,7 @@ rule consistency:
     # C(f, n) of eq. 5: the share of a run's top n that BM25's top repbert.depth also holds
     input:
         run=lambda w: first_stage_run(w.dataset, w.name, w.split),
-        reference=f"{ART}/{{dataset}}/bm25/run.trec",
+        reference=lambda w: bm25_run(w.dataset, w.split),
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/consistency/{{name}}/{{split}}.json",

@@ -25,6 +25,7 @@ rule claims:
         profile=config["profile"],
         test=CLAIMS["test"],
         alpha=CLAIMS["alpha"],
+        claims_digest=[content_digest(f"data/papers/{paper}.claims.yaml") for paper in CLAIMS["papers"]],   # by content
     log:
         "logs/tables/claims.log",
     conda:
@@ -44,6 +45,7 @@ rule check_cells:
         "results/check.csv",
     params:
         tables=named_tables(RESULT_CSVS),
+        expected_digest=content_digest(config["check"]["expected"]),   # tracked by content, not only by time
     log:
         "logs/tables/check.log",
     conda:

@@ -8,6 +8,21 @@ from .collection import CollectionWriter, progress, QuerySet, write_dataset
 from .readers import read_corpus_beir, read_qrels_beir, read_queries_beir
 from .sources import Source
 
+def drop_without_relevant(side: QuerySet) -> int:
+    """Drop the queries none of whose judgements is relevant; return how many.
+
+    A grade <= 0 is not relevant (BEIR's qrels, trec_eval and ir-measures' default: relevant from 1). A query
+    judged only <= 0 has nothing to find: every metric would score it 0 whatever the system does (or, in
+    training, it has no positive), so it is left out of the dataset, as BEIR's evaluation leaves it out, and
+    counted in stats.json (dropped_without_relevant). Its non-relevant judgements go with it; those of the
+    queries kept stay in qrels.txt."""
+    empty = [qid for qid, docs in side.qrels.items() if not any(grade > 0 for grade in docs.values())]
+    for qid in empty:
+        del side.qrels[qid]
+        side.qrels_line.pop(qid, None)
+    return len(empty)
+
+
 def build_beir(source, tmp: dict[str, Path], eval_split: str = "test", train_split: str = "", seed: int = 13,
                valid_fraction: float = 0.1, max_valid: int = 0) -> dict:
     """BEIR form (a folder or the official zip) into `tmp`'s files; contents = title + " " + text."""
@@ -32,7 +47,9 @@ def build_beir(source, tmp: dict[str, Path], eval_split: str = "test", train_spl
                 queries, queries_where = shared.queries, where
             else:
                 sides[role.split("-")[0]].add_qrels(read_qrels_beir(handle, where), where)
-    for side in sides.values():   # one queries.jsonl serves every split: a side's queries are those of its qrels
+    unanswerable = {}
+    for name, side in sides.items():   # one queries.jsonl serves every split: a side's queries are those of its qrels
+        unanswerable[name] = drop_without_relevant(side)
         side.queries = {q: text for q, text in queries.items() if q in side.qrels}
         side.queries_where = str(queries_where)
 
@@ -43,4 +60,5 @@ def build_beir(source, tmp: dict[str, Path], eval_split: str = "test", train_spl
     writer.finish(rescan)
     return write_dataset(tmp, writer, sides["test"], sides["train"] if train_split else None, seed,
                          valid_fraction, max_valid, {"form": "beir", "source": str(source),
-                                                     "eval_split": eval_split, "train_split": train_split})
+                                                     "eval_split": eval_split, "train_split": train_split,
+                                                     "dropped_without_relevant": unanswerable})

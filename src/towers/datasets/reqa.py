@@ -34,7 +34,7 @@ def article_candidates(article: dict) -> Iterator[dict]:
 
 def read_questions(path) -> list[dict]:
     path = require_file(path)
-    with open(path, encoding="utf-8", newline="") as handle:
+    with open(path, encoding="utf-8-sig", newline="") as handle:   # -sig: a byte-order mark is no header field
         rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
     if not rows or rows[0] != QUESTION_COLUMNS:
         raise StageError(path, f"header must be {' '.join(QUESTION_COLUMNS)} (tab-separated)")

@@ -13,10 +13,11 @@ from typing import Iterator, TextIO
 from ..io import StageError, require_file
 
 def open_text(binary, name: str) -> TextIO:
-    """A text handle over a binary one, gunzipped when the name ends in .gz; lines end at \\n only."""
+    """A text handle over a binary one, gunzipped when the name ends in .gz; lines end at \\n only. A byte-order
+    mark at the start (Windows editors write one) is dropped, not read as part of the first field."""
     if name.endswith(".gz"):
         binary = gzip.GzipFile(fileobj=binary, mode="rb")
-    return io.TextIOWrapper(binary, encoding="utf-8", newline="\n")
+    return io.TextIOWrapper(binary, encoding="utf-8-sig", newline="\n")
 
 
 class _Sequential(io.RawIOBase):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 STAGES = {}
 # the argument naming a stage's main output, where it is not --out, --out-dir or --csv (see main_output)
-WRITES = {"parse-wiki": "articles", "bm25-index": "index", "bm25-search": "run", "encode-candidates": "embeddings",
-          "merge-embeddings": "embeddings", "dense-search": "run"}
+WRITES = {"parse-wiki": "articles", "merge-wiki-parts": "articles", "bm25-index": "index", "bm25-search": "run",
+          "merge-runs": "run", "encode-candidates": "embeddings", "merge-embeddings": "embeddings", "dense-search": "run"}
 
 
 def stage(name: str, *arguments):

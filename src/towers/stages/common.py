@@ -30,12 +30,13 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def load_embeddings(path):
-    """A float32 matrix saved by encode-candidates; one line if the file is not a NumPy array."""
+def load_embeddings(path, mmap: bool = False):
+    """A float32 matrix saved by encode-candidates (`mmap`: mapped read-only, not read); one line if the file
+    is not a NumPy array."""
     import numpy as np
 
     try:
-        return np.load(require_file(path))
+        return np.load(require_file(path), mmap_mode="r" if mmap else None)
     except ValueError as err:
         raise StageError(path, f"not a NumPy array file ({err})") from None
 

@@ -48,6 +48,64 @@ def parse_wiki(a):
     return a.articles, {**stats, "checksum": verified}
 
 
+# A multistream dump in parts: plan the byte ranges once, parse each part in its own job, merge in dump order.
+
+@stage("wiki-parts", arg("--dump", required=True, help="pages-articles-multistream.xml.bz2"),
+       arg("--index", required=True, help="its pages-articles-multistream-index.txt(.bz2)"),
+       arg("--parts", type=int, required=True), arg("--out", required=True))
+def wiki_parts(a):
+    """Split a multistream Wikipedia dump into byte ranges of whole bz2 streams, one a parse-wiki-part job."""
+    from ..datasets import wiki
+
+    if a.parts < 1:
+        raise StageError("--parts", f"must be at least 1, not {a.parts}")
+    dump = require_file(a.dump)
+    size = dump.stat().st_size
+    offsets = wiki.stream_offsets(a.index, size)
+    parts = wiki.plan_parts(offsets, size, a.parts)
+    write_json(a.out, {"dump": str(dump), "bytes": size, "streams": len(offsets), "parts": parts})
+    return a.out, {"streams": len(offsets), "parts": len(parts), "largest_part_bytes": max(p["end"] - p["start"] for p in parts)}
+
+
+@stage("parse-wiki-part", arg("--dump", required=True), arg("--plan", required=True, help="wiki-parts' plan"),
+       arg("--part", type=int, required=True), arg("--out-dir", required=True))
+def parse_wiki_part(a):
+    """One part of a multistream dump: its articles, redirects and the statistics merge-wiki-parts sums."""
+    from tqdm import tqdm
+
+    from ..datasets import wiki
+
+    dump = require_file(a.dump)
+    plan = read_json(a.plan)
+    if not isinstance(plan, dict) or not isinstance(plan.get("parts"), list) or plan.get("bytes") is None:
+        raise StageError(a.plan, "not a plan of wiki-parts")
+    if plan["bytes"] != dump.stat().st_size:
+        raise StageError(a.plan, f"planned for a dump of {plan['bytes']} bytes, but {dump} has {dump.stat().st_size}")
+    if not 0 <= a.part < len(plan["parts"]):
+        raise StageError("--part", f"{a.part} is not one of the plan's {len(plan['parts'])} parts")
+    part = plan["parts"][a.part]
+    out = Path(a.out_dir)
+    redirects: dict[str, str] = {}
+    counter = wiki.Statistics()
+    pages = wiki.iter_part_pages(dump, part["start"], part["end"])
+    articles = wiki.iter_articles(dump, redirects, pages=pages, required=False)
+    write_jsonl(out / "articles.jsonl", (counter.add(x) for x in tqdm(articles, desc=f"part {a.part}", unit="article",
+                                                                          mininterval=5)))
+    write_json(out / "redirects.json", redirects)
+    counts = wiki.write_part_summary(out, counter, redirects)
+    return out / "articles.jsonl", {**counts, **part}
+
+
+@stage("merge-wiki-parts", arg("--parts", required=True, nargs="+", help="parse-wiki-part folders, in dump order"),
+       arg("--articles", required=True), arg("--redirects", required=True), arg("--stats", required=True))
+def merge_wiki_parts(a):
+    """A parted dump's articles, redirects and statistics, as parse-wiki writes them from the whole dump."""
+    from ..datasets import wiki
+
+    stats = wiki.merge_parts(a.parts, a.articles, a.redirects, a.stats)
+    return a.articles, {**stats, "parts": len(a.parts)}
+
+
 def verification(path, algorithm: str | None) -> dict:
     """What a stage's meta file records of an input's integrity: checked against a given digest, or not."""
     return {str(path): f"{algorithm} verified" if algorithm else "not verified (no checksum given)"}
@@ -387,8 +445,10 @@ def pretraining_pairs(a):
     from ..pretraining_pairs import generate_pairs, pair_statistics
 
     redirects = read_json(a.redirects) if a.redirects else None
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     try:
-        pairs = generate_pairs(a.articles, a.task, a.seed, redirects, a.limit or None, a.per_article)
+        pairs = generate_pairs(a.articles, a.task, a.seed, redirects, a.limit or None, a.per_article,
+                               spill_dir=Path(a.out).parent)   # WLP's drawn queries, beside the output
     except ValueError as err:
         raise StageError("--task", str(err)) from None
     count = write_jsonl(a.out, tqdm(pairs, desc=a.task, unit="pair", mininterval=5))

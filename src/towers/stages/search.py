@@ -7,65 +7,99 @@ from pathlib import Path
 from ..io import (StageError, atomic_path, read_qrels, read_queries, read_run, require_file, write_json,
                   write_jsonl, write_run)
 from . import arg, stage
-from .common import candidate_texts, load_candidates, load_embeddings, read_split, require_texts, set_threads
+from .common import candidate_texts, read_split, require_texts, set_threads
 
 
 # --- BM25 ---------------------------------------------------------------------------------------
 
-@stage("bm25-index", arg("--candidates", required=True), arg("--index", required=True), arg("--threads", type=int, default=2))
+MEMORY = arg("--memory-mb", type=int, default=0,
+             help="the job's memory: the JVM's heap is what java_heap_mb leaves of it (0: Java's default heap)")
+
+
+def heap_of(a) -> int:
+    from .. import bm25
+
+    return bm25.java_heap_mb(a.memory_mb) if a.memory_mb else 0
+
+
+@stage("bm25-index", arg("--candidates", required=True), arg("--index", required=True), arg("--threads", type=int, default=2),
+       MEMORY)
 def bm25_index(a):
     from .. import bm25
 
-    count = bm25.build_index(a.candidates, a.index, a.threads)
-    return a.index, {"documents": count}
+    count = bm25.build_index(a.candidates, a.index, a.threads, heap_of(a))
+    return a.index, {"documents": count, "heap_mb": heap_of(a)}
 
 
-@stage("bm25-search", arg("--index", required=True), arg("--queries", required=True), arg("--run", required=True),
+@stage("bm25-search", arg("--index", required=True),
+       arg("--queries", required=True, nargs="+", help="queries TSV files, searched in order (a split's train and valid)"),
+       arg("--run", required=True),
        arg("--k1", type=float, required=True), arg("--b", type=float, required=True), arg("--depth", type=int, required=True),
-       arg("--threads", type=int, default=2))
+       arg("--threads", type=int, default=2), MEMORY,
+       arg("--shard", type=int, default=0, help="search only this part of --shards contiguous parts of the queries "
+                                                "(merge-runs joins the parts' runs)"),
+       arg("--shards", type=int, default=1))
 def bm25_search(a):
     from .. import bm25
 
-    n = bm25.search(a.index, a.queries, a.run, a.k1, a.b, a.depth, a.threads, tag=f"bm25_k1={a.k1}_b={a.b}")
-    return a.run, {"queries": n}
+    if a.shards < 1:
+        raise StageError("--shards", f"must be at least 1, not {a.shards}")
+    n = bm25.search(a.index, a.queries, a.run, a.k1, a.b, a.depth, a.threads, tag=f"bm25_k1={a.k1}_b={a.b}",
+                    shard=a.shard, shards=a.shards, heap_mb=heap_of(a))
+    return a.run, {"queries": n, "depth": a.depth, "shard": a.shard, "shards": a.shards, "heap_mb": heap_of(a)}
+
+
+@stage("merge-runs", arg("--parts", required=True, nargs="+", help="runs of a query file's shards, in shard order"),
+       arg("--run", required=True))
+def merge_runs(a):
+    """One run from the runs of a query file's contiguous shards (bm25-search --shard), joined in order."""
+    from ..io import concatenate_runs
+
+    return a.run, {"parts": len(a.parts), "bytes": concatenate_runs(a.parts, a.run)}
 
 
 @stage("encode-candidates", arg("--model", required=True), arg("--candidates", required=True),
        arg("--embeddings", required=True), arg("--ids", required=True), arg("--batch-size", type=int, default=128),
        arg("--threads", type=int, default=0),
        arg("--shard", type=int, default=0, help="encode only this part of --shards equal parts (merge-embeddings joins them)"),
-       arg("--shards", type=int, default=1))
+       arg("--shards", type=int, default=1),
+       arg("--chunk", type=int, default=0, help="texts sorted by length together (default: encode.SORT_CHUNK)"))
 def encode_candidates(a):
-    import numpy as np
-
-    from ..encode import encode, shard_range
+    """A corpus (or one shard of it) streamed: only the shard's rows are parsed, encoded a chunk at a time
+    into the matrix as it is written."""
+    from ..encode import SORT_CHUNK, encode_corpus, shard_range
+    from ..io import count_jsonl, read_jsonl_slice
     from ..models import TwoTower, doc_input, text_options
 
     shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
+    total = count_jsonl(a.candidates)
+    if not total:
+        raise StageError(a.candidates, "no candidates")
+    start, stop = shard_range(total, a.shard, a.shards)
+    if start == stop:
+        raise StageError("--shards", f"{a.shards} shards of {total} candidates leave shard {a.shard} empty")
     model, tok = TwoTower.load(a.model)
-    candidates = load_candidates(a.candidates)
-    candidates = candidates[slice(*shard_range(len(candidates), a.shard, a.shards))]
     doc_text = model.config.get("doc_text", "sentence+paragraph")
-    try:
-        docs = [doc_input(c, doc_text) for c in candidates]
-    except KeyError as err:
-        raise StageError(a.candidates, f"a candidate lacks {err}, which the model's doc text {doc_text!r} reads") from None
-    vectors = encode(model.doc, tok, docs, "doc", model.config["doc_length"], a.batch_size, desc="encode candidates",
-                     segment=model.config.get("doc_segment", 0), **text_options(model.config, "doc"))
-    with atomic_path(a.ids) as tmp:
-        tmp.write_text("\n".join(c["id"] for c in candidates) + "\n")
-    with atomic_path(a.embeddings) as tmp:
-        with open(tmp, "wb") as handle:
-            np.save(handle, vectors)
-    return a.embeddings, {"candidates": len(candidates), "dim": int(vectors.shape[1])}
+
+    def doc_of(row):
+        try:
+            return doc_input(row, doc_text)
+        except KeyError as err:
+            raise StageError(a.candidates, f"a candidate lacks {err}, which the model's doc text {doc_text!r} reads") from None
+
+    dim = encode_corpus(model.doc, tok, read_jsonl_slice(a.candidates, start, stop), stop - start, doc_of,
+                        a.embeddings, a.ids, model.config["doc_length"], a.batch_size, chunk=a.chunk or SORT_CHUNK,
+                        desc="encode candidates", segment=model.config.get("doc_segment", 0),
+                        **text_options(model.config, "doc"))
+    return a.embeddings, {"candidates": stop - start, "rows": [start, stop], "dim": int(dim)}
 
 
 @stage("merge-embeddings", arg("--parts", nargs="+", required=True, help="encode-candidates --shard outputs, in order"),
        arg("--part-ids", nargs="+", required=True), arg("--embeddings", required=True), arg("--ids", required=True))
 def merge_embeddings(a):
-    """The shards of one corpus encoding, joined in order into one matrix and one id list."""
-    from ..encode import merge_parts
+    """The shards of one corpus encoding, joined in order into one matrix and one id list, block by block."""
+    from ..matrix import merge_parts
 
     if len(a.parts) != len(a.part_ids):
         raise StageError("--part-ids", f"{len(a.part_ids)} id files for {len(a.parts)} embedding parts")
@@ -73,14 +107,14 @@ def merge_embeddings(a):
     return a.embeddings, {"parts": len(a.parts), "candidates": shape[0], "dim": shape[1]}
 
 
-@stage("build-index", arg("--embeddings", required=True), arg("--factory", required=True), arg("--out", required=True))
+@stage("build-index", arg("--embeddings", required=True), arg("--factory", required=True), arg("--out", required=True),
+       arg("--threads", type=int, default=0, help="Faiss's OpenMP threads (0: Faiss's default, every core)"))
 def build_index(a):
     import faiss
 
     from .. import vector_index
 
-    vectors = load_embeddings(a.embeddings)
-    index = vector_index.build(vectors, a.factory)
+    index = vector_index.build_from_file(a.embeddings, a.factory, a.threads)
     with atomic_path(a.out) as tmp:
         faiss.write_index(index, str(tmp))
     return a.out, {"vectors": int(index.ntotal), "factory": a.factory}
@@ -150,8 +184,8 @@ def rerank_run(a):
         raise StageError("--batch-size", f"must be at least 1, not {a.batch_size}")
     set_threads(a.threads)
     queries = read_queries(a.queries)
-    # the queries asked for (a split's test questions) out of a run that may hold more (BM25 runs all)
-    run = {qid: ranked for qid, ranked in read_run(a.run).items() if qid in queries}
+    # the queries asked for (a split's test questions) out of a run that may hold more (BM25 runs all), kept as read
+    run = read_run(a.run, qids=queries)
     if not run:
         raise StageError(a.run, f"none of its queries is in {a.queries}")
     if a.scores:
@@ -212,12 +246,13 @@ def consistency(a):
     """RepBERT eq. 5: the share of a run's top-n documents that the reference run also retrieves."""
     from ..fusion import consistency_shares, mean_shares
 
-    run, reference = load_runs([a.run, a.reference])
+    run = load_runs([a.run])[0]
     if a.queries:
         wanted = read_queries(a.queries)
         run = {qid: ranked for qid, ranked in run.items() if qid in wanted}
         if not run:
             raise StageError(a.run, f"none of its queries is in {a.queries}")
+    reference = read_run(a.reference, qids=run)   # a BM25 run of every query: only those compared are kept
     shares = consistency_shares(run, reference, a.depths, a.reference_depth)
     factors = {str(n): value for n, value in mean_shares(shares).items()}
     # per query too: the claims compare runs query by query

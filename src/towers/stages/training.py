@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file, with_relevant
+from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file, sha256_of, with_relevant
 from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
                         Settings)
 from . import arg, stage
@@ -327,15 +327,29 @@ def train_repbert(a):
 
 # --- LTRe (Zhan et al. 2020): negative-sampling baselines and training against a fixed index ------
 
-def ltre_training_data(a):
-    """The split's training queries, the qrels, every candidate's id and passage, BM25's ranked doc ids."""
-    qrels = read_qrels(a.qrels)
+def ltre_training_data(a, doc_ids, ids_key: str, depth: int):
+    """The split's training queries, their judgements and BM25's ranked rows (only these queries' hits, cut to
+    `depth`) by row of `doc_ids` (a list, or a RowLookup), as compact arrays (training.sampling.TrainingData)."""
+    from ..training.sampling import training_data
+
     queries = [{"qid": qid, "text": text} for qid, text in read_split(a.train).items()]
     if not queries:
         raise StageError(a.train, "no training queries")
-    candidates = load_candidates(a.candidates)
-    bm25 = {qid: [doc for doc, _ in ranked] for qid, ranked in read_run(a.bm25_run).items()} if a.bm25_run else None
-    return queries, qrels, candidates, bm25
+    wanted = {q["qid"] for q in queries}
+    qrels = {qid: docs for qid, docs in read_qrels(a.qrels).items() if qid in wanted}
+    return training_data(queries, qrels, doc_ids, a.bm25_run or None, depth, ids_key)
+
+
+def require_candidate_ids(path, ids: list[str], ids_path) -> None:
+    """The candidates' ids are `ids`, in order (streamed: no candidate's text is kept)."""
+    count = 0
+    for count, row in enumerate(read_jsonl(path), 1):
+        if count > len(ids) or row.get("id") != ids[count - 1]:
+            break
+    else:
+        if count == len(ids):
+            return
+    raise StageError(ids_path, f"its ids are not those of {path}, in order")
 
 
 def ltre_args(settings: type[Settings]):
@@ -352,21 +366,21 @@ def ltre_args(settings: type[Settings]):
        arg("--head", default="linear-ln", choices=["linear", "linear-ln"]), *ltre_args(NegativeSampling))
 def train_negatives(a):
     """LTRe Table 1's negative-sampling baselines: one shared encoder, (relevant, negative) pairs."""
-    from ..models import doc_input
     from ..training import negatives
+    from ..training.sampling import CandidateTexts
 
     seed_everything(a.seed)
     set_threads(a.threads)
     if a.negatives in ("bm25", "bm25+rand") and not a.bm25_run:
         raise StageError("--bm25-run", f"{a.negatives} negatives need a BM25 run")
-    queries, qrels, candidates, bm25 = ltre_training_data(a)
+    docs = CandidateTexts(a.candidates, "contents")   # row -> passage, read when a step asks
+    data = ltre_training_data(a, docs.lookup, docs.key, a.negative_depth)
     towers = {"pooling": a.pooling, "embedding_dim": a.embedding_dim, "shared": True, "normalize": False,
               "query_length": a.query_length, "doc_length": a.doc_length, "doc_text": "contents", "head": a.head}
     model, tokenizer, save = start_towers(a.start, towers, a.seed)
     negatives.require_shared(model, a.start)
-    docs = [doc_input(c, "contents") for c in candidates]
-    return trained(a, lambda run: negatives.train(model, tokenizer, queries, qrels, [c["id"] for c in candidates],
-                                                       docs, NegativeSampling.of(a), run, start_key(a.start), bm25), save)
+    return trained(a, lambda run: negatives.train(model, tokenizer, data, docs, NegativeSampling.of(a), run,
+                                                       start_key(a.start)), save)
 
 
 @stage("train-ltre", arg("--start", required=True, help="a saved model: its doc tower is fixed, its query tower trained"),
@@ -385,20 +399,20 @@ def train_ltre(a):
     set_threads(a.threads)
     if a.negatives == "bm25" and not a.bm25_run:
         raise StageError("--bm25-run", "BM25 negatives need a BM25 run")
-    queries, qrels, candidates, bm25 = ltre_training_data(a)
-    start, tokenizer = TwoTower.load(a.start)
     ids = require_file(a.ids).read_text().split()
-    if ids != [c["id"] for c in candidates]:
-        raise StageError(a.ids, f"its ids are not those of {a.candidates}, in order")
-    vectors = load_embeddings(a.embeddings)
-    if vectors.shape[0] != len(ids):
-        raise StageError(a.embeddings, f"{vectors.shape[0]} embeddings for {len(ids)} ids ({a.ids})")
-    index = vector_index.load(a.index, len(ids), a.ids)
+    require_candidate_ids(a.candidates, ids, a.ids)
+    data = ltre_training_data(a, ids, sha256_of(a.ids)[:16], max(a.negative_depth, a.probe_depth))
+    del ids
+    vectors = load_embeddings(a.embeddings, mmap=True)   # mapped: data-parallel processes share one copy
+    if vectors.shape[0] != data.n_docs:
+        raise StageError(a.embeddings, f"{vectors.shape[0]} embeddings for {data.n_docs} ids ({a.ids})")
+    index = vector_index.load(a.index, data.n_docs, a.ids, mmap=True)
+    start, tokenizer = TwoTower.load(a.start)
     # the doc tower stays the start's; the query tower is a copy that learns
     model = TwoTower(copy.deepcopy(start.query), start.doc, {**start.config, "shared": False})
     settings = LearningToRetrieve.of(a, query_length=start.config["query_length"])
-    return trained(a, lambda run: ltre.train(model.query, tokenizer, queries, qrels, ids, vectors, index, settings,
-                                                  run, bm25), towers_saver(model, tokenizer))
+    return trained(a, lambda run: ltre.train(model.query, tokenizer, data, vectors, index, settings, run),
+                   towers_saver(model, tokenizer))
 
 
 # reranking (RepBERT sec. 4.4): a cross-encoder rescores the top-K of a first-stage run

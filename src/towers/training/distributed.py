@@ -6,8 +6,11 @@ and the gradients are averaged before the optimiser step. A loss that is a mean 
 therefore takes the same steps on N processes as on one, up to float noise and dropout. Rank 0 alone
 validates, checkpoints and writes outputs; the other ranks leave once the last step is taken.
 
-Outside a training step (validation, asynchronous refreshes) `share` and `gather` do nothing, so that
-code runs whole on whichever rank calls it.
+Outside a training step (validation) `share` and `gather` do nothing, so that code runs whole on whichever
+rank calls it. Work every rank needs whole but none should repeat (an asynchronous refresh re-encoding the
+corpus and searching every training query) is split with `my_rows` and put back together with `gather_rows`
+(small arrays, gathered into every rank) or `shared_matrix` (a matrix written by slices into one file that
+every rank maps).
 
 Launch: `python -m towers.training.distributed N <stage> <arguments>` runs `python -m towers <stage> ...`
 in N processes on this machine (torchrun's standalone mode, through its Python API: torchrun's own
@@ -18,7 +21,9 @@ import os
 import sys
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -106,6 +111,55 @@ def _all_sum(value: float) -> float:
 def mean_value(value: float) -> float:
     """The mean of a logged number over the ranks (the step's loss of the whole batch)."""
     return _all_sum(value) / world() if started() else value
+
+
+def my_rows(count: int) -> tuple[int, int]:
+    """[start, stop): this rank's contiguous part of `count` items of work split across the ranks (all alone)."""
+    return count * rank() // world(), count * (rank() + 1) // world()
+
+
+def gather_rows(part: np.ndarray, count: int) -> np.ndarray:
+    """Every rank's `part` (its my_rows(count) rows of one array) in rank order, on every rank; `part` alone."""
+    if not started():
+        return part
+    sizes = [count * (r + 1) // world() - count * r // world() for r in range(world())]
+    if len(part) != sizes[rank()]:
+        raise ValueError(f"rank {rank()} holds {len(part)} rows, not its {sizes[rank()]} of {count}")
+    padded = np.zeros((max(sizes), *part.shape[1:]), dtype=part.dtype)   # all_gather wants equal shapes
+    padded[:len(part)] = part
+    tensor = torch.from_numpy(padded).to(_comm_device())
+    parts = [torch.empty_like(tensor) for _ in range(world())]
+    dist.all_gather(parts, tensor)
+    return np.concatenate([p.cpu().numpy()[:size] for p, size in zip(parts, sizes)])
+
+
+def shared_matrix(part: np.ndarray, count: int, path) -> np.ndarray:
+    """The float32 (count, width) matrix whose my_rows(count) rows are each rank's `part`: every rank writes its
+    rows into one .npy at `path` (a folder all ranks see) and maps it read-only, so the processes share one copy
+    through the page cache instead of each holding the whole. `part` itself alone."""
+    if not started():
+        return part
+    width = int(_all_max(part.shape[1] if part.ndim == 2 and len(part) else 0))
+    path = Path(path)
+    if leader():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)   # a new file: a rank still mapping the last refresh keeps the old one
+        np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(count, width)).flush()   # header, size
+    dist.barrier()
+    start, stop = my_rows(count)
+    if stop > start:
+        out = np.load(path, mmap_mode="r+")
+        out[start:stop] = part
+        out.flush()
+        del out
+    dist.barrier()
+    return np.load(path, mmap_mode="r")
+
+
+def _all_max(value: float) -> float:
+    tensor = torch.tensor([value], dtype=torch.float64, device=_comm_device())
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return float(tensor)
 
 
 def leader_decides(flag: bool) -> bool:

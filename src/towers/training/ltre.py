@@ -18,7 +18,7 @@ from ..losses import CUTOFF, pairwise_count, pairwise_loss
 from ..models import tokenize_queries
 from ..settings import LearningToRetrieve
 from . import distributed, loop
-from .sampling import indexed_judgements, labels_of, sample_negatives
+from .sampling import TrainingData, sample_negatives
 
 
 def ensure_relevant(ranked: np.ndarray, relevant: list[set[int]], rng: np.random.Generator) -> np.ndarray:
@@ -68,47 +68,54 @@ def recall(ranked: np.ndarray, relevant: list[set[int]]) -> float:
     return float(np.mean([len(rel & set(map(int, row))) / len(rel) for row, rel in zip(ranked, relevant)]))
 
 
-def sampled_lists(picks, relevant: list[set[int]], pools: list | None, count: int, n_docs: int, rng) -> np.ndarray:
-    """(B, 1 + count): a relevant row then `count` negatives of each picked query, from its pool
-    (None: uniformly from the corpus, Rand Neg)."""
+def sampled_lists(picks, relevant, pools, count: int, n_docs: int, rng, depth: int | None = None) -> np.ndarray:
+    """(B, 1 + count): a relevant row then `count` negatives of each picked query, from the first `depth` rows
+    of its pool (pools[i]; None: uniformly from the corpus, Rand Neg). relevant[i]: query i's relevant rows."""
     lists = []
     for i in picks:
         positive = int(rng.choice(sorted(relevant[i])))
-        pool = pools[i] if pools is not None else ()
+        pool = pools[i][:depth] if pools is not None else ()
         lists.append([positive, *sample_negatives(pool, count, n_docs, relevant[i], rng)])
     return np.asarray(lists, dtype=np.int64)
 
 
-def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          doc_embeddings: np.ndarray, index, cfg: LearningToRetrieve, run: loop.Run,
-          bm25: dict[str, list[str]] | None = None) -> dict:
-    """Train only `query_tower` against fixed doc embeddings (row i is doc_ids[i]) and a fixed Faiss index
-    over those rows. Each step draws cfg.batch_size queries from (seed, step), encodes them and
+def asynchronous_retrieval(encode_queries, count: int, search, n_docs: int) -> np.ndarray:
+    """(count, depth) rows retrieved for every training query: `encode_queries(start, stop)` gives the vectors of
+    queries [start, stop), `search(vectors)` their ranked rows. Data-parallel ranks each take their share of the
+    queries and gather the rows; int32 where n_docs rows fit (MS MARCO: 502,939 x 200 is 0.4 GB, not 0.8)."""
+    start, stop = distributed.my_rows(count)
+    ranked = search(encode_queries(start, stop)).astype(np.int32 if n_docs < 2**31 else np.int64)
+    return distributed.gather_rows(ranked, count)
+
+
+def train(query_tower, tokenizer, data: TrainingData, doc_embeddings: np.ndarray, index, cfg: LearningToRetrieve,
+          run: loop.Run) -> dict:
+    """Train only `query_tower` against fixed doc embeddings (row i is doc i of `data`; a memory map serves) and a
+    fixed Faiss index over those rows. Each step draws cfg.batch_size queries from (seed, step), encodes them and
     retrieves their top documents from the whole index, then builds each query's list for the
     pairwise loss by cfg.negatives:
       ltre: Algorithm 1, the top_n retrieved, a relevant doc put last in a list holding none;
       rand / bm25 / async: a relevant doc and negatives_per_query negatives drawn uniformly from the
-      corpus, from BM25's top negative_depth (`bm25`: qid -> ranked doc ids), or from the top
-      negative_depth of the last asynchronous retrieval (every refresh_every steps, all training
-      queries, current weights in eval mode; ANCE's negatives, here with the doc side fixed as in the
+      corpus, from BM25's top negative_depth (data.bm25), or from the top negative_depth of the last
+      asynchronous retrieval (every refresh_every steps, all training queries, current weights in eval mode,
+      the queries shared out over data-parallel ranks; ANCE's negatives, here with the doc side fixed as in the
       paper's Figure 3). Sampled lists are sorted by their current scores, so LambdaRank's positions
       are ranks. RankNet over one (relevant, negative) pair is the 2-way softmax loss those baselines use.
+    A step touches only its own queries' judgements and pools (compact arrays built once, sampling.TrainingData).
     Scores are inner products with the stored doc vectors. The step log carries encode_s, search_s,
     step_s and, of the lists as retrieved (before any replacement), mrr@10_batch; with probe_depth > 0
-    also r@<probe>_batch, bm25_overlap (with `bm25`) and async_overlap (with refresh_every) at that depth
+    also r@<probe>_batch, bm25_overlap (with data.bm25) and async_overlap (with refresh_every) at that depth
     (the paper's Figure 3). The tower is left on loop.device(), in eval mode.
     A resumed async run retrieves anew at its first step (the table is not checkpointed)."""
     method, probe, refresh_every = cfg.negatives, cfg.probe_depth, cfg.refresh_every
-    if doc_embeddings.ndim != 2 or len(doc_embeddings) != len(doc_ids) or index.ntotal != len(doc_ids):
-        raise ValueError(f"{len(doc_ids)} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
-    if method == "bm25" and bm25 is None:
+    queries, judgements, bm25_rows, n_docs = data.queries, data.judgements, data.bm25, data.n_docs
+    if doc_embeddings.ndim != 2 or len(doc_embeddings) != n_docs or index.ntotal != n_docs:
+        raise ValueError(f"{n_docs} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
+    if method == "bm25" and bm25_rows is None:
         raise ValueError("BM25 negatives need a BM25 run")
     if method == "async" and not refresh_every:
         raise ValueError("asynchronous negatives need refresh_every > 0")
-    judged, relevant, bm25_rows = indexed_judgements(queries, qrels, doc_ids, bm25)
-    identity = {"ltre": cfg.as_dict(), "seed": run.seed, "queries": loop.fingerprint(queries),
-                "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
-                "bm25": loop.fingerprint(bm25_rows), "doc_embeddings": _digest([doc_embeddings]),
+    identity = {"ltre": cfg.as_dict(), "seed": run.seed, **data.key, "doc_embeddings": _digest([doc_embeddings]),
                 "start": _digest(_weights(query_tower))}
     dev = loop.device()
     query_tower.to(dev)
@@ -118,15 +125,19 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
     pool_depth = cfg.negative_depth
     asynchronous = {"ranked": None}   # the last asynchronous retrieval of every training query
 
+    def encode_queries(start: int, stop: int) -> np.ndarray:
+        with torch.no_grad():
+            parts = [query_tower(**tokenize_queries(tokenizer, [q["text"] for q in queries[i:min(i + 256, stop)]],
+                                                    cfg.query_length, dev)).float().cpu().numpy()
+                     for i in range(start, stop, 256)]
+        return np.ascontiguousarray(np.concatenate(parts)) if parts else np.zeros((0, doc_embeddings.shape[1]), np.float32)
+
     def refresh() -> None:
         was_training = query_tower.training
         query_tower.eval()
-        with torch.no_grad():
-            vectors = np.concatenate([query_tower(**tokenize_queries(
-                tokenizer, [q["text"] for q in queries[i:i + 256]], cfg.query_length, dev)).float().cpu().numpy()
-                for i in range(0, len(queries), 256)])
-        asynchronous["ranked"] = vector_index.search(index, np.ascontiguousarray(vectors),
-                                                     max(probe, pool_depth), cfg.nprobe or None)[1]
+        asynchronous["ranked"] = asynchronous_retrieval(
+            encode_queries, len(queries),
+            lambda vectors: vector_index.search(index, vectors, max(probe, pool_depth), cfg.nprobe or None)[1], n_docs)
         query_tower.train(was_training)
 
     def loss_fn(step: int):
@@ -148,9 +159,10 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
         searched = time.perf_counter()
         if (ranked[:, :cfg.top_n] < 0).any():
             raise StageError("index", f"step {step + 1}: fewer than {cfg.top_n} docs retrieved; raise nprobe")
-        rows = [judged[i] for i in picks]
+        relevant = {int(i): judgements.relevant(i) for i in picks}
         extras.update(encode_s=encoded - began, search_s=searched - encoded,
-                      **{"mrr@10_batch": round(batch_mrr10(labels_of(ranked[:, :max(cfg.top_n, CUTOFF)], rows)), 5)})
+                      **{"mrr@10_batch": round(batch_mrr10(judgements.labels(ranked[:, :max(cfg.top_n, CUTOFF)],
+                                                                             picks)), 5)})
         if probe:
             extras[f"r@{probe}_batch"] = round(recall(ranked[:, :probe], [relevant[i] for i in picks]), 5)
             if bm25_rows is not None:
@@ -161,10 +173,9 @@ def train(query_tower, tokenizer, queries: list[dict], qrels: dict[str, dict[str
             lists = ensure_relevant(ranked[:, :cfg.top_n], [relevant[i] for i in picks], rng)
         else:
             pools = {"rand": None, "bm25": bm25_rows, "async": asynchronous["ranked"]}[method]
-            pools = None if pools is None else [pools[i][:pool_depth] for i in range(len(queries))]
-            lists = sampled_lists(picks, relevant, pools, cfg.negatives_per_query, len(doc_ids), rng)
-        labels = torch.from_numpy(labels_of(lists, rows))[mine]
-        docs = torch.from_numpy(doc_embeddings[lists[mine]]).to(dev)   # (B, n, d): a copy, never trained
+            lists = sampled_lists(picks, relevant, pools, cfg.negatives_per_query, n_docs, rng, pool_depth)
+        labels = torch.from_numpy(judgements.labels(lists, picks))[mine]
+        docs = torch.from_numpy(np.asarray(doc_embeddings[lists[mine]])).to(dev)   # (B, n, d): a copy, never trained
         # an elementwise product and sum stay float32 under autocast, unlike a bmm
         scores = (q.float().unsqueeze(1) * docs).sum(-1)
         if method != "ltre":   # ranks for LambdaRank's positions

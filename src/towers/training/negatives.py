@@ -8,12 +8,16 @@ negatives (settings.NegativeSampling.negatives):
   bm25+rand  BM25 and random negatives 1:1 (alternate queries of a batch take one or the other);
   async      the top negative_depth of an asynchronous retrieval: every refresh_every steps the whole
              corpus is re-encoded with the current weights, an index built and every training query
-             searched (ANCE's Async ANN); the refresh's seconds are part of the step that does it.
+             searched (ANCE's Async ANN); data-parallel ranks each encode their slice of the corpus into
+             one shared memory-mapped matrix and search their share of the queries; the refresh's seconds
+             are part of the step that does it.
 Warm starts ("BM25 -> X") are a saved model as the start. The loss is pairwise (ltre.pairwise_loss):
 RankNet over one (relevant, negative) pair is the 2-way softmax loss these baselines were trained with."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -25,7 +29,8 @@ from ..losses import pairwise_count, pairwise_loss
 from ..models import TwoTower, tokenize_docs, tokenize_queries
 from ..settings import NegativeSampling
 from . import distributed, loop
-from .sampling import indexed_judgements, labels_of, sample_negatives
+from .ltre import asynchronous_retrieval
+from .sampling import TrainingData, sample_negatives
 
 ENCODE_BATCH = 128   # texts a forward pass when a refresh re-encodes the corpus and the queries
 
@@ -45,17 +50,34 @@ def hardest_in_batch(scores: torch.Tensor, relevant: torch.Tensor) -> torch.Tens
     return torch.where(torch.isinf(masked.max(1).values), torch.full_like(best, -1), best)
 
 
-def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: list[str],
-          docs: list, cfg: NegativeSampling, run: loop.Run, start_key: str,
-          bm25: dict[str, list[str]] | None = None) -> dict:
-    """queries: {'qid', 'text'}; docs[i]: what the doc tower reads for doc_ids[i]. Trains `model` (shared
-    towers) in place; returns the loop's report with seconds per step and refresh counts."""
+def refresh_search(vectors: np.ndarray, queries: np.ndarray, factory: str, depth: int, nprobe: int) -> np.ndarray:
+    """Ranked rows of `queries` over `vectors` (a refresh's doc matrix, possibly a shared memory map): an exact
+    search reads the matrix where it lies (faiss.knn: the same search an IndexFlatIP runs, with no copy), any
+    other factory string builds its index from it."""
+    import faiss
+
+    if factory == "Flat":
+        return faiss.knn(queries, vectors, min(depth, len(vectors)), metric=faiss.METRIC_INNER_PRODUCT)[1]
+    return vector_index.search(vector_index.build(np.ascontiguousarray(vectors), factory), queries, depth,
+                               nprobe or None)[1]
+
+
+REFRESH_FILE = "refresh-docs.npy"   # in the state folder: the doc vectors data-parallel ranks write by slices
+
+
+def train(model: TwoTower, tokenizer, data: TrainingData, docs: Sequence, cfg: NegativeSampling, run: loop.Run,
+          start_key: str) -> dict:
+    """docs[i]: what the doc tower reads for doc row i of `data` (a list, or sampling.CandidateTexts reading rows
+    from the file when asked). Trains `model` (shared towers) in place; returns the loop's report with seconds per
+    step and refresh counts. A step reads only its own queries' judgements and pools, and its lists' texts."""
     method = cfg.negatives
-    if method in ("bm25", "bm25+rand") and bm25 is None:
+    queries, judgements, bm25_rows = data.queries, data.judgements, data.bm25
+    if len(docs) != data.n_docs:
+        raise ValueError(f"{len(docs)} doc texts for {data.n_docs} doc ids")
+    if method in ("bm25", "bm25+rand") and bm25_rows is None:
         raise ValueError(f"{method} negatives need a BM25 run")
     if method == "async" and not cfg.refresh_every:
         raise ValueError("asynchronous negatives need refresh_every > 0")
-    judged, relevant, bm25_rows = indexed_judgements(queries, qrels, doc_ids, bm25)
     dev = loop.device()
     model.to(dev)
     size = min(cfg.batch_size, len(queries))
@@ -63,15 +85,19 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
     segment = model.config.get("doc_segment", 0)
     asynchronous = {"ranked": None, "refreshes": 0}
     timed = []   # this run's per-step extras
+    shared_file = Path(run.state_dir) / REFRESH_FILE
 
     def refresh() -> None:
-        """ANCE's refresh: re-encode the corpus and every training query, index, retrieve."""
-        vectors = encode(model.doc, tokenizer, docs, "doc", model.config["doc_length"], ENCODE_BATCH,
-                         desc=None, segment=segment)
-        index = vector_index.build(vectors, cfg.index)
-        qv = encode(model.query, tokenizer, [q["text"] for q in queries], "query", model.config["query_length"],
-                    ENCODE_BATCH, desc=None)
-        asynchronous["ranked"] = vector_index.search(index, qv, depth, cfg.nprobe or None)[1]
+        """ANCE's refresh: re-encode the corpus and every training query, index, retrieve (each rank its share)."""
+        start, stop = distributed.my_rows(len(docs))
+        part = encode(model.doc, tokenizer, docs[start:stop], "doc", model.config["doc_length"], ENCODE_BATCH,
+                      desc=None, segment=segment)
+        vectors = distributed.shared_matrix(part, len(docs), shared_file)
+        del part
+        asynchronous["ranked"] = asynchronous_retrieval(
+            lambda first, last: encode(model.query, tokenizer, [q["text"] for q in queries[first:last]], "query",
+                                       model.config["query_length"], ENCODE_BATCH, desc=None),
+            len(queries), lambda qv: refresh_search(vectors, qv, cfg.index, depth, cfg.nprobe), len(docs))
         asynchronous["refreshes"] += 1
         model.train()
 
@@ -83,6 +109,7 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
             extras["refresh_s"] = time.perf_counter() - began
         rng = np.random.default_rng([run.seed, step])
         picks = rng.choice(len(queries), size=size, replace=False)
+        relevant = {int(i): judgements.relevant(i) for i in picks}
         positives = [int(rng.choice(sorted(relevant[i]))) for i in picks]
         mine = distributed.share(size)   # this process's queries (all of them in one process)
         q = model.query(**tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]],
@@ -102,23 +129,25 @@ def train(model: TwoTower, tokenizer, queries: list[dict], qrels: dict[str, dict
             rows = []
             for position, (i, positive) in enumerate(zip(picks, positives)):
                 pool = pools_for(method, position, bm25_rows, asynchronous["ranked"])
-                negatives = sample_negatives(() if pool is None else pool[i][:depth], count, len(doc_ids),
+                negatives = sample_negatives(() if pool is None else pool[i][:depth], count, len(docs),
                                              relevant[i], rng)
                 rows.append([positive, *negatives])
             ranked = np.asarray(rows, dtype=np.int64)[mine]
             d = model.doc(**tokenize_docs(tokenizer, [docs[r] for r in ranked.reshape(-1)], model.config["doc_length"],
                                           segment=segment)).view(len(ranked), ranked.shape[1], -1)
             lists = (q.float().unsqueeze(1) * d.float()).sum(-1)
-            labels = torch.from_numpy(labels_of(ranked, [judged[i] for i in picks[mine]]))
+            labels = torch.from_numpy(judgements.labels(ranked, picks[mine]))
         loss = pairwise_loss(lists, labels, cfg.loss, cfg.metric, cfg.reduction)
         loss = loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
         timed.append(extras)   # loop.run adds the step's step_s to it
         return loss, extras
 
-    identity = {"negatives": cfg.as_dict(), "seed": run.seed, "start": start_key, "queries": loop.fingerprint(queries),
-                "qrels": loop.fingerprint(judged), "doc_ids": loop.fingerprint(doc_ids),
-                "docs": loop.fingerprint(docs), "bm25": loop.fingerprint(bm25_rows)}
-    report = loop.run(model, loss_fn, cfg, run, identity=identity, desc=f"neg-{method}")
+    identity = {"negatives": cfg.as_dict(), "seed": run.seed, "start": start_key, **data.key,
+                "docs": docs.key if hasattr(docs, "key") else loop.fingerprint(list(docs))}
+    try:
+        report = loop.run(model, loss_fn, cfg, run, identity=identity, desc=f"neg-{method}")
+    finally:
+        shared_file.unlink(missing_ok=True)
     steps = [t["step_s"] for t in timed]
     refreshes = [t["refresh_s"] for t in timed if "refresh_s" in t]
     report.update(train_queries=len(queries), negatives=method, refreshes=asynchronous["refreshes"],

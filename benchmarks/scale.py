@@ -1,0 +1,322 @@
+"""Scaling benchmark: the paper profile's MS MARCO jobs on synthetic collections of growing size.
+
+    benchmarks/scale.py --part data   --sizes 100000 300000 1000000   # stages that are not model compute
+    benchmarks/scale.py --part models --sizes 20000 50000 100000      # the whole RepBERT + LTRe DAG
+    benchmarks/scale.py --part report                                  # fit, extrapolate, docs/scale.md
+
+Each size is a fresh copy of the workflow (with a snapshot of src/) run with `--configfile config/paper.yaml
+benchmarks/scale.yaml`: the paper's settings, code paths and file formats (benchmarks/synthetic_msmarco.py),
+a small BERT and few steps (scale.yaml says what is scaled down). Every stage records its wall seconds, CPU
+seconds and peak resident memory in its `.meta.json` (towers.cli); this script gathers them per stage, fits
+growth exponents (log-log least squares over the sizes run) and a linear memory model (peak = fixed + per-item
+x items), extrapolates to MS MARCO (8,841,823 passages, 502,939 training queries, 6,980 dev queries) and sets
+each beside what the paper profile's rule declares (`snakemake -n` of config/paper.yaml prints it).
+CPU seconds are the fitted time: other work on the machine moves wall seconds, not CPU seconds.
+--part data also times Faiss on stand-in vectors of 768 dimensions (the paper's factory strings) and fusion.
+Results: benchmarks/results.json, key "scale"; docs/scale.md and docs/scale.png.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from synthetic_msmarco import write_msmarco  # noqa: E402
+from workflow_helpers import copy_workflow, planned_jobs  # noqa: E402
+
+PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
+RESULTS = ROOT / "benchmarks/results.json"
+DATA_TARGETS = ["artifacts/msmarco-passage/eval/bm25/dev/lucene.json", "artifacts/msmarco-dl19/eval/bm25/dev/lucene.json",
+                "artifacts/msmarco-passage/collection/triples.tsv"]
+# LTRe's BM25 negatives: every training query at depth 200, in bm25.query_shards jobs (up to --train-run-max passages:
+# beyond, its per-query cost is the test run's, measured at every size)
+TRAIN_RUN = "artifacts/msmarco-passage/bm25/dev/train-d200.trec"
+MODEL_TARGETS = [*(f"results/repbert/table{n}.csv" for n in range(1, 5)), "results/repbert/figure1.png",
+                 "results/repbert/figure2.png", *(f"results/ltre/table{n}.csv" for n in (1, 3, 4)),
+                 "results/ltre/figure3.png"]
+FACTORIES = ["Flat", "IVF1024,PQ64", "OPQ96,IVF1,PQ96"]   # MS MARCO's flat index, paper.yaml's ivfpq, LTRe's largest OPQ
+
+
+def run(cmd, cwd, env=None) -> float:
+    began = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"failed (exit {done.returncode}): {' '.join(map(str, cmd))}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+    return time.perf_counter() - began
+
+
+def prepare(work: Path, passages: int) -> tuple[Path, dict]:
+    """A fresh workflow copy with a src/ snapshot and the synthetic collection, and the overlay naming it."""
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    copy_workflow(work)
+    shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    made = write_msmarco(work / "synthetic", passages)
+    overlay = (ROOT / "benchmarks/scale.yaml").read_text()
+    names = {"LOCAL_DIR": str(work / "synthetic"), "MD5_COLLECTION": made["md5"]["collectionandqueries.tar.gz"],
+             "MD5_TRIPLES": made["md5"]["triples.train.small.tar.gz"],
+             "MD5_DL19_QUERIES": made["md5"]["msmarco-test2019-queries.tsv.gz"],
+             "MD5_DL19_QRELS": made["md5"]["2019qrels-pass.txt"]}
+    for key, value in names.items():
+        overlay = overlay.replace(key, value)
+    (work / "scale.yaml").write_text(overlay)
+    return work, made["counts"]
+
+
+def environment(work: Path) -> dict:
+    return {**os.environ, "PYTHONPATH": str(work / "src")}
+
+
+def snakemake(work: Path, targets: list[str], cores: int) -> float:
+    return run([sys.executable, "-m", "snakemake", *targets, "--configfile", "config/paper.yaml", "scale.yaml",
+                "--cores", str(cores)], work, environment(work))
+
+
+def records(work: Path) -> list[dict]:
+    """Every stage record under the copy: stage, output, wall and CPU seconds, peak RSS."""
+    found = []
+    for meta in [*work.glob("artifacts/**/*.meta.json"), *work.glob("results/**/*.meta.json")]:
+        rec = json.loads(meta.read_text())
+        if "peak_rss_mb" not in rec:
+            continue
+        found.append({"stage": rec["stage"], "output": str(meta.relative_to(work))[:-len(".meta.json")],
+                      "seconds": rec["seconds"], "cpu_seconds": rec["cpu_seconds"], "peak_rss_mb": rec["peak_rss_mb"]})
+    return found
+
+
+def by_stage(recs: list[dict]) -> dict:
+    """Per stage: jobs, total and largest-job CPU seconds, wall seconds, the largest peak RSS of one job."""
+    out = {}
+    for r in recs:
+        s = out.setdefault(r["stage"], {"jobs": 0, "cpu_seconds": 0.0, "job_cpu_seconds": 0.0, "seconds": 0.0,
+                                        "peak_rss_mb": 0.0, "largest_job": ""})
+        s["jobs"] += 1
+        s["cpu_seconds"] += r["cpu_seconds"]
+        s["seconds"] += r["seconds"]
+        s["job_cpu_seconds"] = max(s["job_cpu_seconds"], r["cpu_seconds"])
+        if r["peak_rss_mb"] >= s["peak_rss_mb"]:
+            s["peak_rss_mb"], s["largest_job"] = r["peak_rss_mb"], r["output"]
+    return {k: {**v, "cpu_seconds": round(v["cpu_seconds"], 2), "seconds": round(v["seconds"], 2)} for k, v in out.items()}
+
+
+def standin_faiss(work: Path, passages: int, dim: int = PAPER["dim"]) -> list[dict]:
+    """build-index and a search on random unit vectors of the paper's dimension (the model's are 96-d)."""
+    import numpy as np
+
+    rng = np.random.default_rng(13)
+    matrix = work / "standin" / "candidates.npy"
+    matrix.parent.mkdir(parents=True, exist_ok=True)
+    out = np.lib.format.open_memmap(matrix, mode="w+", dtype=np.float32, shape=(passages, dim))
+    for start in range(0, passages, 100_000):   # written in blocks: the benchmark itself stays small
+        block = rng.standard_normal((min(100_000, passages - start), dim), dtype=np.float32)
+        out[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    del out
+    found = []
+    for factory in FACTORIES:
+        name = re.sub(r"[^a-z0-9]+", "-", factory.lower())
+        index = work / "standin" / f"index-{name}.faiss"
+        run([sys.executable, "-m", "towers", "build-index", "--embeddings", str(matrix), "--factory", factory,
+             "--out", str(index)], work, environment(work))
+        rec = json.loads(Path(f"{index}.meta.json").read_text())
+        found.append({"stage": f"build-index {factory}", "output": str(index.relative_to(work)), "seconds": rec["seconds"],
+                      "cpu_seconds": rec["cpu_seconds"], "peak_rss_mb": rec["peak_rss_mb"]})
+    matrix.unlink()
+    return found
+
+
+def fusion_records(work: Path) -> list[dict]:
+    """fuse-runs of the BM25 dev run with itself reversed in score (two runs of the real depth and shape)."""
+    runs = sorted(work.glob("artifacts/msmarco-passage/bm25/**/*.trec"))
+    test = [r for r in runs if "test" in r.name or r.name == "run.trec"] or runs
+    source = test[0]
+    flipped = work / "standin" / "flipped.trec"
+    with open(source) as src, open(flipped, "w") as dst:
+        for line in src:
+            q, z, d, rank, score, tag = line.split()
+            dst.write(f"{q} {z} {d} {rank} {-float(score):.6f} other\n")
+    out = work / "standin" / "fused.trec"
+    run([sys.executable, "-m", "towers", "fuse-runs", "--runs", str(source), str(flipped), "--method", "rrf",
+         "--depth", "1000", "--out", str(out)], work, environment(work))
+    rec = json.loads(Path(f"{out}.meta.json").read_text())
+    return [{"stage": "fuse-runs (rrf, 2 BM25 runs)", "output": str(out.relative_to(work)), "seconds": rec["seconds"],
+             "cpu_seconds": rec["cpu_seconds"], "peak_rss_mb": rec["peak_rss_mb"]}]
+
+
+def declared(targets: list[str]) -> dict[str, dict]:
+    """Output path -> (rule, the resources the paper profile's rule declares), from its dry run."""
+    with_tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "towers-scale-plan"
+    if with_tmp.exists():
+        shutil.rmtree(with_tmp)
+    with_tmp.mkdir(parents=True)
+    copy_workflow(with_tmp)
+    done = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--configfile", "config/paper.yaml", "-n",
+                           "--cores", "16"], cwd=with_tmp, capture_output=True, text=True)
+    found = {}
+    for rule, block in planned_jobs(done.stdout):
+        outputs = re.search(r"^\s+output: (.*)$", block, re.M)
+        resources = re.search(r"^\s+resources: (.*)$", block, re.M)
+        threads = re.search(r"^\s+threads: (\d+)$", block, re.M)
+        if not outputs:
+            continue
+        res = dict(kv.split("=", 1) for kv in resources.group(1).split(", ")) if resources else {}
+        entry = {"rule": rule.strip(), "mem_mb": int(res.get("mem_mb", 0)), "runtime": int(res.get("runtime", 0)),
+                 "threads": int(threads.group(1)) if threads else 1, "gpu": int(res.get("gpu", 0))}
+        for output in outputs.group(1).split(", "):
+            found[output] = entry
+    shutil.rmtree(with_tmp)
+    return found
+
+
+def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_max: int) -> dict:
+    out = {}
+    for size in sizes:
+        work, counts = prepare(work_root / f"{part}-{size}", size)
+        began = time.perf_counter()
+        targets = MODEL_TARGETS if part == "models" else DATA_TARGETS + ([TRAIN_RUN] if size <= train_run_max else [])
+        snakemake(work, targets, cores)
+        wall = time.perf_counter() - began
+        recs = records(work)
+        if part == "data":
+            recs += standin_faiss(work, size) + fusion_records(work)
+        out[str(size)] = {"counts": counts, "wall_seconds": round(wall, 1), "jobs": len(recs), "stages": by_stage(recs),
+                          "records": recs, "disk_mb": round(sum(f.stat().st_size for f in (work / "artifacts").rglob("*")
+                                                                if f.is_file()) / 2**20, 1)}
+        print(json.dumps({"part": part, "size": size, "wall_seconds": out[str(size)]["wall_seconds"],
+                          "jobs": len(recs)}), flush=True)
+        if part == "data":
+            shutil.rmtree(work)   # up to GBs a size; the numbers are kept
+    return out
+
+
+def exponent(xs, ys) -> float | None:
+    """Slope of log y on log x (least squares); None when fewer than two positive points."""
+    pts = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    if len(pts) < 2:
+        return None
+    mx, my = sum(p[0] for p in pts) / len(pts), sum(p[1] for p in pts) / len(pts)
+    sxx = sum((p[0] - mx) ** 2 for p in pts)
+    return round(sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx, 3) if sxx else None
+
+
+def linear(xs, ys) -> tuple[float, float]:
+    """Least-squares fixed + per-item model of ys on xs."""
+    n, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    return my - slope * mx, slope
+
+
+def fit(series: dict) -> list[dict]:
+    """Per stage over the sizes: exponents of CPU time and peak memory, and the extrapolation to MS MARCO."""
+    sizes = sorted(int(s) for s in series)
+    stages = sorted({st for s in series.values() for st in s["stages"]})
+    rows = []
+    for stage in stages:
+        pts = [(n, series[str(n)]["stages"][stage]) for n in sizes if stage in series[str(n)]["stages"]]
+        if len(pts) < 2:
+            continue
+        ns = [n for n, _ in pts]
+        job_cpu = [p["job_cpu_seconds"] for _, p in pts]
+        rss = [p["peak_rss_mb"] for _, p in pts]
+        fixed, per_item = linear(ns, rss)
+        scale = PAPER["passages"] / ns[-1]
+        e_time = exponent(ns, job_cpu)
+        rows.append({"stage": stage, "sizes": ns, "job_cpu_seconds": job_cpu, "peak_rss_mb": rss,
+                     "jobs": [p["jobs"] for _, p in pts], "largest_job": pts[-1][1]["largest_job"],
+                     "time_exponent": e_time, "memory_exponent": exponent(ns, rss),
+                     "memory_fixed_mb": round(fixed, 1), "memory_per_1k_passages_mb": round(per_item * 1000, 4),
+                     "paper_peak_mb": round(fixed + per_item * PAPER["passages"], 0),
+                     "paper_job_cpu_hours": round(job_cpu[-1] * scale ** max(e_time or 1.0, 1.0) / 3600, 2)})
+    return rows
+
+
+def beside_declared(rows: list[dict], plan: dict[str, dict]) -> None:
+    for row in rows:
+        target = row["largest_job"]
+        entry = plan.get(target)
+        if entry is None:   # stand-ins: Faiss is rule faiss_index's work, fusion rule fuse_runs'
+            rule = "faiss_index" if row["stage"].startswith("build-index") else \
+                "fuse_runs" if row["stage"].startswith("fuse-runs") else None
+            entry = next((e for e in plan.values() if e["rule"] == rule), None)
+        if entry:
+            row.update({"rule": entry["rule"], "declared_mem_mb": entry["mem_mb"], "declared_runtime_min": entry["runtime"],
+                        "fits": row["paper_peak_mb"] <= entry["mem_mb"] if entry["mem_mb"] else None})
+
+
+def plot(scale: dict, path: Path) -> None:
+    """CPU seconds of the largest job and peak RSS per stage against passages, log-log."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
+    for part, style in (("data_fit", "-o"), ("models_fit", "--s")):
+        for row in scale.get(part, []):
+            axes[0].plot(row["sizes"], row["job_cpu_seconds"], style, label=row["stage"], ms=3)
+            axes[1].plot(row["sizes"], row["peak_rss_mb"], style, ms=3)
+    for ax, what in zip(axes, ("CPU seconds of the largest job", "peak RSS of the largest job (MB)")):
+        ax.set(xscale="log", yscale="log", xlabel="passages (synthetic MS MARCO)", ylabel=what)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=6, ncol=2)
+    fig.suptitle("Paper profile's MS MARCO stages on synthetic collections (2 CPU cores): solid = data stages, "
+                 "dashed = model stages (small BERT)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def markdown(scale: dict) -> str:
+    """The fitted table of docs/scale.md (the page's prose is written around it)."""
+    lines = ["| stage | rule | sizes (passages) | CPU s, largest job | time exp. | peak RSS MB | mem. exp. | "
+             "MB / 1K passages | at MS MARCO: peak MB | declared MB | fits | CPU h at MS MARCO |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for part in ("data_fit", "models_fit"):
+        for r in scale.get(part, []):
+            sizes = " / ".join(f"{n // 1000}K" for n in r["sizes"])
+            cpu = " / ".join(f"{v:.1f}" for v in r["job_cpu_seconds"])
+            rss = " / ".join(f"{v:.0f}" for v in r["peak_rss_mb"])
+            fits = {True: "yes", False: "**no**", None: "--"}[r.get("fits")]
+            lines.append(f"| {r['stage']} | {r.get('rule', '--')} | {sizes} | {cpu} | {r['time_exponent']} | {rss} | "
+                         f"{r['memory_exponent']} | {r['memory_per_1k_passages_mb']} | {r['paper_peak_mb']:.0f} | "
+                         f"{r.get('declared_mem_mb', '--')} | {fits} | {r['paper_job_cpu_hours']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--part", choices=["data", "models", "report"], required=True)
+    p.add_argument("--sizes", type=int, nargs="+", default=[])
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--work", type=Path, default=Path("/tmp/towers-scale"))
+    p.add_argument("--train-run-max", type=int, default=300_000, help="largest size whose training-query run is made")
+    a = p.parse_args()
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    scale = results.setdefault("scale", {})
+    if a.part in ("data", "models"):
+        scale.setdefault(a.part, {}).update(measure(a.part, a.sizes, a.cores, a.work, a.train_run_max))
+    else:
+        plan = declared(DATA_TARGETS + MODEL_TARGETS)
+        for part in ("data", "models"):
+            if part in scale:
+                rows = fit({k: v for k, v in scale[part].items() if k.isdigit()})
+                beside_declared(rows, plan)
+                scale[f"{part}_fit"] = rows
+        plot(scale, ROOT / "docs/scale.png")
+        (ROOT / "benchmarks/out").mkdir(exist_ok=True)
+        (ROOT / "benchmarks/out/scale-table.md").write_text(markdown(scale))
+        print(markdown(scale))
+    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
