@@ -43,7 +43,10 @@ TRAIN_RUN = "artifacts/msmarco-passage/bm25/dev/train-d200.trec"
 MODEL_TARGETS = [*(f"results/repbert/table{n}.csv" for n in range(1, 5)), "results/repbert/figure1.png",
                  "results/repbert/figure2.png", *(f"results/ltre/table{n}.csv" for n in (1, 3, 4)),
                  "results/ltre/figure3.png"]
-FACTORIES = ["Flat", "IVF1024,PQ64", "OPQ96,IVF1,PQ96"]   # MS MARCO's flat index, paper.yaml's ivfpq, LTRe's largest OPQ
+FACTORIES = ["Flat", "IVF1024,PQ64"]   # MS MARCO's flat index and paper.yaml's ivfpq, at every size
+# LTRe's largest OPQ: its training runs on a sample of at most 65,536 rows whatever the corpus (towers.vector_index),
+# so it is built at the smallest size only (~10 CPU minutes); its add is linear like IVF-PQ's
+SAMPLE_TRAINED = ["OPQ96,IVF1,PQ96"]
 
 
 def run(cmd, cwd, env=None) -> float:
@@ -109,28 +112,30 @@ def by_stage(recs: list[dict]) -> dict:
     return {k: {**v, "cpu_seconds": round(v["cpu_seconds"], 2), "seconds": round(v["seconds"], 2)} for k, v in out.items()}
 
 
-def standin_faiss(work: Path, passages: int, dim: int = PAPER["dim"]) -> list[dict]:
-    """build-index and a search on random unit vectors of the paper's dimension (the model's are 96-d)."""
+def standin_faiss(work: Path, passages: int, factories: list[str], threads: int, dim: int = PAPER["dim"]) -> list[dict]:
+    """build-index on random unit vectors of the paper's dimension (the model's are 96-d)."""
     import numpy as np
 
     rng = np.random.default_rng(13)
     matrix = work / "standin" / "candidates.npy"
     matrix.parent.mkdir(parents=True, exist_ok=True)
-    out = np.lib.format.open_memmap(matrix, mode="w+", dtype=np.float32, shape=(passages, dim))
-    for start in range(0, passages, 100_000):   # written in blocks: the benchmark itself stays small
-        block = rng.standard_normal((min(100_000, passages - start), dim), dtype=np.float32)
-        out[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
-    del out
     found = []
-    for factory in FACTORIES:
+    for factory in factories:
         name = re.sub(r"[^a-z0-9]+", "-", factory.lower())
         index = work / "standin" / f"index-{name}.faiss"
-        run([sys.executable, "-m", "towers", "build-index", "--embeddings", str(matrix), "--factory", factory,
-             "--out", str(index)], work, environment(work))
+        if not Path(f"{index}.meta.json").exists():   # (a collected folder keeps what it built)
+            if not matrix.exists():
+                out = np.lib.format.open_memmap(matrix, mode="w+", dtype=np.float32, shape=(passages, dim))
+                for start in range(0, passages, 100_000):   # written in blocks: the benchmark itself stays small
+                    block = rng.standard_normal((min(100_000, passages - start), dim), dtype=np.float32)
+                    out[start:start + len(block)] = block / np.linalg.norm(block, axis=1, keepdims=True)
+                del out
+            run([sys.executable, "-m", "towers", "build-index", "--embeddings", str(matrix), "--factory", factory,
+                 "--out", str(index), "--threads", str(threads)], work, environment(work))
         rec = json.loads(Path(f"{index}.meta.json").read_text())
         found.append({"stage": f"build-index {factory}", "output": str(index.relative_to(work)), "seconds": rec["seconds"],
                       "cpu_seconds": rec["cpu_seconds"], "peak_rss_mb": rec["peak_rss_mb"]})
-    matrix.unlink()
+    matrix.unlink(missing_ok=True)
     return found
 
 
@@ -177,25 +182,33 @@ def declared(targets: list[str]) -> dict[str, dict]:
     return found
 
 
-def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_max: int) -> dict:
-    out = {}
+def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_max: int, collect: bool) -> None:
+    """Each size built (or, with collect, gathered from its folder as a stopped run left it) and kept in
+    results.json as soon as it is measured."""
     for size in sizes:
-        work, counts = prepare(work_root / f"{part}-{size}", size)
+        work = work_root / f"{part}-{size}"
+        if collect:
+            counts = json.loads((work / "counts.json").read_text())
+        else:
+            work, counts = prepare(work, size)
+            (work / "counts.json").write_text(json.dumps(counts))
         began = time.perf_counter()
         targets = MODEL_TARGETS if part == "models" else DATA_TARGETS + ([TRAIN_RUN] if size <= train_run_max else [])
         snakemake(work, targets, cores)
         wall = time.perf_counter() - began
         recs = records(work)
         if part == "data":
-            recs += standin_faiss(work, size) + fusion_records(work)
-        out[str(size)] = {"counts": counts, "wall_seconds": round(wall, 1), "jobs": len(recs), "stages": by_stage(recs),
-                          "records": recs, "disk_mb": round(sum(f.stat().st_size for f in (work / "artifacts").rglob("*")
-                                                                if f.is_file()) / 2**20, 1)}
-        print(json.dumps({"part": part, "size": size, "wall_seconds": out[str(size)]["wall_seconds"],
-                          "jobs": len(recs)}), flush=True)
+            factories = FACTORIES + (SAMPLE_TRAINED if size == min(sizes) else [])
+            recs += standin_faiss(work, size, factories, cores) + fusion_records(work)
+        entry = {"counts": counts, "wall_seconds": None if collect else round(wall, 1), "jobs": len(recs),
+                 "stages": by_stage(recs), "records": recs,
+                 "disk_mb": round(sum(f.stat().st_size for f in (work / "artifacts").rglob("*") if f.is_file()) / 2**20, 1)}
+        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        results.setdefault("scale", {}).setdefault(part, {})[str(size)] = entry
+        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        print(json.dumps({"part": part, "size": size, "wall_seconds": entry["wall_seconds"], "jobs": len(recs)}), flush=True)
         if part == "data":
             shutil.rmtree(work)   # up to GBs a size; the numbers are kept
-    return out
 
 
 def exponent(xs, ys) -> float | None:
@@ -249,7 +262,8 @@ def beside_declared(rows: list[dict], plan: dict[str, dict]) -> None:
                 "fuse_runs" if row["stage"].startswith("fuse-runs") else None
             entry = next((e for e in plan.values() if e["rule"] == rule), None)
         if entry:
-            row.update({"rule": entry["rule"], "declared_mem_mb": entry["mem_mb"], "declared_runtime_min": entry["runtime"],
+            row.update({"rule": entry["rule"], "threads": entry["threads"], "declared_mem_mb": entry["mem_mb"],
+                        "declared_runtime_min": entry["runtime"],
                         "fits": row["paper_peak_mb"] <= entry["mem_mb"] if entry["mem_mb"] else None})
 
 
@@ -292,19 +306,44 @@ def markdown(scale: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+MODEL_STAGES = ("train-", "pretrain-", "encode-", "dense-search", "rerank", "mine-", "latency", "tokenizer")
+
+
+def requests(scale: dict) -> dict[str, dict]:
+    """resources.rules for config/paper.yaml: per measured rule, memory = 1.5 x the extrapolated peak (+4 GB where
+    a BERT-base model sits in the job instead of the small one measured), rounded up to GB; runtime (minutes) =
+    2 x the extrapolated CPU time over the rule's threads, only for stages that are not model compute (a GPU's
+    time is not a CPU's: those keep their family's runtime)."""
+    out = {}
+    for row in scale.get("data_fit", []) + scale.get("models_fit", []):
+        rule = row.get("rule")
+        if not rule or row["stage"].startswith(("build-index", "fuse-runs")) and rule in out:
+            continue
+        model = row["stage"].startswith(MODEL_STAGES)
+        mem = 1000 * math.ceil((1.5 * max(row["paper_peak_mb"], row["peak_rss_mb"][-1]) + (4000 if model else 0)) / 1000)
+        entry = out.setdefault(rule, {})
+        entry["mem_mb"] = max(entry.get("mem_mb", 0), mem)
+        if not model:
+            minutes = math.ceil(2 * row["paper_job_cpu_hours"] * 60 / max(1, row.get("threads", 1)))
+            entry["runtime"] = max(entry.get("runtime", 0), max(10, minutes))
+    return dict(sorted(out.items()))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--part", choices=["data", "models", "report"], required=True)
     p.add_argument("--sizes", type=int, nargs="+", default=[])
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--work", type=Path, default=Path("/tmp/towers-scale"))
+    p.add_argument("--collect", action="store_true", help="gather a stopped run's folder: build only what is missing")
     p.add_argument("--train-run-max", type=int, default=300_000, help="largest size whose training-query run is made")
     a = p.parse_args()
+    if a.part in ("data", "models"):
+        measure(a.part, a.sizes, a.cores, a.work, a.train_run_max, a.collect)
+        return
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     scale = results.setdefault("scale", {})
-    if a.part in ("data", "models"):
-        scale.setdefault(a.part, {}).update(measure(a.part, a.sizes, a.cores, a.work, a.train_run_max))
-    else:
+    if a.part == "report":
         plan = declared(DATA_TARGETS + MODEL_TARGETS)
         for part in ("data", "models"):
             if part in scale:
@@ -314,7 +353,14 @@ def main() -> None:
         plot(scale, ROOT / "docs/scale.png")
         (ROOT / "benchmarks/out").mkdir(exist_ok=True)
         (ROOT / "benchmarks/out/scale-table.md").write_text(markdown(scale))
+        page = ROOT / "docs/scale.md"   # the table between its markers is this script's; the prose around it is not
+        text = page.read_text()
+        head, rest = text.split("<!-- scale-table -->", 1)
+        page.write_text(f"{head}<!-- scale-table -->\n{markdown(scale)}<!-- /scale-table -->"
+                        f"{rest.split('<!-- /scale-table -->', 1)[1]}")
         print(markdown(scale))
+        scale["requests"] = requests(scale)
+        print(json.dumps(scale["requests"], indent=1))
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
 
 
