@@ -45,8 +45,9 @@ MODEL_TARGETS = [*(f"results/repbert/table{n}.csv" for n in range(1, 5)), "resul
                  "results/ltre/figure3.png"]
 FACTORIES = ["Flat", "IVF1024,PQ64"]   # MS MARCO's flat index and paper.yaml's ivfpq, at every size
 # LTRe's largest OPQ: its training runs on a sample of at most 65,536 rows whatever the corpus (towers.vector_index),
-# so it is built at the smallest size only (~10 CPU minutes); its add is linear like IVF-PQ's
+# so it is built up to OPQ_MAX passages only (~10 CPU minutes); its add is linear like IVF-PQ's
 SAMPLE_TRAINED = ["OPQ96,IVF1,PQ96"]
+OPQ_MAX = 100_000
 
 
 def run(cmd, cwd, env=None) -> float:
@@ -198,7 +199,7 @@ def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_
         wall = time.perf_counter() - began
         recs = records(work)
         if part == "data":
-            factories = FACTORIES + (SAMPLE_TRAINED if size == min(sizes) else [])
+            factories = FACTORIES + (SAMPLE_TRAINED if size <= OPQ_MAX else [])
             recs += standin_faiss(work, size, factories, cores) + fusion_records(work)
         entry = {"counts": counts, "wall_seconds": None if collect else round(wall, 1), "jobs": len(recs),
                  "stages": by_stage(recs), "records": recs,
@@ -312,7 +313,7 @@ MODEL_STAGES = ("train-", "pretrain-", "encode-", "dense-search", "rerank", "min
 def requests(scale: dict) -> dict[str, dict]:
     """resources.rules for config/paper.yaml: per measured rule, memory = 1.5 x the extrapolated peak (+4 GB where
     a BERT-base model sits in the job instead of the small one measured), rounded up to GB; runtime (minutes) =
-    2 x the extrapolated CPU time over the rule's threads, only for stages that are not model compute (a GPU's
+    2 x the extrapolated CPU time (as on one thread), at least 30, only for stages that are not model compute (a GPU's
     time is not a CPU's: those keep their family's runtime)."""
     out = {}
     for row in scale.get("data_fit", []) + scale.get("models_fit", []):
@@ -324,8 +325,8 @@ def requests(scale: dict) -> dict[str, dict]:
         entry = out.setdefault(rule, {})
         entry["mem_mb"] = max(entry.get("mem_mb", 0), mem)
         if not model:
-            minutes = math.ceil(2 * row["paper_job_cpu_hours"] * 60 / max(1, row.get("threads", 1)))
-            entry["runtime"] = max(entry.get("runtime", 0), max(10, minutes))
+            minutes = math.ceil(2 * row["paper_job_cpu_hours"] * 60)   # as if on one thread: no speed-up assumed
+            entry["runtime"] = max(entry.get("runtime", 0), max(30, minutes))
     return dict(sorted(out.items()))
 
 

@@ -4,6 +4,7 @@ import re
 import shutil
 
 import pytest
+import yaml
 
 from workflow_helpers import job_counts, planned_jobs
 
@@ -184,8 +185,12 @@ def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
             assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
     for job in blocks["train_repbert"]:   # training: 4 GPUs of one node, one process each
         assert "gpu=4" in job and "slurm_partition=gpu" in job and "mem_mb=128000" in job and "cpus_per_task=16" in job
+    resources = yaml.safe_load((work / "config/paper.yaml").read_text())["resources"]
     for rule in ("bm25_index", "bm25_search_queries"):   # MS MARCO's dev queries: a run of their own (bm25.split_runs)
-        assert "mem_mb=32000" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
+        # the measured request (resources.rules) over the Java family's
+        wanted = {**resources["java_jobs"], **resources["rules"][rule]}
+        assert f"mem_mb={wanted['mem_mb']}" in blocks[rule][0] and f"runtime={wanted['runtime']}" in blocks[rule][0]
+        assert "gpu=" not in blocks[rule][0]
     for rule in ("download", "fuse_runs", "repbert_table"):
         assert "slurm_partition=cpu" in blocks[rule][0] and "gpu=" not in blocks[rule][0]
 
