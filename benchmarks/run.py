@@ -71,7 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports.ltre import read_step_log  # noqa: E402
-from workflow_helpers import copy_workflow, job_counts  # noqa: E402
+from workflow_helpers import fresh_copy, job_counts  # noqa: E402
 
 CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
 
@@ -83,14 +83,6 @@ def edit_params(workdir: Path, old: str, new: str) -> None:
     if old not in text:
         sys.exit(f"params.yaml no longer holds {old!r}; update the benchmark")
     params.write_text(text.replace(old, new))
-
-
-def fresh_copy(tmp: str) -> Path:
-    """The workflow and a snapshot of src/ in `tmp`: the copy's stages import that snapshot (timed() puts
-    it first on PYTHONPATH), so code edited in the checkout during a long benchmark does not leak into it."""
-    copy_workflow(Path(tmp))
-    shutil.copytree(ROOT / "src", Path(tmp) / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    return Path(tmp)
 
 
 def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from synthetic_msmarco import write_msmarco  # noqa: E402
-from workflow_helpers import copy_workflow, planned_jobs  # noqa: E402
+from workflow_helpers import copy_workflow, fresh_copy, planned_jobs  # noqa: E402
 
 PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
 RESULTS = ROOT / "benchmarks/results.json"
@@ -63,8 +63,7 @@ def prepare(work: Path, passages: int) -> tuple[Path, dict]:
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    copy_workflow(work)
-    shutil.copytree(ROOT / "src", work / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    fresh_copy(work)
     made = write_msmarco(work / "synthetic", passages)
     overlay = (ROOT / "benchmarks/scale.yaml").read_text()
     names = {"LOCAL_DIR": str(work / "synthetic"), "MD5_COLLECTION": made["md5"]["collectionandqueries.tar.gz"],
@@ -201,12 +200,15 @@ def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_
         if part == "data":
             factories = FACTORIES + (SAMPLE_TRAINED if size <= OPQ_MAX else [])
             recs += standin_faiss(work, size, factories, cores) + fusion_records(work)
+        raw = ROOT / "benchmarks/out" / f"scale-{part}-{size}.json"   # every job's record, beside the summary
+        raw.parent.mkdir(parents=True, exist_ok=True)
+        raw.write_text(json.dumps(recs, indent=2) + "\n")
         entry = {"counts": counts, "wall_seconds": None if collect else round(wall, 1), "jobs": len(recs),
-                 "stages": by_stage(recs), "records": recs,
+                 "stages": by_stage(recs),
                  "disk_mb": round(sum(f.stat().st_size for f in (work / "artifacts").rglob("*") if f.is_file()) / 2**20, 1)}
         results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         results.setdefault("scale", {}).setdefault(part, {})[str(size)] = entry
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
         print(json.dumps({"part": part, "size": size, "wall_seconds": entry["wall_seconds"], "jobs": len(recs)}), flush=True)
         if part == "data":
             shutil.rmtree(work)   # up to GBs a size; the numbers are kept
@@ -224,7 +226,7 @@ def exponent(xs, ys) -> float | None:
 
 def linear(xs, ys) -> tuple[float, float]:
     """Least-squares fixed + per-item model of ys on xs."""
-    n, mx, my = len(xs), sum(xs) / len(xs), sum(ys) / len(ys)
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
     return my - slope * mx, slope
@@ -362,7 +364,7 @@ def main() -> None:
         print(markdown(scale))
         scale["requests"] = requests(scale)
         print(json.dumps(scale["requests"], indent=1))
-    RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """Helpers for driving the workflow itself, shared by tests and benchmarks (pytest finds this folder through its
-pythonpath setting): a fresh copy to run in, and the job counts of a Snakemake plan."""
+pythonpath setting): a fresh copy to run in (with or without a snapshot of src/), and the job counts of a Snakemake plan."""
 from __future__ import annotations
 
 import re
@@ -18,6 +18,15 @@ def copy_workflow(dest: Path, root: Path = ROOT) -> Path:
             shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("raw"))
         else:
             shutil.copy(source, dest / name)
+    return dest
+
+
+def fresh_copy(dest, root: Path = ROOT) -> Path:
+    """The workflow and a snapshot of src/ in `dest`: the copy's stages import that snapshot (put it first on
+    PYTHONPATH), so code edited in the checkout during a long benchmark does not leak into it."""
+    dest = Path(dest)
+    copy_workflow(dest, root)
+    shutil.copytree(root / "src", dest / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     return dest
 
 

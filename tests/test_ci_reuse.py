@@ -4,7 +4,6 @@ share one CI_CACHE folder, the first builds the tiny profile and pushes, the sec
 pulls, reruns only LTRe's jobs and diffs its metrics against the first's commit."""
 import base64
 import json
-import os
 import re
 import shutil
 import subprocess

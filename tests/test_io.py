@@ -77,20 +77,6 @@ def test_read_run_keeps_the_queries_asked_for_in_file_order_ranked_by_the_rank_c
         read_run(path, qids=["q1"])
 
 
-def test_run_index_reads_one_query_as_read_run_does(tmp_path):
-    from towers.io import RunIndex
-
-    path = tmp_path / "run.trec"
-    path.write_text("\n".join(RUN_LINES) + "\n")
-    index = RunIndex(path)
-    assert list(index) == ["q2", "q1", "q3"] and "q1" in index and "q9" not in index and len(index) == 3
-    assert {qid: index[qid] for qid in reversed(list(index))} == read_run(path)
-    assert index.get("q9") is None
-    path.write_text("\n".join(RUN_LINES + ["q2 Q0 d9 3 7.0 t"]) + "\n")
-    with pytest.raises(StageError, match="line 6: query q2 appears again after other queries"):
-        RunIndex(path)
-
-
 def test_runs_written_a_query_at_a_time_and_shards_joined_equal_one_write(tmp_path):
     from towers.io import concatenate_runs, write_ranking
 

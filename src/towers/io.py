@@ -326,55 +326,6 @@ def read_run(path, qids: Iterable[str] | None = None) -> dict[str, list[tuple[st
     return {qid: _ranked(docs, ranks[qid]) for qid, docs in run.items()}
 
 
-class RunIndex:
-    """Random access by query to a TREC run too large to hold: one pass records where each query's lines lie,
-    `index[qid]` then reads only those (ranked as read_run ranks them). A query's lines must be contiguous, as in
-    every run written here (write_run, bm25-search)."""
-
-    def __init__(self, path):
-        self.path = require_file(path)
-        self.spans: dict[str, tuple[int, int, int]] = {}   # qid -> (byte offset, byte length, first line number)
-        qid, start, first, offset = None, 0, 1, 0
-        with open(self.path, "rb") as handle:
-            for number, line in enumerate(handle, 1):
-                head = line.split(None, 1)[0].decode("utf-8") if line.strip() else qid
-                if head != qid:
-                    if qid is not None:
-                        self.spans[qid] = (start, offset - start, first)
-                    if head in self.spans:
-                        raise StageError(self.path, f"line {number}: query {head} appears again after other queries")
-                    qid, start, first = head, offset, number
-                offset += len(line)
-        if qid is not None:
-            self.spans[qid] = (start, offset - start, first)
-
-    def __contains__(self, qid) -> bool:
-        return qid in self.spans
-
-    def __len__(self) -> int:
-        return len(self.spans)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.spans)
-
-    def __getitem__(self, qid: str) -> list[tuple[str, float]]:
-        start, length, first = self.spans[qid]
-        with open(self.path, "rb") as handle:
-            handle.seek(start)
-            lines = handle.read(length).decode("utf-8").splitlines()
-        docs, ranks = [], array("q")
-        for number, line in enumerate(lines, first):
-            parts = line.split()
-            if parts:
-                docid, score, rank = _run_line(parts, self.path, number)
-                docs.append((docid, score))
-                ranks.append(rank)
-        return _ranked(docs, ranks)
-
-    def get(self, qid: str, default=None):
-        return self[qid] if qid in self.spans else default
-
-
 def write_ranking(handle, qid: str, ranked: Iterable[tuple[str, float]], tag: str) -> None:
     """One query's ranking as TREC run lines on an open file: what write_run writes, a query at a time."""
     handle.writelines(f"{qid} Q0 {docid} {rank} {score:.6f} {tag}\n" for rank, (docid, score) in enumerate(ranked, 1))

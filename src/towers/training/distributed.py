@@ -146,10 +146,10 @@ def shared_matrix(part: np.ndarray, count: int, path) -> np.ndarray:
         path.unlink(missing_ok=True)   # a new file: a rank still mapping the last refresh keeps the old one
         np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(count, width)).flush()   # header, size
     dist.barrier()
-    start, stop = my_rows(count)
-    if stop > start:
+    first, end = my_rows(count)   # (not `start`: the module re-exports runtime.start)
+    if end > first:
         out = np.load(path, mmap_mode="r+")
-        out[start:stop] = part
+        out[first:end] = part
         out.flush()
         del out
     dist.barrier()
