@@ -928,13 +928,12 @@ def full_disk(tmp: Path) -> Path | None:
     mount.mkdir(exist_ok=True)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True).returncode:
         return None
-    with open(mount / ".filler", "wb") as handle:
-        try:
+    try:   # unbuffered: a buffered file would raise once more while closing, outside the loop
+        with open(mount / ".filler", "wb", buffering=0) as handle:
             while True:
                 handle.write(b"\0" * 4096)
-                handle.flush()
-        except OSError:
-            pass
+    except OSError:   # full
+        pass
     return mount
 
 

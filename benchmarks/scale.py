@@ -81,8 +81,9 @@ def environment(work: Path) -> dict:
 
 
 def snakemake(work: Path, targets: list[str], cores: int) -> float:
+    # --keep-going: a failed job stops only what depends on it, so one run shows every failure
     return run([sys.executable, "-m", "snakemake", *targets, "--configfile", "config/paper.yaml", "scale.yaml",
-                "--cores", str(cores)], work, environment(work))
+                "--cores", str(cores), "--keep-going"], work, environment(work))
 
 
 def records(work: Path) -> list[dict]:
@@ -157,6 +158,28 @@ def fusion_records(work: Path) -> list[dict]:
              "cpu_seconds": rec["cpu_seconds"], "peak_rss_mb": rec["peak_rss_mb"]}]
 
 
+HEAP_PROBE_MB = 3000   # a job of 3 GB: a 2 GB heap (towers.bm25.java_heap_mb)
+
+
+def heap_probe(work: Path) -> list[dict]:
+    """The test-query BM25 run searched again in a job of HEAP_PROBE_MB: the JVM's RSS grows up to whatever heap it is
+    allowed and collects lazily, so the family's own jobs measure the heap they were given. A run byte-identical to
+    the family's, within a small heap, is what search needs."""
+    source = next(iter(sorted(work.glob("artifacts/msmarco-passage/bm25/dev/test-d*.trec"))))
+    rec = json.loads(Path(f"{source}.meta.json").read_text())
+    args = rec["arguments"]
+    out = work / "standin" / "heap-probe.trec"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    run([sys.executable, "-m", "towers", "bm25-search", "--index", args["index"], "--queries", *args["queries"],
+         "--run", str(out), "--k1", str(args["k1"]), "--b", str(args["b"]), "--depth", str(args["depth"]),
+         "--threads", str(args["threads"]), "--memory-mb", str(HEAP_PROBE_MB)], work, environment(work))
+    if out.read_bytes() != source.read_bytes():
+        sys.exit(f"heap probe: {out} differs from {source}")
+    probe = json.loads(Path(f"{out}.meta.json").read_text())
+    return [{"stage": f"bm25-search (job of {HEAP_PROBE_MB} MB, same run)", "output": str(out.relative_to(work)),
+             "seconds": probe["seconds"], "cpu_seconds": probe["cpu_seconds"], "peak_rss_mb": probe["peak_rss_mb"]}]
+
+
 def declared(targets: list[str]) -> dict[str, dict]:
     """Output path -> (rule, the resources the paper profile's rule declares), from its dry run."""
     with_tmp = Path(os.environ.get("TMPDIR", "/tmp")) / "towers-scale-plan"
@@ -199,7 +222,7 @@ def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_
         recs = records(work)
         if part == "data":
             factories = FACTORIES + (SAMPLE_TRAINED if size <= OPQ_MAX else [])
-            recs += standin_faiss(work, size, factories, cores) + fusion_records(work)
+            recs += standin_faiss(work, size, factories, cores) + fusion_records(work) + heap_probe(work)
         raw = ROOT / "benchmarks/out" / f"scale-{part}-{size}.json"   # every job's record, beside the summary
         raw.parent.mkdir(parents=True, exist_ok=True)
         raw.write_text(json.dumps(recs, indent=2) + "\n")
@@ -260,9 +283,10 @@ def beside_declared(rows: list[dict], plan: dict[str, dict]) -> None:
     for row in rows:
         target = row["largest_job"]
         entry = plan.get(target)
-        if entry is None:   # stand-ins: Faiss is rule faiss_index's work, fusion rule fuse_runs'
+        if entry is None:   # stand-ins: Faiss is rule faiss_index's work, fusion rule fuse_runs', the probe BM25's
             rule = "faiss_index" if row["stage"].startswith("build-index") else \
-                "fuse_runs" if row["stage"].startswith("fuse-runs") else None
+                "fuse_runs" if row["stage"].startswith("fuse-runs") else \
+                "bm25_search_queries" if row["stage"].startswith("bm25-search (") else None
             entry = next((e for e in plan.values() if e["rule"] == rule), None)
         if entry:
             row.update({"rule": entry["rule"], "threads": entry["threads"], "declared_mem_mb": entry["mem_mb"],
@@ -318,10 +342,14 @@ def requests(scale: dict) -> dict[str, dict]:
     2 x the extrapolated CPU time (as on one thread), at least 30, only for stages that are not model compute (a GPU's
     time is not a CPU's: those keep their family's runtime)."""
     out = {}
-    for row in scale.get("data_fit", []) + scale.get("models_fit", []):
+    rows = scale.get("data_fit", []) + scale.get("models_fit", [])
+    probed = {r.get("rule") for r in rows if r["stage"].startswith("bm25-search (")}
+    for row in rows:
         rule = row.get("rule")
         if not rule or row["stage"].startswith(("build-index", "fuse-runs")) and rule in out:
             continue
+        if rule in probed and not row["stage"].startswith("bm25-search ("):
+            continue   # its own jobs measured the heap they were allowed; the probe, what search needs
         model = row["stage"].startswith(MODEL_STAGES)
         mem = 1000 * math.ceil((1.5 * max(row["paper_peak_mb"], row["peak_rss_mb"][-1]) + (4000 if model else 0)) / 1000)
         entry = out.setdefault(rule, {})
