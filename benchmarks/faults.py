@@ -609,7 +609,7 @@ def fault_cases(ws: Workspace, tmp: Path) -> list[dict]:
             proc.send_signal(signal_snakemake)
             proc.wait(timeout=300)
             first = subprocess.CompletedProcess([], proc.returncode or 1, "", "")
-            # the README's recovery: let the orphaned jobs end, unlock, rerun what is marked incomplete
+            # the recovery in docs/workflow.md: let the orphaned jobs end, unlock, rerun what is marked incomplete
             deadline = time.time() + 300
             while wait_for_stage(kill, 0.1) is not None and time.time() < deadline:
                 time.sleep(1)

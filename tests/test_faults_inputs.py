@@ -262,7 +262,7 @@ def test_byte_order_marks_are_dropped(tmp_path):
 
 
 # 9. a config file nested too deep: refused by the project's loader (Snakemake's own reader of --configfile
-#    runs before the Snakefile; README, troubleshooting)
+#    runs before the Snakefile; docs/workflow.md, troubleshooting)
 
 def test_a_deeply_nested_config_file_is_refused_by_the_loader(tmp_path):
     deep = tmp_path / "deep.yaml"

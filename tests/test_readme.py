@@ -1,0 +1,163 @@
+"""The README is a front door: short, no lab diary, links that resolve, and every number it states read back
+from the results it comes from (the verdict table: results/claims.csv and results/check.csv)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_LINES = 150
+DIARY_WORDS = ("session", "today", "this machine")
+
+# the verdict table's columns, in claims.csv's words
+VERDICTS = {"holds": "holds", "same direction, n.s.": "same direction, not significant",
+            "not supported": "not supported", "contradicted": "contradicted", "not measurable": "not measurable"}
+# names that hold digits but state no number; everything else with a digit outside code, links and the verdict
+# table is a number the README states, and is refused
+NAMES = ("BM25", "ICLR 2020")
+LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def text() -> str:
+    return README.read_text(encoding="utf-8")
+
+
+def verdict_lines(readme: str) -> list[str]:
+    """The lines of the first table after the '## Did it reproduce?' heading."""
+    assert "## Did it reproduce?" in readme
+    section = readme.split("## Did it reproduce?", 1)[1].split("\n## ", 1)[0]
+    lines, started = [], False
+    for line in section.splitlines():
+        if line.strip().startswith("|"):
+            lines.append(line)
+            started = True
+        elif started:
+            break
+    return lines
+
+
+def verdict_table(readme: str) -> tuple[list[str], list[list[str]]]:
+    """The verdict table's header and rows (the separator line left out)."""
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in verdict_lines(readme)]
+    assert len(cells) >= 3, "the verdict table is missing from 'Did it reproduce?'"
+    return cells[0], cells[2:]
+
+
+def table_key(first_cell: str) -> str:
+    """The row's results key from its link: docs/chang2020.md -> chang2020."""
+    match = LINK.search(first_cell)
+    assert match, f"verdict table row without a link to its page: {first_cell!r}"
+    return Path(match.group(2)).stem
+
+
+def tables_of(key: str, tables: pd.Series) -> pd.Series:
+    """check.csv's tables of a row: a paper's results folder (QuadrupletBERT's tables lie at results/ top level)."""
+    if key == "quadrupletbert":
+        return tables[~tables.str.contains("/")]
+    return tables[tables.str.startswith(key + "/")]
+
+
+def count(cell: str) -> int | None:
+    return None if cell in ("–", "-", "—", "") else int(cell.replace(",", ""))
+
+
+def test_readme_is_short_and_no_diary():
+    readme = text()
+    assert len(readme.splitlines()) <= MAX_LINES
+    for word in DIARY_WORDS:
+        assert word not in readme.lower(), f"README says {word!r}: lab-diary prose belongs nowhere, facts in docs/"
+
+
+def test_readme_links_resolve():
+    targets = [t for _, t in LINK.findall(text()) if not re.match(r"[a-z]+:|#", t)]
+    assert targets
+    missing = [t for t in targets if not (ROOT / t.split("#", 1)[0]).exists()]
+    assert not missing, f"README links to files that do not exist: {missing}"
+
+
+def check_verdicts(readme: str) -> None:
+    header, rows = verdict_table(readme)
+    claims = pd.read_csv(ROOT / "results/claims.csv")
+    per_claim = claims.groupby(["paper", "claim"])["claim verdict"].agg(set)
+    assert (per_claim.map(len) == 1).all(), "a claim with more than one verdict in results/claims.csv"
+    verdict = per_claim.map(lambda s: next(iter(s))).reset_index()
+    assert set(verdict["claim verdict"]) <= set(VERDICTS.values()), "a verdict the README's table has no column for"
+    assert set(VERDICTS) <= set(header) and "claims" in header
+    seen = set()
+    for row in rows:
+        key = table_key(row[0])
+        cells = dict(zip(header, row))
+        if key not in set(verdict["paper"]):   # a row without claims (the zero-shot reference)
+            assert all(count(cells[c]) is None for c in [*VERDICTS, "claims"]), f"{key}: claims counted for no paper"
+            continue
+        seen.add(key)
+        mine = verdict[verdict["paper"] == key]["claim verdict"]
+        assert count(cells["claims"]) == len(mine), f"{key}: claims"
+        for column, name in VERDICTS.items():
+            assert count(cells[column]) == int((mine == name).sum()), f"{key}: {column}"
+    assert seen == set(verdict["paper"]), "a paper of results/claims.csv has no row in the README's table"
+
+
+def check_cells(readme: str) -> None:
+    header, rows = verdict_table(readme)
+    check = pd.read_csv(ROOT / "results/check.csv")
+    covered = []
+    for row in rows:
+        key = table_key(row[0])
+        tables = tables_of(key, check["table"])
+        assert len(tables), f"{key}: no table of it in results/check.csv"
+        covered.extend(tables.index)
+        ok, of = re.fullmatch(r"([\d,]+) of ([\d,]+)", dict(zip(header, row))["cells OK"]).groups()
+        assert count(of) == len(tables), f"{key}: cells checked"
+        assert count(ok) == int((check.loc[tables.index, "status"] == "OK").sum()), f"{key}: cells OK"
+    assert sorted(covered) == list(check.index), "every checked cell belongs to exactly one row of the table"
+
+
+def prose(readme: str) -> str:
+    """The README without what the other tests read or what states no number: code blocks and spans, link
+    targets, the verdict table's rows, and names that hold digits."""
+    table = set(verdict_lines(readme))
+    readme = "\n".join(line for line in readme.splitlines() if line not in table)
+    readme = re.sub(r"```.*?```", "", readme, flags=re.S)
+    readme = re.sub(r"`[^`]*`", "", readme)
+    readme = LINK.sub(lambda m: m.group(1), readme)
+    for name in NAMES:
+        readme = readme.replace(name, "")
+    return readme
+
+
+def numbers(readme: str) -> list[str]:
+    return re.findall(r"\S*\d\S*", prose(readme))
+
+
+def test_readme_states_no_other_number():
+    stated = numbers(text())
+    assert not stated, f"numbers in the README that no test checks (move them to docs/): {stated}"
+
+
+def test_verdict_counts_match_claims():
+    check_verdicts(text())
+
+
+def test_cell_counts_match_check():
+    check_cells(text())
+
+
+@pytest.mark.parametrize("check, cell, wrong", [(check_verdicts, "| 17 |", "| 18 |"),
+                                                (check_verdicts, "| 8 | 6 |", "| 6 | 8 |"),
+                                                (check_cells, "| 283 of 283 |", "| 283 of 284 |"),
+                                                (check_cells, "| 80 of 80 |", "| 79 of 80 |")])
+def test_a_wrong_count_fails(check, cell, wrong):
+    """The checks can fail: a README whose table says other than the results is refused."""
+    readme = text()
+    assert cell in readme
+    with pytest.raises(AssertionError):
+        check(readme.replace(cell, wrong, 1))
+
+
+def test_a_stray_number_fails():
+    assert numbers(text() + "\nBM25 reaches 0.88 here, `0.9` in code.\n") == ["0.88"]
