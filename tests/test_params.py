@@ -132,6 +132,12 @@ def test_values_that_would_reach_a_shell_are_refused(path, value):
     (["quadrupletbert", "quantized_index"], "hnsw", "index 'hnsw' is not defined"),
     (["encode", "shards"], {"nosuch": 2}, "dataset 'nosuch' is not defined under datasets"),
     (["datasets", "enwiki-mini-open", "extra"], "squad", "dataset 'squad' is of kind squad; its extra candidates"),
+    (["zeroshot", "checkpoints", 0], "minlm", "checkpoint 'minlm' is not defined under checkpoints"),
+    (["zeroshot", "datasets", 0], "scifact", "dataset 'scifact' is not defined under datasets"),
+    (["zeroshot", "published"], [{"dataset": "enwiki-mini", "model": "ckpt-minlm", "metric": "nDCG@10", "value": 0.5,
+                                  "source": "x"}], "model 'ckpt-minlm' is not a row of the zero-shot tables"),
+    (["zeroshot", "published"], [{"dataset": "enwiki-mini", "model": "bm25", "metric": "MAP", "value": 0.5,
+                                  "source": "x"}], "metric 'MAP' is not in zeroshot.metrics"),
 ])
 def test_names_of_undefined_datasets_indexes_and_splits_are_refused(path, value, expected):
     config = merged([PARAMS])

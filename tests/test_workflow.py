@@ -183,8 +183,10 @@ def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
     assert towers["pooling"] == "mean" and towers["normalize"] and towers["doc_text"] == "sentence"
     assert towers["checkpoint"]["read_from"]["pooling"] == "1_Pooling/config.json"
     beir = pd.read_csv(tiny_run / "results/zeroshot/beir-tiny.csv")
-    assert beir["split"].tolist() == ["dev", "dev"] and (beir["queries"] == 2).all()
+    assert beir["split"].tolist() == ["test", "test"] and (beir["queries"] == 2).all()   # BEIR's qrels/test.tsv
     assert beir["nDCG@10 published"].tolist()[1] == 0.5 and "ir-measures R@k" in beir.loc[0, "note"]
+    # nothing is trained for a zero-shot table: its note is not the profile's (a small BERT trained here)
+    assert beir.loc[0, "note"].startswith("zero-shot: ") and "1-layer BERT" not in beir.loc[0, "note"]
     assert json.loads((tiny_run / "results/zeroshot/beir-tiny.json").read_text())["rows"]["ckpt-minilm"]["RR@10"] >= 0
     passages = json.loads((tiny_run / "artifacts/beir-tiny/collection/candidates.jsonl.meta.json").read_text())
     assert list(passages["counts"]["checksum"].values()) == ["not verified (a folder)"]

@@ -209,6 +209,27 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
     if config.get("repbert"):
         dataset(["repbert", "dataset"], config["repbert"]["dataset"], PASSAGE_KINDS, "RepBERT's tables")
         index(["repbert", "index"], config["repbert"]["index"])
+    zs = config.get("zeroshot", {})
+    if zs:   # checked here, not after hours of encoding when the table is written
+        checkpoints = config.get("checkpoints", {})
+        for i, name in enumerate(zs.get("checkpoints", [])):
+            if name not in checkpoints:
+                problems.append((["zeroshot", "checkpoints", i], f"checkpoint {name!r} is not defined under checkpoints "
+                                                                  f"({', '.join(checkpoints) or 'none'})"))
+        for i, name in enumerate(zs.get("datasets", [])):
+            if name not in datasets:
+                problems.append((["zeroshot", "datasets", i], f"dataset {name!r} is not defined under datasets"))
+        models = ["bm25", *(f"ckpt-{name}" for name in zs.get("checkpoints", []))]
+        for i, row in enumerate(zs.get("published", [])):
+            where = ["zeroshot", "published", i]
+            if row.get("model") not in models:
+                problems.append(([*where, "model"], f"model {row.get('model')!r} is not a row of the zero-shot tables "
+                                                    f"({', '.join(models)}: bm25 or ckpt-<a name in zeroshot.checkpoints>)"))
+            if row.get("metric") not in zs.get("metrics", []):
+                problems.append(([*where, "metric"], f"metric {row.get('metric')!r} is not in zeroshot.metrics "
+                                                     f"({', '.join(zs.get('metrics', []))})"))
+            if row.get("dataset") not in datasets:
+                problems.append(([*where, "dataset"], f"dataset {row.get('dataset')!r} is not defined under datasets"))
     lt = config.get("ltre", {})
     if lt:
         dataset(["ltre", "dataset"], lt["dataset"], PASSAGE_KINDS, "LTRe's tables")

@@ -55,12 +55,17 @@ def evaluation_queries(dataset):
     return "a split's test questions (split all: every question)"
 
 
-def table_note(dataset, model=""):
-    """The profile's note and how this table's metrics are computed (params: conventions); `model`: one of the
+def metrics_note(dataset, model=""):
+    """How a table's metrics are computed (params: conventions) and over which queries; `model`: one of the
     table's models where the convention depends on it (QuadrupletBERT's)."""
-    return (f"{config['profile_note']}; {RECALL_NOTE[recall_convention(dataset, model)]} (conventions); MRR@10 = RR@10:"
+    return (f"{RECALL_NOTE[recall_convention(dataset, model)]} (conventions); MRR@10 = RR@10:"
             f" reciprocal rank of the first relevant document within the top 10, 0 past it; evaluation queries"
             f" of {dataset}: {evaluation_queries(dataset)}")
+
+
+def table_note(dataset, model=""):
+    """A paper table's note: what the profile scales down, then metrics_note."""
+    return f"{config['profile_note']}; {metrics_note(dataset, model)}"
 
 
 rule evaluate:

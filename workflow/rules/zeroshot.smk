@@ -90,6 +90,23 @@ def zeroshot_rows(dataset):
     return rows
 
 
+def zeroshot_split(dataset):
+    """The evaluation split as the dataset names it (a BEIR folder's qrels/<split>.tsv, MS MARCO's queries.<dev>.tsv);
+    "all" for a question set (every question)."""
+    cfg = dataset_cfg(dataset)
+    if cfg["kind"] == "beir":
+        return cfg.get("eval_split", "test")
+    if cfg["kind"] in ("msmarco-passage", "msmarco-tsv"):
+        return cfg.get("dev", "dev.small")
+    return checkpoint_split(dataset)
+
+
+def zeroshot_note(dataset):
+    """Nothing is trained for a zero-shot table: its note says so instead of the profile's training note."""
+    return (f"zero-shot: BM25 and pretrained checkpoints evaluated as they are, nothing trained on {dataset} (each"
+            f" checkpoint's caveat in its row); {metrics_note(dataset)}")
+
+
 def zeroshot_published(dataset):
     """--published values: model|metric|value|source for this dataset."""
     return [f"{p['model']}|{p['metric']}|{p['value']}|{p['source']}" for p in ZS["published"] if p["dataset"] == dataset]
@@ -105,10 +122,10 @@ rule zeroshot_table:
     params:
         rows=lambda w: row_flags(zeroshot_rows(w.dataset)),
         published=lambda w: " ".join(f"--published {q(p)}" for p in zeroshot_published(w.dataset)),
-        split=lambda w: checkpoint_split(w.dataset),
+        split=lambda w: zeroshot_split(w.dataset),
         metrics=" ".join(map(q, ZS["metrics"])),
         profile=config["profile"],
-        note=lambda w: table_note(w.dataset),
+        note=lambda w: zeroshot_note(w.dataset),
     log:
         "logs/tables/zeroshot_{dataset}.log",
     conda:
