@@ -196,8 +196,8 @@ def encoding_speed(model_dir, st_folder, texts: list[str], threads: int = 1, rep
     same thread count and batch size, interleaved (machine load hits both alike); median of `repeats`."""
     import torch
 
-    from towers.encode import encode
     from towers.models import TwoTower, text_options
+    from towers.retrieval.encode import encode
 
     torch.set_num_threads(threads)
     model, tokenizer = TwoTower.load(model_dir)

@@ -251,9 +251,9 @@ def naive_encode(tower, tokenizer, items, max_length: int, batch_size: int):
 def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int, repeats: int = 3) -> dict:
     import torch
 
-    from towers.encode import encode
     from towers.io import read_jsonl
     from towers.models import TwoTower
+    from towers.retrieval.encode import encode
 
     torch.set_num_threads(threads)
     model, tok = TwoTower.load(model_dir)

@@ -1,12 +1,12 @@
-"""BM25 runs the Anserini classes of Pyserini's jar directly (towers.bm25): the same hits, scores and order as
+"""BM25 runs the Anserini classes of Pyserini's jar directly (towers.retrieval.bm25): the same hits, scores and order as
 Pyserini's own LuceneSearcher over the same index, for batch search (the bm25-search stage) and one query at a
 time (the latency stage)."""
 import json
 
 import pytest
 
-from towers import bm25
 from towers.io import read_queries, read_run
+from towers.retrieval import bm25
 
 from conftest import run_stage
 
@@ -95,7 +95,7 @@ def test_the_jvm_heap_is_what_the_job_memory_leaves(tmp_path):
         assert heap == 256 or (heap <= memory - 1024 and heap <= memory * 3 // 4), memory
     # a JVM starts once a process: a fresh one, capped where the stage starts it
     heap = bm25.java_heap_mb(1500)
-    probe = (f"from towers import bm25; bm25.start_jvm({heap}); from jnius import autoclass;"
+    probe = (f"from towers.retrieval import bm25; bm25.start_jvm({heap}); from jnius import autoclass;"
              "print(autoclass('java.lang.Runtime').getRuntime().maxMemory() / 2**20)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from towers.checkpoint import convert, read_settings, resolve
-from towers.encode import encode
 from towers.io import StageError
 from towers.models import TwoTower, random_encoder, text_options
+from towers.retrieval.encode import encode
 from towers.tokenizer import train_wordpiece
 
 TEXTS = ["The Harbour Light was first lit in 1871.", "Whale oil burned in the lamp until 1902.",

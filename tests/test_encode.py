@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from towers.encode import encode, length_order
 from towers.models import Tower, TwoTower, random_encoder
+from towers.retrieval.encode import encode, length_order
 from towers.tokenizer import train_wordpiece
 from transformers import AutoModel, AutoTokenizer
 
@@ -46,7 +46,7 @@ def test_two_tower_save_and_load(tmp_path, tower):
 
 
 def test_shards_cover_every_row_once():
-    from towers.encode import shard_range
+    from towers.retrieval.encode import shard_range
 
     for count, shards in [(10, 3), (7, 7), (5, 8), (0, 2)]:
         rows = [i for s in range(shards) for i in range(*shard_range(count, s, shards))]
@@ -144,7 +144,7 @@ def test_a_truncated_faiss_index_is_one_line_naming_it(tmp_path, tower):
 
 
 def test_lengths_counted_in_steps_are_the_lengths_of_one_call(tower):
-    from towers.encode import token_lengths
+    from towers.retrieval.encode import token_lengths
 
     _, tok = tower
     whole = [len(ids) for ids in tok(TEXTS * 3, truncation=True, max_length=12)["input_ids"]]
@@ -158,7 +158,7 @@ def test_lengths_counted_in_steps_are_the_lengths_of_one_call(tower):
 def test_a_corpus_in_one_chunk_is_written_as_one_encoding_saved_whole(tmp_path, tower):
     """encode_corpus's bytes when the corpus fits a chunk: np.save of encode() over every text, as before
     chunking; smaller chunks sort (and so batch) differently, which moves floats by rounding only."""
-    from towers.encode import encode_corpus
+    from towers.retrieval.encode import encode_corpus
 
     model, tok = tower
     rows = [{"id": f"d{i}", "sentence": t} for i, t in enumerate(TEXTS * 4)]

@@ -1,7 +1,7 @@
 import pytest
 
-from towers.evaluate import evaluate
 from towers.io import StageError
+from towers.retrieval.evaluate import evaluate
 
 
 def test_recall_and_reciprocal_rank_by_hand():

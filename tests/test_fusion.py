@@ -4,8 +4,8 @@ import json
 import pytest
 from conftest import run_stage
 
-from towers.fusion import alternating_merge, combsum, consistency_factor, fuse, reciprocal_rank_fusion
 from towers.io import StageError, read_run, write_run
+from towers.retrieval.fusion import alternating_merge, combsum, consistency_factor, fuse, reciprocal_rank_fusion
 
 
 def ranking(*docs):

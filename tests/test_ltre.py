@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from towers import vector_index
 from towers.io import StageError
 from towers.losses import delta_metric, pairwise_loss
 from towers.models import Tower, load_encoder, load_tokenizer, random_encoder, tokenize_queries
+from towers.retrieval import vector_index
 from towers.settings import LearningToRetrieve, NegativeSampling, Schedule
 from towers.tokenizer import train_wordpiece
 from towers.training import loop
@@ -486,7 +486,7 @@ def test_train_ltre_stage_needs_a_bm25_run_for_bm25_negatives(world, tmp_path):
 
 
 def test_an_index_goes_to_one_gpu_to_all_gpus_or_stays_on_the_cpu():
-    from towers.vector_index import placement
+    from towers.retrieval.vector_index import placement
 
     gib = 2**30
     assert placement(20 * gib, [80 * gib]) == "gpu"
@@ -499,7 +499,7 @@ def test_an_index_goes_to_one_gpu_to_all_gpus_or_stays_on_the_cpu():
 def test_the_cpu_build_keeps_indexes_on_the_cpu():
     import faiss
 
-    from towers import vector_index
+    from towers.retrieval import vector_index
 
     index = vector_index.build(np.eye(4, dtype=np.float32), "Flat")
     assert vector_index.stored_bytes(index) == 4 * 4 * 4

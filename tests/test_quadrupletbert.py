@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from towers.mining import exclude_positives
 from towers.models import FeatureHasher, HashedBagOfWords, load_encoder, load_tokenizer
+from towers.stages.search import exclude_positives
 from towers.training.margin import draw
 from towers.training.mlm import next_sentence_batch
 

@@ -1,11 +1,12 @@
-"""Faiss index builds (towers.vector_index) and the streamed .npy matrices they read (towers.matrix)."""
+"""Faiss index builds (towers.retrieval.vector_index) and the streamed .npy matrices they read
+(towers.retrieval.matrix)."""
 import faiss
 import numpy as np
 import pytest
 
-from towers import vector_index
 from towers.io import StageError
-from towers.matrix import NpyWriter, merge_parts, npy_shape, read_blocks
+from towers.retrieval import vector_index
+from towers.retrieval.matrix import NpyWriter, merge_parts, npy_shape, read_blocks
 
 
 def unit_rows(count, dim, seed=0):

@@ -17,7 +17,7 @@ MEMORY = arg("--memory-mb", type=int, default=0,
 
 
 def heap_of(a) -> int:
-    from .. import bm25
+    from ..retrieval import bm25
 
     return bm25.java_heap_mb(a.memory_mb) if a.memory_mb else 0
 
@@ -25,7 +25,7 @@ def heap_of(a) -> int:
 @stage("bm25-index", arg("--candidates", required=True), arg("--index", required=True), arg("--threads", type=int, default=2),
        MEMORY)
 def bm25_index(a):
-    from .. import bm25
+    from ..retrieval import bm25
 
     count = bm25.build_index(a.candidates, a.index, a.threads, heap_of(a))
     return a.index, {"documents": count, "heap_mb": heap_of(a)}
@@ -40,7 +40,7 @@ def bm25_index(a):
                                                 "(merge-runs joins the parts' runs)"),
        arg("--shards", type=int, default=1))
 def bm25_search(a):
-    from .. import bm25
+    from ..retrieval import bm25
 
     if a.shards < 1:
         raise StageError("--shards", f"must be at least 1, not {a.shards}")
@@ -67,9 +67,9 @@ def merge_runs(a):
 def encode_candidates(a):
     """A corpus (or one shard of it) streamed: only the shard's rows are parsed, encoded a chunk at a time
     into the matrix as it is written."""
-    from ..encode import SORT_CHUNK, encode_corpus, shard_range
     from ..io import count_jsonl, read_jsonl_slice
     from ..models import TwoTower, doc_input, text_options
+    from ..retrieval.encode import SORT_CHUNK, encode_corpus, shard_range
 
     shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
@@ -99,7 +99,7 @@ def encode_candidates(a):
        arg("--part-ids", nargs="+", required=True), arg("--embeddings", required=True), arg("--ids", required=True))
 def merge_embeddings(a):
     """The shards of one corpus encoding, joined in order into one matrix and one id list, block by block."""
-    from ..matrix import merge_parts
+    from ..retrieval.matrix import merge_parts
 
     if len(a.parts) != len(a.part_ids):
         raise StageError("--part-ids", f"{len(a.part_ids)} id files for {len(a.parts)} embedding parts")
@@ -112,7 +112,7 @@ def merge_embeddings(a):
 def build_index(a):
     import faiss
 
-    from .. import vector_index
+    from ..retrieval import vector_index
 
     index = vector_index.build_from_file(a.embeddings, a.factory, a.threads)
     with atomic_path(a.out) as tmp:
@@ -123,9 +123,9 @@ def build_index(a):
 def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: int, nprobe: int,
               batch_size: int) -> dict[str, list[tuple[str, float]]]:
     """Encode `queries` with the query tower and search the doc tower's Faiss index."""
-    from .. import vector_index
-    from ..encode import encode
     from ..models import TwoTower, text_options
+    from ..retrieval import vector_index
+    from ..retrieval.encode import encode
 
     model, tok = TwoTower.load(model_path)
     ids = require_file(ids_path).read_text().split()
@@ -147,14 +147,18 @@ def dense_search(a):
     return a.run, {"queries": len(run)}
 
 
+def exclude_positives(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str, int]]) -> dict[str, list[str]]:
+    """Hard-negative mining (QuadrupletBERT sec. 4.1): qid -> the candidates a model's own index retrieved, in rank
+    order, without the question's relevant ones (its candidate set C_i)."""
+    return {qid: [doc for doc, _ in ranked if qrels.get(qid, {}).get(doc, 0) <= 0] for qid, ranked in run.items()}
+
+
 @stage("mine-hard-negatives", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
        arg("--queries", required=True, nargs="+", help="the split's train.tsv and valid.tsv"),
        arg("--qrels", required=True), arg("--out", required=True), arg("--depth", type=int, required=True),
        arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0))
 def mine_hard_negatives(a):
     """Each question's top-`depth` candidates under a trained model, gold removed (JSONL: qid, candidates)."""
-    from ..mining import exclude_positives
-
     set_threads(a.threads)
     queries = {qid: text for path in a.queries for qid, text in read_split(path).items()}
     if not queries:
@@ -174,7 +178,7 @@ def mine_hard_negatives(a):
        arg("--threads", type=int, default=0), arg("--tag", default="rerank"), arg("--out", required=True))
 def rerank_run(a):
     """Rescore each query's top-K of a TREC run with a cross-encoder; the run written is K deep."""
-    from .. import rerank
+    from ..retrieval import rerank
 
     if bool(a.model) == bool(a.scores):
         raise StageError("--model", "give exactly one of --model (score with a cross-encoder) and --scores")
@@ -224,7 +228,7 @@ def load_runs(paths) -> list[dict]:
        arg("--tag", default=""), arg("--out", required=True))
 def fuse_runs(a):
     """Fuse TREC runs: RepBERT's alternating merge (eq. 6), reciprocal rank fusion or CombSUM."""
-    from .. import fusion
+    from ..retrieval import fusion
 
     if a.no_truncate and a.method != "alternate":
         raise StageError("--no-truncate", f"applies to --method alternate only, not {a.method}")
@@ -244,7 +248,7 @@ def fuse_runs(a):
        arg("--out", required=True))
 def consistency(a):
     """RepBERT eq. 5: the share of a run's top-n documents that the reference run also retrieves."""
-    from ..fusion import consistency_shares, mean_shares
+    from ..retrieval.fusion import consistency_shares, mean_shares
 
     run = load_runs([a.run])[0]
     if a.queries:
@@ -269,7 +273,7 @@ def consistency(a):
        arg("--threads", type=int, default=1), arg("--out", required=True))
 def latency(a):
     """Milliseconds per query, one query at a time: BM25 search, or query encoding + Faiss search."""
-    from .. import latency as measure
+    from ..retrieval import latency as measure
 
     set_threads(a.threads)
     queries = dict(list(read_queries(a.queries).items())[:a.limit or None])

@@ -15,8 +15,8 @@ from . import arg, stage
                                             "counted, and a run of none of its documents refused"))
 def evaluate(a):
     """Metrics of a run on the test queries; ids that do not meet are warned about, counted and, when none
-    do, refused (towers.evaluate.check_ids)."""
-    from ..evaluate import check_ids, evaluate as score
+    do, refused (towers.retrieval.evaluate.check_ids)."""
+    from ..retrieval.evaluate import check_ids, evaluate as score
 
     run, qrels, queries = read_run(a.run), read_qrels(a.qrels), list(read_queries(a.queries))
     missing = None

@@ -391,8 +391,8 @@ def train_ltre(a):
     """LTRe: only the query tower learns, from full retrieval over a fixed index of fixed doc vectors."""
     import copy
 
-    from .. import vector_index
     from ..models import TwoTower
+    from ..retrieval import vector_index
     from ..training import ltre
 
     seed_everything(a.seed)

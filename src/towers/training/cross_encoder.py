@@ -1,4 +1,4 @@
-"""Training the cross-encoder that rerank.py scores with: `train` draws B training queries per step from (seed,
+"""Training the cross-encoder that retrieval/rerank.py scores with: `train` draws B training queries per step from (seed,
 step), for each one relevant passage and negatives drawn from the query's top-k of a first-stage run with the
 relevant passages removed (how MS MARCO's training triples were made from BM25). loss "pointwise" is
 monoBERT's: one negative per query, binary cross-entropy on the relevance logit (for a 2-label head exactly
@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from ..io import with_relevant
-from ..rerank import load, relevance, tokenize_pairs, usable_length
+from ..retrieval.rerank import load, relevance, tokenize_pairs, usable_length
 from ..settings import CrossEncoder
 from . import distributed, loop
 

@@ -12,10 +12,10 @@ import time
 import numpy as np
 import torch
 
-from .. import vector_index
 from ..io import StageError
 from ..losses import CUTOFF, pairwise_count, pairwise_loss
 from ..models import tokenize_queries
+from ..retrieval import vector_index
 from ..settings import LearningToRetrieve
 from . import distributed, loop
 from .sampling import TrainingData, sample_negatives

@@ -22,11 +22,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from .. import vector_index
-from ..encode import encode
 from ..io import StageError
 from ..losses import pairwise_count, pairwise_loss
 from ..models import TwoTower, tokenize_docs, tokenize_queries
+from ..retrieval import vector_index
+from ..retrieval.encode import encode
 from ..settings import NegativeSampling
 from . import distributed, loop
 from .ltre import asynchronous_retrieval

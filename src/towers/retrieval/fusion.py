@@ -8,7 +8,7 @@ import math
 from itertools import zip_longest
 from statistics import fmean, pstdev
 
-from .io import StageError
+from ..io import StageError
 
 Run = dict[str, list[tuple[str, float]]]
 METHODS = ("alternate", "rrf", "combsum")

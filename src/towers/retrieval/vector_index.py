@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .io import StageError, require_file
+from ..io import StageError, require_file
 
 
 def build(embeddings: np.ndarray, factory: str):
@@ -179,7 +179,7 @@ def to_device(index):
     import faiss
     import torch
 
-    from .runtime import started
+    from ..runtime import started
 
     # data-parallel training: one process a GPU, each keeps its own copy there (no sharding over all)
     devices = [torch.cuda.current_device()] if started() else list(range(count))

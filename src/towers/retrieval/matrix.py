@@ -11,7 +11,7 @@ from typing import Iterator
 
 import numpy as np
 
-from .io import StageError, atomic_open, require_file
+from ..io import StageError, atomic_open, require_file
 
 DTYPE = np.dtype("<f4")
 BLOCK_ROWS = 65536   # Faiss's own add block (IndexIVF::add_core): adding block by block gives the same index

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .io import StageError
-from .runtime import device
+from ..io import StageError
+from ..runtime import device
 
 
 def relevance(logits: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from .io import StageError, atomic_open, atomic_path, read_jsonl, read_queries, write_ranking
+from ..io import StageError, atomic_open, atomic_path, read_jsonl, read_queries, write_ranking
 
 _UNAVAILABLE_JVM_OPTION = "jdk.incubator.vector"
 HITS_PER_BATCH = 200_000   # queries a batch_search call takes: this many hits over the depth (Java and Python hold one batch)

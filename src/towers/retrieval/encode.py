@@ -12,10 +12,10 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from .io import StageError, atomic_open
+from ..io import StageError, atomic_open
+from ..models import prepare_texts, tokenize_docs, tokenize_queries
+from ..runtime import device
 from .matrix import NpyWriter
-from .models import prepare_texts, tokenize_docs, tokenize_queries
-from .runtime import device
 
 SORT_CHUNK = 65536    # texts sorted by length together; a corpus up to this size is sorted as one
 LENGTH_STEP = 4096    # texts tokenised at once for the length pass (~20 KB of token lists a passage)

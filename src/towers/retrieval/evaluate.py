@@ -7,7 +7,7 @@ from typing import Callable
 
 import ir_measures
 
-from .io import StageError
+from ..io import StageError
 
 # How a table's R@k is computed (params: conventions). "success": a query counts as found when any of its
 # relevant documents is in the top k (ir-measures Success@k): ReQA's Recall@k as Chang et al. report it.

@@ -56,9 +56,9 @@ def bm25(index_dir, queries: list[str], depth: int, k1: float, b: float) -> list
 def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) -> list[float]:
     import torch
 
+    from ..models import TwoTower, text_options
     from . import vector_index
     from .encode import encode
-    from .models import TwoTower, text_options
 
     model, tokenizer = TwoTower.load(model_dir)
     index = vector_index.load(index_path)
