@@ -25,7 +25,7 @@ plan: the time to plan the paper profile's whole DAG (`snakemake all --configfil
    in a fresh copy; the median of 3 each;
 gpu_hours: estimated GPU-hours per paper table at paper scale, from the paper profile's planned jobs and FLOP
    rates measured on this CPU in the same run (assumptions: benchmarks/gpu_hours.py);
-pairs: Chang et al.'s pre-training pair generation (towers.pretraining_pairs.generate_pairs) on enwiki-mini's
+pairs: Chang et al.'s pre-training pair generation (towers.datasets.pretraining_pairs.generate_pairs) on enwiki-mini's
    parsed articles, per task (ict, bfs, wlp, ict+bfs+wlp): pairs generated per second, and peak memory (max
    RSS of a fresh process per measurement) on the corpus as is and replicated k times (ids, titles, link
    targets and redirects renamed per copy, so WLP still finds its links; written to a temp dir). Goal: the
@@ -296,8 +296,8 @@ def pairs_worker(task: str, articles: str, redirects: str) -> None:
     task 'none' only imports and reads the redirects: the baseline the generators add to."""
     import resource
 
+    from towers.datasets.pretraining_pairs import generate_pairs
     from towers.io import read_json
-    from towers.pretraining_pairs import generate_pairs
 
     links = read_json(redirects)
     count, seconds = 0, 0.0
@@ -313,8 +313,8 @@ def pairs_worker(task: str, articles: str, redirects: str) -> None:
 def replicate_corpus(articles: Path, redirects: Path, copies: int, dest: Path) -> tuple[Path, Path]:
     """`copies` renamed copies of the corpus: ids, titles, link targets and redirects get ' (copy c)', so
     links stay inside their copy and WLP finds as many links per copy as in the original."""
-    from towers.io import read_json
     from towers.datasets.wiki import normalise_title
+    from towers.io import read_json
 
     def rename(title: str, c: int) -> str:
         title = normalise_title(title)
@@ -388,7 +388,7 @@ def pairs(copies: int, repeats: int) -> dict:
     return {"corpus": {**sizes, "copies": copies, "size_ratio": round(sizes[big]["mb"] / sizes["1x"]["mb"], 2)},
             "method": ("one fresh process per measurement (peak = its max RSS); pairs iterated, not kept or "
                        f"written; rate and seconds: median of {repeats}, peak: max of {repeats}; baseline: "
-                       "a process that only imports towers.pretraining_pairs and reads the redirects"),
+                       "a process that only imports towers.datasets.pretraining_pairs and reads the redirects"),
             "load_average_at_start": round(load, 2), "import_baseline_peak_rss_mb": baseline, "tasks": tasks,
             "goal": f"peak_rss_ratio near 1 while the corpus grows {copies}x"}
 

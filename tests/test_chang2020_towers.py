@@ -6,11 +6,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from towers.datasets.pretraining_pairs import PairFile
 from towers.models import FeatureHasher, TwoTower, random_bag_of_words, random_encoder
-from towers.pretraining_pairs import PairFile
+from towers.models import tokenize_docs
 from towers.reports.chang2020 import ablation_table
 from towers.tokenizer import train_wordpiece
-from towers.models import tokenize_docs
 
 from conftest import run_stage, write_lighthouse_split
 

@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from towers import pretraining_pairs as pp
-from towers.io import StageError, read_json
+from towers.datasets import pretraining_pairs as pp
 from towers.datasets.wiki import normalise_title
+from towers.io import StageError, read_json
 
 from conftest import ROOT
 
@@ -202,7 +202,7 @@ def test_seeded_output(corpus, tmp_path):
 
 
 def test_output_does_not_depend_on_the_hash_salt(corpus):
-    script = ("import json, sys; from towers import pretraining_pairs as pp; "
+    script = ("import json, sys; from towers.datasets import pretraining_pairs as pp; "
               "print(json.dumps(list(pp.generate_pairs(sys.argv[1], redirects={'Old Lighthouse': 'Harbour lighthouse'}))))")
     outputs = set()
     for salt in ("1", "2"):

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from towers.datasets import wiki
+from towers.datasets import wiki, wiki_parts
 from towers.io import StageError, read_json, write_json, write_jsonl
 
 from conftest import FIXTURES, ROOT, run_stage
@@ -82,7 +82,7 @@ def multistream(tmp_path):
 
 
 def parse_in_parts(dump, index, parts, out):
-    plan = wiki.plan_parts(wiki.stream_offsets(index, dump.stat().st_size), dump.stat().st_size, parts)
+    plan = wiki_parts.plan_parts(wiki_parts.stream_offsets(index, dump.stat().st_size), dump.stat().st_size, parts)
     folders = []
     for part in plan:
         redirects, stats = {}, wiki.Statistics()
@@ -91,9 +91,9 @@ def parse_in_parts(dump, index, parts, out):
         write_jsonl(folder / "articles.jsonl", (stats.add(a) for a in wiki.iter_articles(dump, redirects, pages=pages,
                                                                                             required=False)))
         write_json(folder / "redirects.json", redirects)
-        wiki.write_part_summary(folder, stats, redirects)
+        wiki_parts.write_part_summary(folder, stats, redirects)
         folders.append(folder)
-    wiki.merge_parts(folders, out / "articles.jsonl", out / "redirects.json", out / "stats.json")
+    wiki_parts.merge_parts(folders, out / "articles.jsonl", out / "redirects.json", out / "stats.json")
     return plan
 
 
@@ -186,9 +186,9 @@ def test_merged_statistics_resolve_links_across_parts_and_repeated_redirects(tmp
         folder = tmp_path / f"p{k}"
         write_jsonl(folder / "articles.jsonl", articles)
         write_json(folder / "redirects.json", part_redirects)
-        wiki.write_part_summary(folder, stats, part_redirects)
+        wiki_parts.write_part_summary(folder, stats, part_redirects)
         folders.append(folder)
-    merged = wiki.merge_parts(folders, tmp_path / "a.jsonl", tmp_path / "r.json", tmp_path / "s.json")
+    merged = wiki_parts.merge_parts(folders, tmp_path / "a.jsonl", tmp_path / "r.json", tmp_path / "s.json")
     assert merged == whole.result(redirects)
     assert merged["links_to_articles_in_corpus"] == 5 and merged["redirects_dropped"] == 2   # R -> A wins
     assert read_json(tmp_path / "r.json") == {"R": "A", "S": "A"}
@@ -200,12 +200,12 @@ def test_a_wrong_index_or_plan_is_one_line(multistream, tmp_path):
     other = tmp_path / "other-index.txt"
     other.write_text(f"{size + 10}:1:Far away\n")
     with pytest.raises(StageError, match=r"other-index.txt: line 1: offset .* past the dump's"):
-        wiki.stream_offsets(other, size)
+        wiki_parts.stream_offsets(other, size)
     shifted = tmp_path / "shifted-index.txt"
-    shifted.write_text(f"{wiki.stream_offsets(index, size)[1] + 3}:1:Off by three\n")
+    shifted.write_text(f"{wiki_parts.stream_offsets(index, size)[1] + 3}:1:Off by three\n")
     with pytest.raises(StageError, match="no bz2 stream where the index says"):
         list(wiki.iter_part_pages(dump, int(shifted.read_text().split(":")[0]), size))
-    first, second = wiki.stream_offsets(index, size)[:2]
+    first, second = wiki_parts.stream_offsets(index, size)[:2]
     with pytest.raises(StageError, match="falls inside a bz2 stream"):
         list(wiki.iter_part_pages(dump, int(first), int(second) - 5))
     plan = tmp_path / "plan.json"

@@ -1,5 +1,7 @@
 """Datasets in the project's formats, one module a source. Question sets (reqa.py: SQuAD, NQ, Wikipedia QA; wiki.py:
-the dump parser; splits.py: cold-start splits) and passage-ranking sets (RepBERT: MS MARCO passage ranking):
+the dump parser, wiki_parts.py: a multistream dump parsed in parts, sentences.py: sentence splitting; splits.py:
+cold-start splits), Chang et al.'s pre-training pairs (pretraining_pairs.py) and passage-ranking sets (RepBERT: MS
+MARCO passage ranking):
 
 Candidates are passages, one JSON line each: `{"id", "contents"}` (Pyserini's JsonCollection; the
 BEIR and Wikipedia forms keep `title`, and their `contents` is title + " " + text). Queries are TSV,

@@ -13,7 +13,7 @@ import urllib.parse
 from typing import Iterator
 
 from ..io import StageError, parse_jsonl, read_json, read_qrels, read_queries, require_file
-from ..sentences import split_with_offsets
+from .sentences import split_with_offsets
 from .wiki import normalise_title
 
 QUESTION_COLUMNS = ["article", "question", "answer", "sentence_start"]

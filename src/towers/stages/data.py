@@ -55,14 +55,14 @@ def parse_wiki(a):
        arg("--parts", type=int, required=True), arg("--out", required=True))
 def wiki_parts(a):
     """Split a multistream Wikipedia dump into byte ranges of whole bz2 streams, one a parse-wiki-part job."""
-    from ..datasets import wiki
+    from ..datasets import wiki_parts
 
     if a.parts < 1:
         raise StageError("--parts", f"must be at least 1, not {a.parts}")
     dump = require_file(a.dump)
     size = dump.stat().st_size
-    offsets = wiki.stream_offsets(a.index, size)
-    parts = wiki.plan_parts(offsets, size, a.parts)
+    offsets = wiki_parts.stream_offsets(a.index, size)
+    parts = wiki_parts.plan_parts(offsets, size, a.parts)
     write_json(a.out, {"dump": str(dump), "bytes": size, "streams": len(offsets), "parts": parts})
     return a.out, {"streams": len(offsets), "parts": len(parts), "largest_part_bytes": max(p["end"] - p["start"] for p in parts)}
 
@@ -73,7 +73,7 @@ def parse_wiki_part(a):
     """One part of a multistream dump: its articles, redirects and the statistics merge-wiki-parts sums."""
     from tqdm import tqdm
 
-    from ..datasets import wiki
+    from ..datasets import wiki, wiki_parts
 
     dump = require_file(a.dump)
     plan = read_json(a.plan)
@@ -92,7 +92,7 @@ def parse_wiki_part(a):
     write_jsonl(out / "articles.jsonl", (counter.add(x) for x in tqdm(articles, desc=f"part {a.part}", unit="article",
                                                                           mininterval=5)))
     write_json(out / "redirects.json", redirects)
-    counts = wiki.write_part_summary(out, counter, redirects)
+    counts = wiki_parts.write_part_summary(out, counter, redirects)
     return out / "articles.jsonl", {**counts, **part}
 
 
@@ -100,9 +100,9 @@ def parse_wiki_part(a):
        arg("--articles", required=True), arg("--redirects", required=True), arg("--stats", required=True))
 def merge_wiki_parts(a):
     """A parted dump's articles, redirects and statistics, as parse-wiki writes them from the whole dump."""
-    from ..datasets import wiki
+    from ..datasets import wiki_parts
 
-    stats = wiki.merge_parts(a.parts, a.articles, a.redirects, a.stats)
+    stats = wiki_parts.merge_parts(a.parts, a.articles, a.redirects, a.stats)
     return a.articles, {**stats, "parts": len(a.parts)}
 
 
@@ -382,11 +382,11 @@ def passages_wiki(a):
        arg("--out", required=True, help="qid<TAB>positive pid<TAB>negative pid"))
 def passages_triples(a):
     """MS MARCO's text triples (query, positive, negative) as ids, for the training queries."""
-    from ..io import atomic_open
     from ..datasets.collection import progress
     from ..datasets.msmarco import PassageLookup, triples_to_ids
     from ..datasets.readers import read_triples
     from ..datasets.sources import Source
+    from ..io import atomic_open
 
     if a.max_triples < 0:
         raise StageError("--max-triples", f"must be 0 (all) or positive, not {a.max_triples}")
@@ -442,7 +442,7 @@ def pretraining_pairs(a):
     from tqdm import tqdm
     from transformers import AutoTokenizer
 
-    from ..pretraining_pairs import generate_pairs, pair_statistics
+    from ..datasets.pretraining_pairs import generate_pairs, pair_statistics
 
     redirects = read_json(a.redirects) if a.redirects else None
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

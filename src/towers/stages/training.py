@@ -204,7 +204,7 @@ def finetune(a):
        arg("--out", required=True), *run_args(InBatch), *tower_args())
 def pretrain_two_tower(a):
     """Two towers pre-trained on ICT/BFS/WLP pairs with sampled softmax over in-batch documents (Chang et al.)."""
-    from ..pretraining_pairs import PairFile
+    from ..datasets.pretraining_pairs import PairFile
     from ..training import inbatch
 
     seed_everything(a.seed)

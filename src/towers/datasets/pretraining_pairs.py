@@ -24,8 +24,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-from .io import StageError, parse_jsonl, require_file
-from .datasets.wiki import normalise_title, title_key, title_keys
+from ..io import StageError, parse_jsonl, require_file
+from .wiki import normalise_title, title_key, title_keys
 
 TASKS = ("ict", "bfs", "wlp")
 _TASK_CODES = {"ict": 1, "bfs": 2, "wlp": 3, "mix": 4}
