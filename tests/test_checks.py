@@ -1,11 +1,11 @@
-"""The expected-value check (towers.checks) on hand-made cells: each status, both directions, and the line that
+"""The expected-value check (towers.verdicts.checks) on hand-made cells: each status, both directions, and the line that
 names a failing cell (the end-to-end version, a changed learning rate failing `snakemake check`, is in
 test_workflow.py under make test-extended)."""
 import pandas as pd
 import pytest
 
-from towers import checks
-from towers.reports.common import cell
+from towers.verdicts import checks
+from towers.verdicts.cells import cell
 
 
 def _cells(values: dict) -> dict:

@@ -7,8 +7,8 @@ import pytest
 import yaml
 from scipy import stats
 
-from towers import claims as checker
 from towers.io import StageError
+from towers.verdicts import claims as checker
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"

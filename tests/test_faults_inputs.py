@@ -80,8 +80,8 @@ def test_a_repeated_key_in_a_config_file_is_refused(tmp_path):
 def test_a_repeated_key_in_a_claims_file_is_refused(tmp_path):
     claims = tmp_path / "x.claims.yaml"
     claims.write_text("paper: x\npaper: y\nclaims: []\n")
-    from towers.claims import load_claims
     from towers.io import StageError
+    from towers.verdicts.claims import load_claims
 
     with pytest.raises(StageError, match="paper: the key is given twice"):
         load_claims(claims, ROOT / "workflow/schemas/claims.schema.yaml")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from towers import claims as checker
+from towers.verdicts import claims as checker
 from workflow_helpers import copy_workflow as copy_workflow_files, job_counts
 
 from conftest import FIXTURES

@@ -122,7 +122,7 @@ def main(argv=None) -> int:
         raise
     if parallel:
         runtime.finish()   # a stage that returned without training: only the leader writes its record
-    cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.reports.common.cell), a list
+    cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.verdicts.cells.cell), a list
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",

@@ -1,6 +1,6 @@
 # Did it reproduce? The papers' claims tested on this profile's tables (results/claims.csv), and every table
 # cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
-# Both read the cells each table stage records in its meta file (towers.reports.common.cell).
+# Both read the cells each table stage records in its meta file (towers.verdicts.cells.cell).
 
 RESULT_CSVS = PAPER_TABLES + ZEROSHOT_TABLES + [f[:-len(".png")] + ".csv" for f in PAPER_FIGURES]
 CLAIMS = config["claims"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import StageError, read_json
-from .common import cell, paper_values, query_samples, read_paper
+from ..verdicts.cells import cell, query_samples
+from .common import paper_values, read_paper
 
 KEY = ["split", "encoder", "pretraining"]
 

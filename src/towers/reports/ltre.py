@@ -15,7 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..io import StageError, read_json, read_jsonl
-from .common import WINDOW_FRACTION, cell, metric, paper_value, query_samples, read_paper, window_steps
+from ..verdicts.cells import WINDOW_FRACTION, cell, query_samples, window_steps
+from .common import metric, paper_value, read_paper
 
 LABELS = {"rand": "Rand Neg", "bm25": "BM25 Neg", "nce": "NCE Neg", "bm25+rand": "BM25 + Rand Neg",
           "async": "Async ANN"}

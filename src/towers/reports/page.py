@@ -105,7 +105,7 @@ def paper_layout(table: pd.DataFrame, status_of) -> str:
 
 def row_texts(path: Path) -> list[str]:
     """Each CSV row's labels as the check names them (from the table's cells, in row order)."""
-    from ..checks import row_text
+    from ..verdicts.checks import row_text
 
     meta = Path(f"{path}.meta.json")
     if not meta.exists():
@@ -196,7 +196,7 @@ def claims_block(claims: pd.DataFrame) -> str:
 
 
 def summary_block(claims: pd.DataFrame, check: pd.DataFrame | None) -> str:
-    from ..claims import VERDICTS
+    from ..verdicts.claims import VERDICTS
 
     head = "".join(f"<th>{badge(v)}</th>" for v in VERDICTS)
     rows = []

@@ -6,7 +6,9 @@ import numpy as np
 import pandas as pd
 
 from ..io import StageError, read_json
-from .common import cell, paper_values, query_samples
+from ..verdicts.cells import cell, query_samples
+from ..verdicts.significance import paired_p
+from .common import paper_values
 
 def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
     """Mean and sample standard deviation over seeds (in %), and each query's value averaged over seeds."""
@@ -23,16 +25,11 @@ def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int
 
 
 def paired_p_value(a: np.ndarray, b: np.ndarray, test: str) -> float:
-    """Two-sided paired test over per-query values; 1.0 when the two never differ."""
-    from scipy import stats
-
+    """Two-sided paired test over per-query values (the claims' test: verdicts.significance.paired_p); 1.0 when
+    the two never differ."""
     if np.allclose(a, b):
         return 1.0
-    if test == "wilcoxon":
-        return float(stats.wilcoxon(a, b, zero_method="wilcox").pvalue)
-    if test == "ttest":
-        return float(stats.ttest_rel(a, b).pvalue)
-    raise ValueError(f"unknown test {test!r}")
+    return paired_p(a - b, test)
 
 
 SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]

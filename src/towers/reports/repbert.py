@@ -11,7 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import read_json
-from .common import cell, metric, paper_value, query_samples, read_paper
+from ..verdicts.cells import cell, query_samples
+from .common import metric, paper_value, read_paper
 
 def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'method', 'eval', 'latency'}."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import StageError, read_json
-from .common import cell, query_samples
+from ..verdicts.cells import cell, query_samples
 
 def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split: str, metrics: list[str],
                    profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:

@@ -44,7 +44,7 @@ def parse_rows(specs: list[str], fields: list[str], may_be_empty=()) -> list[dic
 
 def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
     """A paper table as CSV, and its numeric JSON twin for `dvc metrics`; its cells (what each number is and
-    where its per-query values come from: towers.reports.common.cell) go to the stage's meta record, where the claims
+    where its per-query values come from: towers.verdicts.cells.cell) go to the stage's meta record, where the claims
     and the expected-value check read them."""
     with atomic_path(csv_path) as tmp:
         frame.to_csv(tmp, index=False)
@@ -198,7 +198,8 @@ def repbert_figure(a):
     import pandas as pd
 
     from ..reports import repbert as report
-    from ..reports.common import metric, query_samples, save_figure
+    from ..reports.common import metric, save_figure
+    from ..verdicts.cells import query_samples
 
     if a.figure == "figure1":
         first = {r["method"]: r["eval"] for r in parse_rows(a.recall, ["method", "eval"])}
@@ -297,12 +298,13 @@ def claims(a):
     """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict."""
     import pandas as pd
 
-    from .. import claims as checker
+    from ..verdicts import claims as checker
+    from ..verdicts.cells import load_cells
 
     if not 0 < a.alpha < 1:
         raise StageError("--alpha", f"must lie between 0 and 1, not {a.alpha}")
     documents = [checker.load_claims(path, a.schema) for path in a.claims]
-    records = checker.evaluate(documents, checker.load_cells(named_tables(a.table)), a.test, a.alpha)
+    records = checker.evaluate(documents, load_cells(named_tables(a.table)), a.test, a.alpha)
     frame = pd.DataFrame(records)
     frame.insert(2, "profile", a.profile)
     twin = {"profile": a.profile, "papers": {}}
@@ -321,8 +323,8 @@ def claims(a):
        arg("--z", type=float, default=2.0, help="tolerance = z standard errors"), arg("--out", required=True))
 def expected(a):
     """Expected values and tolerances of every cell of a finished run (data/expected/<profile>.csv)."""
-    from .. import checks
-    from ..claims import load_cells
+    from ..verdicts import checks
+    from ..verdicts.cells import load_cells
 
     frame = checks.expected_values(load_cells(named_tables(a.table)), a.basis, a.z)
     with atomic_path(a.out) as tmp:
@@ -334,8 +336,8 @@ def expected(a):
        arg("--csv", required=True), arg("--quiet", action="store_true", help="print only cells that are not OK"))
 def check(a):
     """Every cell against its expected value: [OK], [OKish], [FAIL] with the difference, both ways."""
-    from .. import checks
-    from ..claims import load_cells
+    from ..verdicts import checks
+    from ..verdicts.cells import load_cells
 
     report = checks.check(load_cells(named_tables(a.table)), checks.read_expected(a.expected))
     for _, row in report.iterrows():
@@ -352,7 +354,7 @@ def check_status(a):
     """Fail (exit 1) when a cell of the check FAILed or went MISSING."""
     import pandas as pd
 
-    from .. import checks
+    from ..verdicts import checks
 
     report = pd.read_csv(require_file(a.csv), keep_default_na=False, na_values={"difference": [""]})
     bad = checks.failures(report)

@@ -14,8 +14,9 @@ test from scipy, two-sided, Holm-corrected over all parts of the paper (statsmod
 A claim's verdict is its weakest part's. Every part is also worked out on the paper's own numbers, so a
 claims file that misreads the paper shows up (column 'paper agrees').
 
-Where the cells come from: every table stage writes its cells (towers.reports.common.cell) into its meta record:
-the row's labels, the column, the value shown, the paper's value and where the per-query values are."""
+Where the cells come from: every table stage writes its cells (towers.verdicts.cells.cell) into its meta record:
+the row's labels, the column, the value shown, the paper's value and where the per-query values are. The terms a
+part compares are built from them in cells.py; its test and verdict are significance.py's."""
 from __future__ import annotations
 
 import fnmatch
@@ -23,199 +24,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from .io import StageError, read_json
-from .reports.common import samples_of
+from ..io import StageError
+from .cells import Missing, Term, cell_term, difference, matches, minus, not_given
+from .significance import Test, holm, test_difference, verdict, weakest
 
 VERDICTS = ["holds", "same direction, not significant", "not supported", "contradicted", "not measurable"]
 FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
-
-
-# --- the cells of a profile's tables ---------------------------------------------------------------------
-
-def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
-    """Table name (e.g. 'chang2020/table3') -> its cells, from '<csv>.meta.json'."""
-    found = {}
-    for name, csv in tables.items():
-        meta = Path(f"{csv}.meta.json")
-        record = read_json(meta)
-        if "cells" not in record:
-            raise StageError(meta, "no cells in this meta record (made before tables recorded them: rebuild the table)")
-        found[name] = record["cells"]
-    return found
-
-
-def matches(row: dict, selector: dict) -> bool:
-    """A row's labels against a selector: every key present and equal (a list: any of its values)."""
-    for key, wanted in selector.items():
-        values = [str(v) for v in wanted] if isinstance(wanted, list) else [str(wanted)]
-        if key not in row or row[key] not in values:
-            return False
-    return True
-
-
-def not_given(table: str) -> str:
-    return f"{table} is not among the tables given (not built in this profile, or left out)"
-
-
-class Missing(Exception):
-    """A cell a claim needs is not in this profile's tables: the part is not measurable."""
-
-
-@dataclass
-class Term:
-    """One side of a comparison: a cell, or the difference of two (a gain). Values are in the table's unit."""
-    label: str
-    value: float | None
-    paper: float | None
-    samples: dict[str, float] | None   # key (query, step) -> value; None when the cell has no per-item values
-    sources: tuple = ()
-    pairing: str = "queries"
-
-
-def pick(cells: dict[str, list[dict]], table: str, selector: dict, column: str) -> dict:
-    if table not in cells:
-        raise Missing(not_given(table))
-    found = [c for c in cells[table] if c["column"] == column and matches(c["row"], selector)]
-    if not found:
-        shown = ", ".join(f"{k}={v}" for k, v in selector.items())
-        raise Missing(f"no {column} of {shown} in {table}")
-    if len(found) > 1:
-        raise StageError(table, f"the selector {selector} matches {len(found)} rows for {column}; narrow it")
-    return found[0]
-
-
-def cell_term(cells, table: str, selector: dict, column: str) -> Term:
-    found = pick(cells, table, selector, column)
-    source = found.get("samples")
-    pairing = {"steps": "steps", None: "none"}.get(source and source["kind"], "queries")
-    label = "/".join(f"{v}" for v in selector.values()) or table
-    return Term(label=label, value=found["value"], paper=found.get("paper"),
-                samples=samples_of(source) if source else None, pairing=pairing,
-                # what the value rests on: its per-item values, or the cell itself where it has none
-                sources=(repr(source) if source else repr((table, sorted(found["row"].items()), column)),))
-
-
-def difference(a: Term, b: Term, label: str | None = None) -> Term:
-    """a - b, item by item (their common items)."""
-    samples = None
-    if a.samples is not None and b.samples is not None:
-        common = [k for k in a.samples if k in b.samples]
-        samples = {k: a.samples[k] - b.samples[k] for k in common}
-    return Term(label=label or f"({a.label} - {b.label})", value=_minus(a.value, b.value),
-                paper=_minus(a.paper, b.paper), samples=samples, sources=a.sources + ("-",) + b.sources,
-                pairing=a.pairing)
-
-
-def _minus(a, b):
-    return None if a is None or b is None else a - b
-
-
-# --- statistics ---------------------------------------------------------------------------------------
-
-@dataclass
-class Test:
-    """A difference's test: the claimed direction is 'higher minus lower (minus a shift) is above zero'."""
-    name: str
-    n: int
-    pairing: str
-    effect: float | None           # mean difference, in the table's unit (before the shift)
-    effect_size: float | None
-    effect_size_name: str
-    p: float | None
-
-
-def test_difference(higher: Term, lower: Term, shift: float, test: str) -> Test:
-    """Is higher - lower - shift above zero? Paired over common items (queries, steps); unpaired when the two
-    sides share none (different test sets); no test when a side has no per-item values."""
-    from scipy import stats
-
-    if higher.samples is None or lower.samples is None:
-        return Test("none (no per-item values)", 0, "none", _minus(higher.value, lower.value), None, "", None)
-    common = [k for k in higher.samples if k in lower.samples]
-    if common:
-        d = np.array([higher.samples[k] - lower.samples[k] for k in common])
-        shifted = d - shift
-        if len(d) < 2 or np.allclose(shifted, 0):
-            return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), 0.0, _paired_size(test), 1.0)
-        if np.allclose(shifted, shifted[0]):   # the same difference everywhere: no doubt about its sign
-            return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), float(np.sign(shifted[0])),
-                        _paired_size(test), 0.0)
-        if test == "wilcoxon":
-            p = float(stats.wilcoxon(shifted, zero_method="wilcox").pvalue)
-            size = rank_biserial(shifted)
-        else:
-            p = float(stats.ttest_1samp(shifted, 0.0).pvalue)
-            size = float(shifted.mean() / shifted.std(ddof=1)) if shifted.std(ddof=1) > 0 else 0.0
-        return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), size, _paired_size(test), p)
-    a = np.array(list(higher.samples.values())) - shift
-    b = np.array(list(lower.samples.values()))
-    effect = float(a.mean() + shift - b.mean()) if len(a) and len(b) else None
-    if len(a) < 2 or len(b) < 2:   # nothing to test: never significant
-        return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, None, "", 1.0)
-    if np.allclose(np.concatenate([a, b]), a[0]):
-        return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, 0.0, "", 1.0)
-    if test == "wilcoxon":
-        result = stats.mannwhitneyu(a, b, alternative="two-sided")
-        size, size_name = float(2 * result.statistic / (len(a) * len(b)) - 1), "rank-biserial r"
-    else:
-        result = stats.ttest_ind(a, b, equal_var=False)
-        pooled = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
-        size, size_name = (float((a.mean() - b.mean()) / pooled) if pooled > 0 else 0.0), "Cohen's d"
-    return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, size, size_name, float(result.pvalue))
-
-
-def _paired_name(test: str) -> str:
-    return {"wilcoxon": "Wilcoxon signed-rank, two-sided", "ttest": "paired t, two-sided"}[test]
-
-
-def _paired_size(test: str) -> str:
-    return {"wilcoxon": "rank-biserial r", "ttest": "Cohen's d_z"}[test]
-
-
-def _unpaired_name(test: str) -> str:
-    return {"wilcoxon": "Mann-Whitney U, two-sided", "ttest": "Welch t, two-sided"}[test]
-
-
-def rank_biserial(d: np.ndarray) -> float:
-    """Matched-pairs rank-biserial correlation of non-zero differences: (R+ - R-) / (R+ + R-)."""
-    from scipy.stats import rankdata
-
-    nonzero = d[d != 0]
-    if not len(nonzero):
-        return 0.0
-    ranks = rankdata(np.abs(nonzero))
-    return float((ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum())
-
-
-def holm(p_values: list[float]) -> list[float]:
-    """Holm-adjusted p-values (statsmodels)."""
-    from statsmodels.stats.multitest import multipletests
-
-    if not p_values:
-        return []
-    return [float(p) for p in multipletests(p_values, method="holm")[1]]
-
-
-def verdict(shifted_effect: float | None, p_adjusted: float | None, alpha: float) -> str:
-    """A part's verdict from its effect beyond the claimed bound (positive = the claimed direction)."""
-    if shifted_effect is None:
-        return "not measurable"
-    if p_adjusted is None:   # no per-item values: a deterministic comparison
-        return "holds" if shifted_effect > 0 else "contradicted"
-    if p_adjusted < alpha and shifted_effect != 0:
-        return "holds" if shifted_effect > 0 else "contradicted"
-    return "same direction, not significant" if shifted_effect > 0 else "not supported"
-
-
-def weakest(verdicts: list[str]) -> str:
-    """A claim's verdict: its weakest measurable part (not measurable only when no part is)."""
-    measured = [v for v in verdicts if v != "not measurable"]
-    if not measured:
-        return "not measurable"
-    order = ["contradicted", "not supported", "same direction, not significant", "holds"]
-    return next(v for v in order if v in measured)
 
 
 # --- claims -> parts ----------------------------------------------------------------------------------
@@ -481,7 +295,7 @@ def record(document: dict, part: Part, alpha: float) -> dict:
         return {**out, "verdict": "not measurable", "reason": part.missing}
     t = part.test
     shifted = None if t.effect is None else t.effect - part.shift
-    paper_diff = _minus(part.higher.paper, part.lower.paper)
+    paper_diff = minus(part.higher.paper, part.lower.paper)
     paper_shifted = None if paper_diff is None else paper_diff - part.shift
     out.update({
         "higher": part.higher.label, "lower": part.lower.label,
@@ -513,7 +327,7 @@ def load_claims(path, schema_path) -> dict:
     problem."""
     import jsonschema
 
-    from .params_check import bounded, read_yaml
+    from ..params_check import bounded, read_yaml
 
     path = Path(path)
     # bounded: a repeated key, deep nesting or nested aliases ("billion laughs") refused before they expand

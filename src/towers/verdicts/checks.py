@@ -1,6 +1,6 @@
 """Expected values per profile, and the check of every table cell against them.
 
-An expected-values file (data/expected/<profile>.csv) holds, for every cell (towers.reports.common.cell) of every
+An expected-values file (data/expected/<profile>.csv) holds, for every cell (towers.verdicts.cells.cell) of every
 table a profile makes, the value it should have and a tolerance; `expected` writes one from a finished run:
 
   metric cells  tolerance = z times the standard error of a rebuild: from the spread over seeds where a cell
@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import StageError
-from .reports.common import samples_of
+from ..io import StageError
+from .cells import samples_of
 
 COLUMNS = ["table", "row", "column", "kind", "expected", "tolerance", "basis"]
 OKISH = 1.5            # OKish: beyond the tolerance but within this multiple of it
@@ -53,7 +53,7 @@ def bootstrap_se(values: np.ndarray, seed: int = 0) -> float:
 
 def seed_se(source: dict) -> float:
     """How far two rebuilds' means over seeds differ (one standard deviation): sqrt(2) * std / sqrt(seeds)."""
-    from .io import read_json
+    from ..io import read_json
 
     if source.get("kind") != "queries" or len(source["files"]) < 2:
         return 0.0

@@ -1,0 +1,175 @@
+"""A table's cells: the numbers the claims and the expected-value check read, and where their per-item values
+come from. Every table stage writes its cells (`cell`) into its meta record: the row's labels, the column, the
+value shown, the paper's value and where the per-query (or per-step) values are (`query_samples`, read back by
+`samples_of`). A side of a claim's comparison is a cell or the difference of two (`Term`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..io import StageError, read_json, read_jsonl
+
+
+# --- what a table stage records ---------------------------------------------------------------------------
+
+def query_samples(evals, measure: str, scale: float = 1.0) -> dict:
+    """Where a metric cell's per-query values are: evaluation JSONs (one per seed, averaged), the measure's name in
+    them, and the factor that turns it into the table's unit (100 for percent)."""
+    return {"kind": "queries", "files": [str(e) for e in evals], "measure": measure, "scale": scale}
+
+
+def cell(row: dict, column: str, value, paper=None, samples: dict | None = None, kind: str = "metric") -> dict:
+    """One number of a table, as the claims and the expected-value check read it (the stage's meta record):
+    the row's labels, the column, the value shown, the paper's value, where its samples come from, and its kind
+    (metric: ranking quality; count: a deterministic count or size; timing: seconds or milliseconds)."""
+    found = {"row": {k: row_label(v) for k, v in row.items()}, "column": column, "value": value, "kind": kind,
+             "paper": None if paper is None or pd.isna(paper) else float(paper)}
+    if samples:
+        found["samples"] = samples
+    return found
+
+
+def row_label(value) -> str:
+    """A row label as text; numbers the way a table shows them (0.1, 5, not 0.10 or 5.0)."""
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+# Claims on training curves (LTRe Figure 3) compare the start of training with its end: the first and the
+# last fifth of the steps
+WINDOW_FRACTION = 0.2
+
+
+def window_steps(steps: pd.Series, window: str) -> pd.Series:
+    """Which of a run's steps fall in its 'first' or 'last' fifth, or 'all' of it."""
+    span = max(1, int(np.ceil(WINDOW_FRACTION * steps.max())))
+    return {"first": steps <= span, "last": steps > steps.max() - span, "all": steps > 0}[window]
+
+
+_SAMPLES: dict = {}
+
+
+def samples_of(source: dict) -> dict[str, float]:
+    """A cell's per-item values, as its `samples` names them (cached: many claims and checks read the same
+    evaluation): per query, per query's time, per query's overlap with BM25, or per training step."""
+    key = repr(sorted(source.items()))
+    if key not in _SAMPLES:
+        _SAMPLES[key] = _read_samples(source)
+    return _SAMPLES[key]
+
+
+def _read_samples(source: dict) -> dict[str, float]:
+    kind = source["kind"]
+    if kind == "queries":   # evaluation JSONs, one per seed: each query's value averaged over seeds
+        per_file = []
+        for path in source["files"]:
+            result = read_json(path)
+            per_query = result.get("per_query", {})
+            if any(source["measure"] not in values for values in per_query.values()):
+                raise StageError(path, f"no per-query {source['measure']}")
+            per_file.append({q: v[source["measure"]] for q, v in per_query.items()})
+        qids = set(per_file[0])
+        if any(set(p) != qids for p in per_file[1:]):
+            raise StageError(source["files"][0], "the seeds' evaluations cover different queries")
+        return {q: source["scale"] * float(np.mean([p[q] for p in per_file])) for q in sorted(qids)}
+    if kind == "latency":
+        result = read_json(source["file"])
+        if "per_query_ms" not in result:
+            raise StageError(source["file"], "no per-query times (made before latency recorded them: rerun it)")
+        return {q: float(v) for q, v in result["per_query_ms"].items()}
+    if kind == "consistency":
+        result = read_json(source["file"])
+        if "per_query" not in result:
+            raise StageError(source["file"], "no per-query consistency (made before it was recorded: rerun it)")
+        return {q: float(v) for q, v in result["per_query"][source["depth"]].items()}
+    if kind == "steps":
+        log = pd.DataFrame(list(read_jsonl(source["file"])))
+        if source["field"] not in log:
+            raise StageError(source["file"], f"no {source['field']} in this step log")
+        chosen = log[window_steps(log["step"], source.get("window", "all"))]
+        return {str(int(s)): float(v) for s, v in zip(chosen["step"], chosen[source["field"]])}
+    raise StageError("cells", f"unknown kind of samples {kind!r}")
+
+
+# --- a profile's cells, and the terms a claim compares --------------------------------------------------
+
+def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
+    """Table name (e.g. 'chang2020/table3') -> its cells, from '<csv>.meta.json'."""
+    found = {}
+    for name, csv in tables.items():
+        meta = Path(f"{csv}.meta.json")
+        record = read_json(meta)
+        if "cells" not in record:
+            raise StageError(meta, "no cells in this meta record (made before tables recorded them: rebuild the table)")
+        found[name] = record["cells"]
+    return found
+
+
+def matches(row: dict, selector: dict) -> bool:
+    """A row's labels against a selector: every key present and equal (a list: any of its values)."""
+    for key, wanted in selector.items():
+        values = [str(v) for v in wanted] if isinstance(wanted, list) else [str(wanted)]
+        if key not in row or row[key] not in values:
+            return False
+    return True
+
+
+def not_given(table: str) -> str:
+    return f"{table} is not among the tables given (not built in this profile, or left out)"
+
+
+class Missing(Exception):
+    """A cell a claim needs is not in this profile's tables: the part is not measurable."""
+
+
+@dataclass
+class Term:
+    """One side of a comparison: a cell, or the difference of two (a gain). Values are in the table's unit."""
+    label: str
+    value: float | None
+    paper: float | None
+    samples: dict[str, float] | None   # key (query, step) -> value; None when the cell has no per-item values
+    sources: tuple = ()
+    pairing: str = "queries"
+
+
+def pick(cells: dict[str, list[dict]], table: str, selector: dict, column: str) -> dict:
+    if table not in cells:
+        raise Missing(not_given(table))
+    found = [c for c in cells[table] if c["column"] == column and matches(c["row"], selector)]
+    if not found:
+        shown = ", ".join(f"{k}={v}" for k, v in selector.items())
+        raise Missing(f"no {column} of {shown} in {table}")
+    if len(found) > 1:
+        raise StageError(table, f"the selector {selector} matches {len(found)} rows for {column}; narrow it")
+    return found[0]
+
+
+def cell_term(cells, table: str, selector: dict, column: str) -> Term:
+    found = pick(cells, table, selector, column)
+    source = found.get("samples")
+    pairing = {"steps": "steps", None: "none"}.get(source and source["kind"], "queries")
+    label = "/".join(f"{v}" for v in selector.values()) or table
+    return Term(label=label, value=found["value"], paper=found.get("paper"),
+                samples=samples_of(source) if source else None, pairing=pairing,
+                # what the value rests on: its per-item values, or the cell itself where it has none
+                sources=(repr(source) if source else repr((table, sorted(found["row"].items()), column)),))
+
+
+def difference(a: Term, b: Term, label: str | None = None) -> Term:
+    """a - b, item by item (their common items)."""
+    samples = None
+    if a.samples is not None and b.samples is not None:
+        common = [k for k in a.samples if k in b.samples]
+        samples = {k: a.samples[k] - b.samples[k] for k in common}
+    return Term(label=label or f"({a.label} - {b.label})", value=minus(a.value, b.value),
+                paper=minus(a.paper, b.paper), samples=samples, sources=a.sources + ("-",) + b.sources,
+                pairing=a.pairing)
+
+
+def minus(a, b):
+    return None if a is None or b is None else a - b

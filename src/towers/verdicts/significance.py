@@ -1,0 +1,127 @@
+"""The statistics of a claim's comparison: a difference of per-item values tested paired (over common queries
+or steps) or unpaired, Holm's correction over a paper's parts, and the verdict a part and a claim get. The paired
+test (`paired_p`) is the one QuadrupletBERT's tables report too (reports.quadrupletbert)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .cells import Term, minus
+
+
+def paired_p(differences: np.ndarray, test: str) -> float:
+    """Two-sided p-value of a paired test of per-item differences (a - b, item by item) against zero: Wilcoxon's
+    signed-rank test (zero differences dropped) or the paired t test. Its callers decide the degenerate cases
+    (no difference at all, one difference everywhere) before they call it."""
+    from scipy import stats
+
+    if test == "wilcoxon":
+        return float(stats.wilcoxon(differences, zero_method="wilcox").pvalue)
+    if test == "ttest":
+        return float(stats.ttest_1samp(differences, 0.0).pvalue)
+    raise ValueError(f"unknown test {test!r}")
+
+
+@dataclass
+class Test:
+    """A difference's test: the claimed direction is 'higher minus lower (minus a shift) is above zero'."""
+    name: str
+    n: int
+    pairing: str
+    effect: float | None           # mean difference, in the table's unit (before the shift)
+    effect_size: float | None
+    effect_size_name: str
+    p: float | None
+
+
+def test_difference(higher: Term, lower: Term, shift: float, test: str) -> Test:
+    """Is higher - lower - shift above zero? Paired over common items (queries, steps); unpaired when the two
+    sides share none (different test sets); no test when a side has no per-item values."""
+    from scipy import stats
+
+    if higher.samples is None or lower.samples is None:
+        return Test("none (no per-item values)", 0, "none", minus(higher.value, lower.value), None, "", None)
+    common = [k for k in higher.samples if k in lower.samples]
+    if common:
+        d = np.array([higher.samples[k] - lower.samples[k] for k in common])
+        shifted = d - shift
+        if len(d) < 2 or np.allclose(shifted, 0):
+            return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), 0.0, _paired_size(test), 1.0)
+        if np.allclose(shifted, shifted[0]):   # the same difference everywhere: no doubt about its sign
+            return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), float(np.sign(shifted[0])),
+                        _paired_size(test), 0.0)
+        p = paired_p(shifted, test)
+        if test == "wilcoxon":
+            size = rank_biserial(shifted)
+        else:
+            size = float(shifted.mean() / shifted.std(ddof=1)) if shifted.std(ddof=1) > 0 else 0.0
+        return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), size, _paired_size(test), p)
+    a = np.array(list(higher.samples.values())) - shift
+    b = np.array(list(lower.samples.values()))
+    effect = float(a.mean() + shift - b.mean()) if len(a) and len(b) else None
+    if len(a) < 2 or len(b) < 2:   # nothing to test: never significant
+        return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, None, "", 1.0)
+    if np.allclose(np.concatenate([a, b]), a[0]):
+        return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, 0.0, "", 1.0)
+    if test == "wilcoxon":
+        result = stats.mannwhitneyu(a, b, alternative="two-sided")
+        size, size_name = float(2 * result.statistic / (len(a) * len(b)) - 1), "rank-biserial r"
+    else:
+        result = stats.ttest_ind(a, b, equal_var=False)
+        pooled = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
+        size, size_name = (float((a.mean() - b.mean()) / pooled) if pooled > 0 else 0.0), "Cohen's d"
+    return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, size, size_name, float(result.pvalue))
+
+
+def _paired_name(test: str) -> str:
+    return {"wilcoxon": "Wilcoxon signed-rank, two-sided", "ttest": "paired t, two-sided"}[test]
+
+
+def _paired_size(test: str) -> str:
+    return {"wilcoxon": "rank-biserial r", "ttest": "Cohen's d_z"}[test]
+
+
+def _unpaired_name(test: str) -> str:
+    return {"wilcoxon": "Mann-Whitney U, two-sided", "ttest": "Welch t, two-sided"}[test]
+
+
+def rank_biserial(d: np.ndarray) -> float:
+    """Matched-pairs rank-biserial correlation of non-zero differences: (R+ - R-) / (R+ + R-)."""
+    from scipy.stats import rankdata
+
+    nonzero = d[d != 0]
+    if not len(nonzero):
+        return 0.0
+    ranks = rankdata(np.abs(nonzero))
+    return float((ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()) / ranks.sum())
+
+
+def holm(p_values: list[float]) -> list[float]:
+    """Holm-adjusted p-values (statsmodels)."""
+    from statsmodels.stats.multitest import multipletests
+
+    if not p_values:
+        return []
+    return [float(p) for p in multipletests(p_values, method="holm")[1]]
+
+
+def verdict(shifted_effect: float | None, p_adjusted: float | None, alpha: float) -> str:
+    """A part's verdict from its effect beyond the claimed bound (positive = the claimed direction)."""
+    if shifted_effect is None:
+        return "not measurable"
+    if p_adjusted is None:   # no per-item values: a deterministic comparison
+        return "holds" if shifted_effect > 0 else "contradicted"
+    if p_adjusted < alpha and shifted_effect != 0:
+        return "holds" if shifted_effect > 0 else "contradicted"
+    return "same direction, not significant" if shifted_effect > 0 else "not supported"
+
+
+def weakest(verdicts: list[str]) -> str:
+    """A claim's verdict: its weakest measurable part (not measurable only when no part is)."""
+    measured = [v for v in verdicts if v != "not measurable"]
+    if not measured:
+        return "not measurable"
+    order = ["contradicted", "not supported", "same direction, not significant", "holds"]
+    return next(v for v in order if v in measured)
