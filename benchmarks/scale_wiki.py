@@ -29,7 +29,7 @@ PAGE = re.compile(rb"  <page>\n.*?</page>\n", re.S)
 
 
 def excerpt_path() -> Path:
-    from towers.stages.data import resolve_dump
+    from towers.stages.prepare import resolve_dump
 
     return resolve_dump("gensim")
 

@@ -12,7 +12,7 @@ import pytest
 
 from towers import cli
 from towers.datasets import reqa
-from towers.stages import data as data_stages
+from towers.stages import prepare
 from towers.io import StageError, checksum_from_list
 from workflow_helpers import copy_workflow
 
@@ -148,14 +148,14 @@ def test_a_missing_or_bad_input_is_one_line_and_leaves_no_output(tmp_path, datas
 def test_gensim_names_any_file_of_the_package():
     import yaml
 
-    assert data_stages.resolve_dump("gensim").name.startswith("enwiki-latest-pages-articles1")
+    assert prepare.resolve_dump("gensim").name.startswith("enwiki-latest-pages-articles1")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())["datasets"]["enwiki-extra"]
-    path = data_stages.resolve_dump(params["dump"])
+    path = prepare.resolve_dump(params["dump"])
     assert path.name == "enwiki-table-markup.xml.bz2" and path.is_file()
     assert hashlib.sha256(path.read_bytes()).hexdigest() == params["dump_sha256"]
-    assert data_stages.resolve_dump("some/dump.xml.bz2").as_posix() == "some/dump.xml.bz2"
+    assert prepare.resolve_dump("some/dump.xml.bz2").as_posix() == "some/dump.xml.bz2"
     with pytest.raises(StageError):
-        data_stages.resolve_dump("gensim:../numpy/__init__.py")
+        prepare.resolve_dump("gensim:../numpy/__init__.py")
 
 
 # --- the download check against a published sha1 list -------------------------------------------

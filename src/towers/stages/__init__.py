@@ -1,5 +1,6 @@
-"""The stages behind `python -m towers <stage>`, one module a family (data, training, search,
-tables); a stage registers itself with @stage when its module is imported."""
+"""The stages behind `python -m towers <stage>`, one module a family (prepare: downloads, Wikipedia, question
+sets and pairs; prepare_passages: passage collections; train; search; tables: evaluation, tables, verdicts, the
+report); a stage registers itself with @stage when its module is imported."""
 from __future__ import annotations
 
 STAGES = {}
@@ -30,6 +31,6 @@ def main_output(name: str, args) -> str | None:
 
 def load_all() -> dict:
     """Every stage, by name (importing the families registers them)."""
-    from . import data, training, search, tables  # noqa: F401  (in the order of the DAG)
+    from . import prepare, prepare_passages, train, search, tables  # noqa: F401  (in the order of the DAG)
 
     return STAGES

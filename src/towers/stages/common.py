@@ -67,3 +67,8 @@ def require_texts(found: dict, wanted, source, candidates_path) -> None:
     missing = sorted(set(wanted) - set(found))
     if missing:
         raise StageError(source, f"{len(missing)} of its documents are not in {candidates_path} (first: {missing[0]})")
+
+
+def verification(path, algorithm: str | None) -> dict:
+    """What a stage's meta file records of an input's integrity: checked against a given digest, or not."""
+    return {str(path): f"{algorithm} verified" if algorithm else "not verified (no checksum given)"}
