@@ -161,3 +161,15 @@ def test_a_wrong_count_fails(check, cell, wrong):
 
 def test_a_stray_number_fails():
     assert numbers(text() + "\nBM25 reaches 0.88 here, `0.9` in code.\n") == ["0.88"]
+
+
+def test_the_layout_matches_the_tree():
+    """Every src/towers package is in "Where things live", and every path it names exists."""
+    layout = text().split("## Where things live", 1)[1].split("```", 2)[1]
+    named = set(re.findall(r"^(src/towers/\S*)", layout, re.M))
+    packages = {f"src/towers/{p.name}/" for p in (ROOT / "src/towers").iterdir() if (p / "__init__.py").is_file()}
+    assert packages <= named, sorted(packages - named)
+    for line in layout.strip().splitlines():
+        for path in re.split(r",\s*", line[:38].strip()):
+            if "*" not in path:
+                assert (ROOT / path).exists(), path
