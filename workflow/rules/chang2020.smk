@@ -6,7 +6,7 @@ rule chang2020_table1:
     input:
         profile=PROFILE_INPUT,
         stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
-        paper="data/papers/chang2020_table1.csv",
+        paper=paper_values("chang2020", "table1"),
     output:
         csv="results/chang2020/table1.csv",
         json="results/chang2020/table1.json",
@@ -26,7 +26,7 @@ rule chang2020_table2:
     input:
         profile=PROFILE_INPUT,
         stats=[collection(d["name"], "table2-stats.json") for d in config["chang2020"]["table2"]["datasets"]],
-        paper="data/papers/chang2020_table2.csv",
+        paper=paper_values("chang2020", "table2"),
     output:
         csv="results/chang2020/table2.csv",
         json="results/chang2020/table2.json",
@@ -92,7 +92,7 @@ rule chang2020_table3:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in chang_rows("table3")],
-        paper="data/papers/chang2020.csv",
+        paper=paper_values("chang2020", "table3"),
     output:
         csv="results/chang2020/{table}.csv",
         json="results/chang2020/{table}.json",
@@ -112,7 +112,7 @@ use rule chang2020_table3 as chang2020_table4 with:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in chang_rows("table4")],
-        paper="data/papers/chang2020.csv",
+        paper=paper_values("chang2020", "table4"),
     wildcard_constraints:
         table="table4",
     params:
@@ -123,7 +123,7 @@ use rule chang2020_table3 as chang2020_table6 with:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in chang_rows("table6")],
-        paper="data/papers/chang2020.csv",
+        paper=paper_values("chang2020", "table6"),
     wildcard_constraints:
         table="table6",
     params:
@@ -143,7 +143,7 @@ rule chang2020_table5:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in ablation_rows()],
-        paper="data/papers/chang2020_table5.csv",
+        paper=paper_values("chang2020", "table5"),
     output:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",

@@ -22,6 +22,11 @@ def row_flags(rows, flag="--row") -> str:
     return " ".join(f"{flag} {q(json.dumps(row))}" for row in rows)
 
 
+def paper_values(paper, table):
+    """The published values a paper's table sits beside (data/papers/papers.yaml: the table's own, else the paper's)."""
+    return paper_list.values_of(PAPERS[paper], table)
+
+
 def paper_table(stage: str, rows: str = "{params.rows}", before_note: str = "", table: bool = True) -> str:
     """The shell of a paper's table rule: its stage with the paper's values (input.paper), the profile and the
     note (params), the table's own flags; CSV and JSON out (output.csv, output.json), the log kept."""

@@ -171,7 +171,7 @@ rule ltre_table:
     input:
         profile=PROFILE_INPUT,
         files=lambda w: lt_files(w.table),
-        paper="data/papers/ltre.csv",
+        paper=lambda w: paper_values("ltre", w.table),
     output:
         csv="results/ltre/{table}.csv",
         json="results/ltre/{table}.json",
@@ -213,5 +213,3 @@ rule ltre_figure3:
         "{TOWERS} ltre-figure {params.runs} --probe-depth {params.probe} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
 
-
-LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]

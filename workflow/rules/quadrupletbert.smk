@@ -46,7 +46,7 @@ rule quadrupletbert_table1:
     input:
         profile=PROFILE_INPUT,
         evals=[e for r in qb_table1_rows() for e in r["evals"]],
-        paper="data/papers/quadrupletbert.csv",
+        paper=paper_values("quadrupletbert", "table1"),
     output:
         csv="results/{table}.csv",
         json="results/{table}.json",
@@ -66,7 +66,7 @@ use rule quadrupletbert_table1 as quadrupletbert_table2 with:
     input:
         profile=PROFILE_INPUT,
         evals=[e for r in qb_table2_rows() for e in r["evals"]],
-        paper="data/papers/quadrupletbert.csv",
+        paper=paper_values("quadrupletbert", "table2"),
     wildcard_constraints:
         table="table2",
     params:

@@ -243,7 +243,7 @@ rule repbert_table:
     input:
         profile=PROFILE_INPUT,
         files=lambda w: rb_table_files(w.table),
-        paper="data/papers/repbert.csv",
+        paper=lambda w: paper_values("repbert", w.table),
     output:
         csv="results/repbert/{table}.csv",
         json="results/repbert/{table}.json",
@@ -306,6 +306,3 @@ rule repbert_figure2:
         "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
 
-
-REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
-                  [f"results/repbert/figure{n}.png" for n in (1, 2)]

@@ -288,8 +288,10 @@ def ltre_figure(a):
                    "cells": report.figure3_cells(frame, runs, a.probe_depth)}
 
 
-@stage("report", arg("--table", action="append", default=[], help="a results CSV (repeatable)"),
-       arg("--figure", action="append", default=[], help="a results PNG (repeatable)"),
+@stage("report", arg("--paper", action="append", default=[], help="a paper, in the page's order: "
+                     + rows_help("id", "title", "tables", "figures (lists of paths)")),
+       arg("--table", action="append", default=[], help="a results CSV of no paper (repeatable)"),
+       arg("--figure", action="append", default=[], help="a results PNG of no paper (repeatable)"),
        arg("--claims", required=True, help="results/claims.csv"), arg("--check", default="", help="results/check.csv"),
        arg("--rulegraph", required=True, help="`snakemake --rulegraph` output (Graphviz dot text)"),
        arg("--dag-png", required=True), arg("--title", required=True), arg("--profile", required=True),
@@ -298,14 +300,20 @@ def report(a):
     """One page: the claims' verdicts, every table laid out like the paper's, figures, the rule graph, versions."""
     from ..reports import page as html_report
 
+    papers = parse_rows(a.paper, ["id", "title", "tables", "figures"], may_be_empty=["figures"],
+                        lists=["tables", "figures"], flag="--paper")
+    for paper in papers:
+        paper["tables"] = [require_file(t) for t in paper["tables"]]
+        paper["figures"] = [require_file(f) for f in paper["figures"]]
     tables, figures = [require_file(t) for t in a.table], [require_file(f) for f in a.figure]
     dot = require_file(a.rulegraph).read_text()
     if not html_report.parse_rulegraph(dot)[0]:
         raise StageError(a.rulegraph, "no rules in it (expected `snakemake --rulegraph` output)")
     drawn_by = html_report.draw_rulegraph(dot, Path(a.dag_png))
-    html_report.write(tables, figures, require_file(a.claims), Path(a.check) if a.check else None, Path(a.dag_png),
-                      drawn_by, Path(a.out), a.title, a.profile, a.note)
-    return a.out, {"tables": len(tables), "figures": len(figures), "rule graph": drawn_by}
+    html_report.write(papers, tables, figures, require_file(a.claims), Path(a.check) if a.check else None,
+                      Path(a.dag_png), drawn_by, Path(a.out), a.title, a.profile, a.note)
+    return a.out, {"papers": len(papers), "tables": len(tables) + sum(len(p["tables"]) for p in papers),
+                   "figures": len(figures) + sum(len(p["figures"]) for p in papers), "rule graph": drawn_by}
 
 
 def named_tables(specs: list[str]) -> dict[str, Path]:
