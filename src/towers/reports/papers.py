@@ -1,9 +1,9 @@
 """The papers the workflow reproduces, as data/papers/papers.yaml declares them (workflow/schemas/papers.schema.yaml).
 
-The Snakefile (rule files, targets), verdicts.smk, the report rule, the tests and the benchmarks read them
-here; a stage never does: its rule passes what it needs. A problem is one line naming the file, the key and
-what is wrong, e.g. `data/papers/papers.yaml: papers[3].tables[3].path: results/repbert/table1.csv is a target
-of repbert already`."""
+The Snakefile (rule files, targets), verdicts.smk, the report rule, the tests, the benchmarks and dvc.yaml's
+generator read them here; a stage never does: its rule passes what it needs. A problem is one line naming the
+file, the key and what is wrong, e.g. `data/papers/papers.yaml: papers[3].tables[3].path: results/repbert/table1.csv
+is a target of repbert already`."""
 from __future__ import annotations
 
 from pathlib import Path
