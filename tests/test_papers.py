@@ -58,7 +58,7 @@ def shared_target(tree):
 
 @pytest.mark.parametrize("edit, expected", [
     (lambda t: None, None),
-    (twice, "data/papers/papers.yaml: papers[4].id: 'chang2020' is declared twice"),
+    (twice, f"data/papers/papers.yaml: papers[{len(DECLARED)}].id: 'chang2020' is declared twice"),
     (shared_target, "data/papers/papers.yaml: papers[3].tables[3].path: results/repbert/table1.csv is a target of "
                     "repbert already"),
     (lambda t: t["papers"][1].update(rules="workflow/rules/nope.smk"),
