@@ -1,9 +1,8 @@
 """Stages that measure and report: evaluation, paper tables and figures, the HTML report."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 from ..io import StageError, atomic_path, read_json, read_qrels, read_queries, read_run, require_file, write_json
 from ..params_check import bounded
