@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce test test-fast test-extended test-reference expected dry-run-paper bench metrics-diff cache-push cache-pull clean
+.PHONY: setup reproduce test test-fast test-extended test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,11 @@ dry-run-paper: setup
 BASE ?= main
 metrics-diff: setup
 	$(PY) -m towers.ci metrics-diff --base $(BASE) --cores $(CORES)
+
+# dvc.yaml is written from data/papers/papers.yaml (one stage per paper table, one for its figures): run this
+# after adding a paper or a target there (tests/test_ci_reuse.py fails while the two disagree)
+dvc-yaml: setup
+	$(PY) -m towers.ci dvc-yaml
 
 # Share artifacts/ (encoders, models, embeddings, indexes) with their Snakemake provenance through a DVC remote:
 # the environment's DVC_REMOTE_URL if set, else the default one (`dvc remote add -d NAME URL` first); push, then commit

@@ -10,7 +10,8 @@ import time
 import yaml
 from snakemake.utils import min_version
 
-from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml
+from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml, source_of
+from towers.reports import papers as paper_list
 
 min_version("9.0")
 
@@ -20,8 +21,14 @@ except ParamsError as err:
     sys.exit(f"error: {err}")
 configfile: "params.yaml"
 try:   # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
-    check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"),
-                 load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config)))
+    _sources = load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config))
+    check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"), _sources)
+    # the papers, declared once (data/papers/papers.yaml): rule files, targets, published values, claims
+    PAPERS = paper_list.load()
+    for _paper in config["claims"]["papers"]:   # the profile picks which declared papers' claims it tests
+        if _paper not in PAPERS:
+            raise ParamsError(f"{source_of(['claims', 'papers'], _sources)}: claims.papers: {_paper!r} is not a "
+                              f"paper of {paper_list.PAPERS_FILE} ({', '.join(PAPERS)})")
 except ParamsError as err:
     sys.exit(f"error: {err}")
 
@@ -112,15 +119,12 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/zeroshot.smk"
-include: "workflow/rules/chang2020.smk"
-include: "workflow/rules/quadrupletbert.smk"
-include: "workflow/rules/repbert.smk"
-include: "workflow/rules/ltre.smk"
+for _paper in PAPERS.values():   # each paper's rule file, in papers.yaml's order
+    include: _paper["rules"]
 
 
-PAPER_TABLES = [*expand("results/chang2020/table{n}.csv", n=range(1, 7)), "results/table1.csv", "results/table2.csv",
-                *[t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".csv")]]
-PAPER_FIGURES = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
+PAPER_TABLES = paper_list.tables(PAPERS)
+PAPER_FIGURES = paper_list.figures(PAPERS)
 
 include: "workflow/rules/verdicts.smk"
 
@@ -159,8 +163,10 @@ rule report:
         configfiles=" ".join(q(c) for c in workflow.overwrite_configfiles),
         note=config["profile_note"],
         profile=config["profile"],
-        tables=lambda w, input: " ".join(f"--table {t}" for t in input.tables),
-        figures=lambda w, input: " ".join(f"--figure {f}" for f in input.figures),
+        title=f"Dense retrieval: {paper_list.in_words(len(PAPERS))} papers reproduced",
+        papers=row_flags(({"id": p["id"], "title": p["title"], "tables": [t["path"] for t in p["tables"]],
+                           "figures": [f["path"] for f in p["figures"]]} for p in PAPERS.values()), "--paper"),
+        tables=" ".join(f"--table {q(t)}" for t in ZEROSHOT_TABLES),   # the tables of no paper
     conda:
         CPU_ENV
     log:
@@ -168,7 +174,7 @@ rule report:
     shell:
         "{PY} -m snakemake all --rulegraph --nolock --quiet all"   # target `all`; --quiet all: the graph only
         + (" --configfile {params.configfiles}" if workflow.overwrite_configfiles else "")
-        + " > {output.rulegraph} 2> {log} && {TOWERS} report {params.tables} {params.figures}"
+        + " > {output.rulegraph} 2> {log} && {TOWERS} report {params.papers} {params.tables}"
         " --claims {input.claims} --check {input.check} --rulegraph {output.rulegraph} --dag-png {output.dag}"
-        " --title 'Dense retrieval: four papers reproduced' --profile {params.profile} --note {params.note:q}"
+        " --title {params.title:q} --profile {params.profile} --note {params.note:q}"
         " --out {output.html} 2>&1 | tee -a {log}"

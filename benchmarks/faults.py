@@ -272,6 +272,12 @@ def cut(path: Path, fraction: float = 0.5) -> None:
     path.write_bytes(data[:int(len(data) * fraction)])
 
 
+def chang_row(evaluation, **fields) -> str:
+    """A --row of Chang et al.'s Table 3 (the table stage's JSON object); a field given as None is left out."""
+    row = {"split": "50-50", "encoder": "BM-25", "pretraining": "No Pretraining", "eval": str(evaluation), **fields}
+    return json.dumps({k: v for k, v in row.items() if v is not None})
+
+
 def lines_of(path: Path) -> list[str]:
     return path.read_text().splitlines()
 
@@ -498,7 +504,7 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
     f = folder("tables")
     spoilt = f / "eval.json"
     spoilt.write_text('{"metrics": ')
-    rows = ["--row", f"50-50|BM-25|No Pretraining|{spoilt}"]
+    rows = ["--row", chang_row(spoilt)]
     table = ["table", "--table", "table3", "--paper", ws.root / "data/papers/chang2020.csv", "--profile", "tiny",
              "--dataset", "enwiki-mini", "--note", "n", "--metrics", "R@1"]
     case("evaluation JSON cut short", [*table, *rows, "--csv", f / "t.csv", "--json", f / "t.json"], spoilt,
@@ -506,9 +512,9 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
     good = art / "eval/bm25/50-50/lucene.json"
     case("paper values file missing", ["table", "--table", "table3", "--paper", f / "nope.csv", "--profile", "tiny",
                                        "--dataset", "enwiki-mini", "--note", "n", "--metrics", "R@1", "--row",
-                                       f"50-50|BM-25|No Pretraining|{good}", "--csv", f / "u.csv", "--json", f / "u.json"],
+                                       chang_row(good), "--csv", f / "u.csv", "--json", f / "u.json"],
          f / "nope.csv", [f / "u.csv", f / "u.json"])
-    case("a table row with a field missing", [*table, "--row", f"BM-25|No Pretraining|{good}", "--csv", f / "v.csv",
+    case("a table row with a field missing", [*table, "--row", chang_row(good, split=None), "--csv", f / "v.csv",
                                               "--json", f / "v.json"], "--row", [f / "v.csv", f / "v.json"])
 
     # passage collections: passages-msmarco on a copy of the tiny MS MARCO folder
@@ -1042,7 +1048,7 @@ def edge_cases(ws: Workspace, tmp: Path) -> list[dict]:
         good = art / "eval/bm25/50-50/lucene.json"
         table = ws.stage("table", "--table", "table3", "--paper", ws.root / "data/papers/chang2020.csv", "--profile",
                          "tiny", "--dataset", "enwiki-mini", "--note", "n", "--metrics", "R@1", "--row",
-                         f"50-50|BM-25|No Pretraining|{good}", "--csv", mount / "t.csv", "--json", mount / "t.json")
+                         chang_row(good), "--csv", mount / "t.csv", "--json", mount / "t.json")
         record("fault", names[0], *classify_failure(table, [str(mount / "t.csv"), str(mount / "t.json")], [mount / "t.csv"]))
         split = art / "splits/50-50"
         model = ws.stage("finetune", "--encoder", art / "encoders/random-l1", "--candidates", art / "collection/candidates.jsonl",

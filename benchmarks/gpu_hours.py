@@ -74,7 +74,7 @@ def _job_work(rule: str, command: str, lengths: dict[str, int]) -> tuple[float, 
     if rule in ("encode_candidates", "encode_shard"):
         model = re.search(r"dense/([^/]+)/", command).group(1)
         length = lengths["ltre" if model.startswith("neg-") else "repbert" if model == "repbert"
-                         else "quadrupletbert" if model.startswith(("threet-", "quadbert-")) else "chang"]
+                         else "quadrupletbert" if model.startswith(("threet-", "quadbert-")) else "chang2020"]
         share = 1 / int(flag(command, "shards", 1))
         return 0.0, forward_flops(CORPUS[dataset] * share * length, length, "base")
     if rule == "rerank" and "--scores" not in command:

@@ -72,8 +72,10 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports.ltre import read_step_log  # noqa: E402
 from workflow_helpers import fresh_copy, job_counts  # noqa: E402
+from towers.reports import papers as paper_list  # noqa: E402
 
-CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
+PAPERS = paper_list.load(root=ROOT)   # data/papers/papers.yaml: each paper's targets
+CHANG_TABLES = paper_list.targets(PAPERS["chang2020"])
 
 
 def edit_params(workdir: Path, old: str, new: str) -> None:
@@ -144,8 +146,7 @@ def pipeline(cores: int) -> dict:
             "after_finetune_lr_change": {"change": "finetune.lr 5e-4 -> 2e-3", "jobs": job_counts(replan.stdout)}}
 
 
-REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
-    [f"results/repbert/figure{n}.png" for n in (1, 2)]
+REPBERT_TARGETS = paper_list.targets(PAPERS["repbert"])
 
 
 def repbert(cores: int) -> dict:
@@ -158,7 +159,7 @@ def repbert(cores: int) -> dict:
             "repbert_over_bm25_ms_ratio": round(latency["repbert"]["ms_per_query"] / latency["bm25"]["ms_per_query"], 2)}
 
 
-LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]
+LTRE_TARGETS = paper_list.targets(PAPERS["ltre"])
 
 
 def step_log(path: Path) -> dict:
@@ -194,8 +195,14 @@ def plan(repeats: int = 3) -> dict:
             "note": f"median of {repeats} dry runs each, fresh copy (no artifacts: every job planned)"}
 
 
-PAPER_TABLES = [*CHANG_TABLES, "results/table1.csv", "results/table2.csv",
-                *[f"results/repbert/table{n}.csv" for n in range(1, 5)], *[f"results/ltre/table{n}.csv" for n in (1, 3, 4)]]
+PAPER_TABLES = paper_list.tables(PAPERS)
+
+
+def params_value(config: dict, key: str):
+    """A dotted key's value (papers.yaml's doc_length: 'quadrupletbert.towers.doc_length')."""
+    for part in key.split("."):
+        config = config[part]
+    return config
 
 
 def gpu_hours() -> dict:
@@ -205,8 +212,7 @@ def gpu_hours() -> dict:
 
     rates = estimate.measure_cpu()
     paper = {**yaml.safe_load((ROOT / "params.yaml").read_text()), **yaml.safe_load((ROOT / "config/paper.yaml").read_text())}
-    lengths = {"chang": paper["two_tower"]["doc_length"], "quadrupletbert": paper["quadrupletbert"]["towers"]["doc_length"],
-               "repbert": paper["repbert"]["towers"]["doc_length"], "ltre": paper["ltre"]["towers"]["doc_length"]}
+    lengths = {p["id"]: params_value(paper, p["doc_length"]) for p in PAPERS.values() if "doc_length" in p}
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
         fresh_copy(tmp)
         tables = estimate.estimate(Path(tmp), PAPER_TABLES, lengths, rates)
@@ -215,20 +221,22 @@ def gpu_hours() -> dict:
             "cpu_flops_unit": "GFLOP/s, 2 threads", "doc_lengths": lengths, "tables": tables}
 
 
+QUADRUPLET_TABLES = paper_list.targets(PAPERS["quadrupletbert"])
+
+
 def quadrupletbert(cores: int) -> dict:
     out = {"goal_seconds": {"table1": 1200, "table2": 2400}}
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
         fresh_copy(tmp)
-        for table in ("table1", "table2"):
-            target = f"results/{table}.csv"
+        for target in QUADRUPLET_TABLES:
+            table = Path(target).stem
             _, plan = timed([sys.executable, "-m", "snakemake", target, "--cores", str(cores), "-n"], tmp)
             seconds, _ = timed([sys.executable, "-m", "snakemake", target, "--cores", str(cores)], tmp)
             out[table] = {"seconds": round(seconds, 1), "jobs": job_counts(plan.stdout)}
             for suffix in (".csv", ".json"):   # kept: the committed tables can be compared with them
-                shutil.copy(Path(tmp) / f"results/{table}{suffix}", ROOT / f"benchmarks/out/{table}{suffix}")
+                shutil.copy(Path(tmp) / Path(target).with_suffix(suffix), ROOT / f"benchmarks/out/{table}{suffix}")
         edit_params(Path(tmp), "margins: [0, 0.1, 0.2, 1, 1.5, 2]", "margins: [0, 0.1, 0.2, 1, 1.5, 2, 3]")
-        _, plan = timed([sys.executable, "-m", "snakemake", "results/table1.csv", "results/table2.csv",
-                         "--cores", str(cores), "-n"], tmp)
+        _, plan = timed([sys.executable, "-m", "snakemake", *QUADRUPLET_TABLES, "--cores", str(cores), "-n"], tmp)
         out["margin_list_change"] = {"change": "margins + [3]", "jobs": job_counts(plan.stdout)}
     return out
 

@@ -145,13 +145,17 @@ def test_table_stage_end_to_end(tmp_path):
     stats.write_text(json.dumps({"queries": 2, "candidates": 3, "tuples": 2, "avg_query_tokens": 3.0,
                                  "avg_doc_tokens": 15.67}))
     csv, twin = tmp_path / "table2.csv", tmp_path / "table2.json"
+
+    def spec(dataset, paper):   # a --row: a JSON object of the stage's fields
+        return json.dumps({"dataset": dataset, "paper_dataset": paper, "stats": str(stats)})
+
     done = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
-                     f"enwiki-mini|squad|{stats}", "--row", f"enwiki-mini|nq|{stats}", "--csv", csv, "--json", twin)
+                     spec("enwiki-mini", "squad"), "--row", spec("enwiki-mini", "nq"), "--csv", csv, "--json", twin)
     assert done.returncode == 0, done.stderr
     table = pd.read_csv(csv)
     assert list(table["queries paper"]) == [97888, 74097] and list(table["queries"]) == [2, 2]
     assert all(isinstance(v, (int, float)) for row in read_json(twin)["rows"].values() for v in row.values())
     bad = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
-                    f"enwiki-mini|triviaqa|{stats}", "--csv", tmp_path / "bad.csv", "--json", tmp_path / "bad.json")
+                    spec("enwiki-mini", "triviaqa"), "--csv", tmp_path / "bad.csv", "--json", tmp_path / "bad.json")
     assert bad.returncode == 1 and "chang2020_table2.csv: no values for dataset 'triviaqa'" in bad.stderr
     assert not (tmp_path / "bad.csv").exists()

@@ -124,6 +124,19 @@ def test_metrics_diff_builds_every_table_stage_of_dvc_yaml():
     assert {"results/ltre/table1.csv", "results/ltre/table1.json"} <= set(stages["ltre@table1"])
 
 
+def test_dvc_yaml_is_the_one_papers_yaml_makes():
+    """dvc.yaml is generated (`make dvc-yaml`): a stage for each paper's tables and figures of data/papers/papers.yaml,
+    with the stage names DVC has always listed."""
+    from towers.ci import write_dvc_yaml
+    from towers.reports import papers
+
+    assert write_dvc_yaml(ROOT, check=True), "dvc.yaml is not what data/papers/papers.yaml makes: run `make dvc-yaml`"
+    outputs = {path for paths in snakemake_stages(ROOT).values() for path in paths}
+    declared = papers.load(root=ROOT)
+    assert set(papers.tables(declared)) | {f["csv"] for p in declared.values() for f in p["figures"]} <= outputs
+    assert {"chang2020@table1", "quadrupletbert_table1", "repbert_figures", "ltre_figure3"} <= set(snakemake_stages(ROOT))
+
+
 # --- two clones, one cache, the tiny profile -------------------------------------------------------------------------
 
 LTRE_OUTPUT = re.compile(r"(^|/)(ltre[-/]|results/ltre/)|^results/(claims|check)\.")

@@ -55,9 +55,13 @@ def table_key(first_cell: str) -> str:
 
 
 def tables_of(key: str, tables: pd.Series) -> pd.Series:
-    """check.csv's tables of a row: a paper's results folder (QuadrupletBERT's tables lie at results/ top level)."""
-    if key == "quadrupletbert":
-        return tables[~tables.str.contains("/")]
+    """check.csv's tables of a row: a paper's tables and figures as data/papers/papers.yaml declares them, else
+    (the zero-shot reference) those under results/<key>/."""
+    from towers.reports import papers
+
+    declared = papers.load(root=ROOT)
+    if key in declared:
+        return tables[tables.isin([t["name"] for kind in ("tables", "figures") for t in declared[key][kind]])]
     return tables[tables.str.startswith(key + "/")]
 
 

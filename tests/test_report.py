@@ -53,3 +53,17 @@ def test_the_rule_graph_is_drawn_either_way(tmp_path, monkeypatch):
     monkeypatch.setattr(report.shutil, "which", lambda name: None)
     assert report.draw_rulegraph(dot, tmp_path / "a.png").startswith("networkx")
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_each_paper_counts_the_cells_of_the_tables_it_declares():
+    """Which tables are a paper's comes from the report rule (data/papers/papers.yaml), not from their names: a
+    paper's table at results/ top level counts as its own, and a table of no paper counts for none."""
+    papers = [{"id": "p", "title": "Paper P", "tables": ["results/p/table1.csv"], "figures": ["results/p/figure1.png"]},
+              {"id": "q", "title": "Paper Q", "tables": ["results/table1.csv"], "figures": []}]
+    assert report.owners(papers) == {"p/table1": "p", "p/figure1": "p", "table1": "q"}
+    claims = pd.DataFrame([{"paper": "q", "claim": "q-1", "claim verdict": "holds"}])
+    check = pd.DataFrame({"table": ["table1", "table1", "p/figure1", "zeroshot/x"], "status": ["OK", "FAIL", "OK", "OK"]})
+    block = report.summary_block(claims, check, papers)
+    rows = block.split("<tr>")[2:]
+    assert "Paper P" in rows[0] and rows[0].endswith("<td>1 OK</td></tr>")
+    assert "Paper Q" in rows[1] and "<td>1 OK, 1 FAIL</td>" in rows[1] and "<td class='n'>1</td>" in rows[1]

@@ -140,11 +140,27 @@ def test_train_margin_with_corrupt_mined_lists(tmp_path):
     assert not out.exists() and not list(tmp_path.glob(".model*"))
 
 
-def test_seeded_table_with_a_malformed_row(tmp_path):
+def seeded_row(**fields) -> str:
+    row = {"dataset": "mini", "paper_dataset": "squad", "split": "5-95", "model": "QuadrupletBERT", "margin": "0.1",
+           "index": "flat", "evals": ["a.json"]}
+    return json.dumps({k: v for k, v in {**row, **fields}.items() if v is not None})
+
+
+@pytest.mark.parametrize("row, problem", [
+    ('mini|squad|5-95|QuadrupletBERT|0.1|flat|a.json', "is not a JSON object"),
+    (seeded_row(index=None), "lacks index"),
+    (seeded_row(seed="13"), "has no field 'seed'"),
+    (seeded_row(split=""), "field 'split' must be a non-empty string"),
+    (seeded_row(margin=0.1), "field 'margin' must be a string"),
+    (seeded_row(evals="a.json"), "field 'evals' must be a non-empty list of non-empty strings"),
+    (seeded_row(evals=[]), "field 'evals' must be a non-empty list of non-empty strings"),
+])
+def test_seeded_table_with_a_malformed_row(tmp_path, row, problem):
     result = run_stage("seeded-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv", "--profile", "x",
-                       "--note", "n", "--metrics", "R@1", "--row", "mini|squad|5-95|QuadrupletBERT|0.1|a.json",
-                       "--csv", tmp_path / "t.csv", "--json", tmp_path / "t.json")
-    assert_one_line_error(result, "--row: 'mini|squad|5-95|QuadrupletBERT|0.1|a.json' needs 7 non-empty '|'-separated fields: dataset|paper_dataset|split|model|margin|index|evals")
+                       "--note", "n", "--metrics", "R@1", "--row", row, "--csv", tmp_path / "t.csv",
+                       "--json", tmp_path / "t.json")
+    assert_one_line_error(result, f"--row: {row} {problem} (a row is a JSON object of dataset, paper_dataset, split, "
+                                  "model, margin, index, evals)")
     assert list(tmp_path.iterdir()) == []
 
 

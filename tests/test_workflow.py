@@ -1,5 +1,6 @@
 """The DAG through snakemake: a tiny end-to-end run, caching, bad params, and the paper profile's plan."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,9 @@ from workflow_helpers import copy_workflow as copy_workflow_files, job_counts
 
 from conftest import FIXTURES
 
+from towers.reports import papers as paper_list
+from workflow_helpers import planned_jobs
+
 pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,12 +24,14 @@ CLAIMS_SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TARGET = "results/chang2020/table3.csv"
-QUADRUPLET_TABLES = ["results/table1.csv", "results/table2.csv"]
 PAIRS_TABLE = "results/chang2020/table1.csv"
-CHANG_TABLES = [f"results/chang2020/table{n}.csv" for n in range(1, 7)]
-REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
-    [f"results/repbert/figure{n}.png" for n in (1, 2)]
-LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]
+PAPERS = paper_list.load(root=ROOT)   # data/papers/papers.yaml: every paper's tables and figures
+PAPER_TARGETS = [t for paper in PAPERS.values() for t in paper_list.targets(paper)]
+PAPER_TABLES, PAPER_FIGURES = paper_list.tables(PAPERS), paper_list.figures(PAPERS)
+CHANG_TABLES = paper_list.targets(PAPERS["chang2020"])
+QUADRUPLET_TABLES = paper_list.targets(PAPERS["quadrupletbert"])
+REPBERT_TARGETS = paper_list.targets(PAPERS["repbert"])
+LTRE_TARGETS = paper_list.targets(PAPERS["ltre"])
 ZEROSHOT_TARGETS = ["results/zeroshot/enwiki-mini.csv", "results/zeroshot/beir-tiny.csv"]
 
 
@@ -41,9 +47,8 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, *ZEROSHOT_TARGETS,
-                     "results/claims.csv", "results/report.html", "check", "--cores", 2, "--configfile",
-                     "fixtures/tiny.yaml")
+    done = snakemake(work, *PAPER_TARGETS, *ZEROSHOT_TARGETS, "results/claims.csv", "results/report.html", "check",
+                     "--cores", 2, "--configfile", "fixtures/tiny.yaml")
     assert done.returncode == 0, done.stderr[-3000:]   # `check` passed: every cell as data/expected/tiny.csv has it
     return work
 
@@ -208,9 +213,7 @@ def test_ltre_change_retrains_only_the_query_towers(tiny_run):
 @pytest.mark.slow
 def test_tiny_report_holds_every_table_figure_and_the_rule_graph(tiny_run):
     page = (tiny_run / "results" / "report.html").read_text()
-    tables = CHANG_TABLES + QUADRUPLET_TABLES + [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".csv")] + \
-        ZEROSHOT_TARGETS
-    figures = [t for t in REPBERT_TARGETS + LTRE_TARGETS if t.endswith(".png")]
+    tables, figures = PAPER_TABLES + ZEROSHOT_TARGETS, PAPER_FIGURES
     names = [t[len("results/"):-len(".csv")] for t in tables]
     assert all(f"<h3>{n}</h3>" in page for n in names)
     assert all(f"<figcaption class='note'>{f[len('results/'):-len('.png')]}</figcaption>" in page for f in figures)
@@ -229,9 +232,9 @@ def test_tiny_claims_cover_every_claims_file_with_a_verdict_each(tiny_run):
     import yaml
 
     claims = pd.read_csv(tiny_run / "results/claims.csv")
-    for paper in ("chang2020", "quadrupletbert", "repbert", "ltre"):
-        listed = [c["id"] for c in yaml.safe_load((tiny_run / f"data/papers/{paper}.claims.yaml").read_text())["claims"]]
-        assert claims.loc[claims["paper"] == paper, "claim"].unique().tolist() == listed
+    for paper in PAPERS.values():
+        listed = [c["id"] for c in yaml.safe_load((tiny_run / paper["claims"]).read_text())["claims"]]
+        assert claims.loc[claims["paper"] == paper["id"], "claim"].unique().tolist() == listed
     assert set(claims["verdict"]) <= {"holds", "same direction, not significant", "not supported", "contradicted",
                                       "not measurable"}
     measured = claims[claims["verdict"] != "not measurable"]
@@ -267,18 +270,17 @@ def test_a_changed_learning_rate_fails_the_check_naming_the_cells(tiny_run, tmp_
 def test_switching_profile_reruns_the_tables_only(tiny_run, tmp_path):
     renamed = tmp_path / "renamed.yaml"
     renamed.write_text("profile: tiny-renamed\n")
-    plan = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--configfile",
-                     "fixtures/tiny.yaml", renamed, "-n")
+    plan = snakemake(tiny_run, *PAPER_TARGETS, "--configfile", "fixtures/tiny.yaml", renamed, "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
-    counts = job_counts(plan.stdout)
-    assert set(counts) == {"chang2020_table1", "chang2020_table2", "chang2020_table3",
-                           "chang2020_table4", "chang2020_table5", "chang2020_table6", "quadrupletbert_table1",
-                           "quadrupletbert_table2", "repbert_table", "repbert_figure1", "repbert_figure2",
-                           "ltre_table", "ltre_figure3"}
+    # the jobs that make every paper's tables and figures (data/papers/papers.yaml), and nothing below them
+    outputs = {path for _, block in planned_jobs(plan.stdout)
+               for path in re.search(r"^\s+output: (.*)$", block, re.M).group(1).split(", ")}
+    assert set(PAPER_TARGETS) <= outputs and all(path.startswith("results/") for path in outputs)
+    assert "repbert_table" in job_counts(plan.stdout) and "evaluate" not in job_counts(plan.stdout)
 
 
 def test_second_run_has_nothing_to_do(tiny_run):
-    again = snakemake(tiny_run, *CHANG_TABLES, *QUADRUPLET_TABLES, *REPBERT_TARGETS, *LTRE_TARGETS, "--cores", 2,
+    again = snakemake(tiny_run, *PAPER_TARGETS, "--cores", 2,
                       "--configfile", "fixtures/tiny.yaml", "-n")
     assert again.returncode == 0 and "Nothing to be done" in again.stdout + again.stderr
 
@@ -325,8 +327,7 @@ def test_every_claim_holds_on_the_papers_own_numbers(tiny_run):
     profile builds fewer rows than the paper has: 36 comparisons are decided here)."""
     cells = cells_as_the_paper(tiny_run / "results")
     assert {"chang2020/table3", "table1", "repbert/table1", "ltre/table1"} <= set(cells)
-    documents = [checker.load_claims(ROOT / f"data/papers/{p}.claims.yaml", CLAIMS_SCHEMA)
-                 for p in ("chang2020", "quadrupletbert", "repbert", "ltre")]
+    documents = [checker.load_claims(ROOT / paper["claims"], CLAIMS_SCHEMA) for paper in PAPERS.values()]
     decided = 0
     for document in documents:
         disagreeing = {c["id"] for c in document["claims"] if c.get("paper_disagrees")}

@@ -11,7 +11,10 @@ through a DVC remote (towers.cache). With `--folder` (CI: a folder its cache kee
 holds the pointer to the last pushed build (artifacts.dvc), and the DVC remote itself where neither
 `--remote-url` (CI: DVC_REMOTE_URL) nor the project's default remote names one.
 
-`keep-expected` (`make expected`): a build's expected values become the profile's committed file."""
+`keep-expected` (`make expected`): a build's expected values become the profile's committed file.
+
+`dvc-yaml` (`make dvc-yaml`): dvc.yaml written from data/papers/papers.yaml (DVC cannot read that file's lists
+itself); `--check` only says whether the committed one is that."""
 from __future__ import annotations
 
 import argparse
@@ -114,6 +117,76 @@ def keep_expected(built: Path, params: Path, overlay: Path | None) -> Path:
     return target
 
 
+DVC_HEADER = """\
+# Generated from data/papers/papers.yaml by `make dvc-yaml` (python -m towers.ci dvc-yaml): edit that file, not
+# this one (tests/test_ci_reuse.py checks that they agree).
+# Thin on purpose: Snakemake owns the DAG and its caching; DVC tracks the whole params file
+# and the tables' metrics, so `dvc params diff` / `dvc metrics diff` / `dvc exp run -S` work.
+# One stage per paper table (a paper's tables under results/<paper>/: <paper>@<table>), one for its figures;
+# each calls snakemake for its targets (shared jobs are built once).
+stages:
+"""
+DVC_DEPS = ["Snakefile", "workflow", "src/towers", "data/enwiki-mini/questions.tsv"]
+
+
+def dvc_stage(indent: str, targets: list[str], deps: list[str], outs: list[str], metrics: list[str]) -> list[str]:
+    """A stage's body (cmd, deps, the whole params.yaml, outs and metrics uncached) at `indent`."""
+    lines = [f"{indent}cmd: .venv/bin/snakemake {' '.join(targets)} --cores 2", f"{indent}deps:"]
+    lines += [f"{indent}  - {d}" for d in deps] + [f"{indent}params:", f"{indent}  - params.yaml:"]
+    for key, paths in (("outs", outs), ("metrics", metrics)):
+        if paths:
+            lines.append(f"{indent}{key}:")
+            lines += [line for path in paths for line in (f"{indent}  - {path}:", f"{indent}      cache: false")]
+    return lines
+
+
+def dvc_yaml(papers: dict[str, dict], zeroshot_datasets: list[str]) -> str:
+    """dvc.yaml's text: per paper, its tables (one `foreach` stage <paper>@<table> when they all lie under
+    results/<paper>/, else a stage <paper>_<table> each) and its figures (<paper>_<figure>, or <paper>_figures
+    for several); then the zero-shot tables and the verdicts."""
+    lines = []
+    for paper in papers.values():
+        lines.append(f"  # {paper['title']}")
+        tables, figures, pid = paper["tables"], paper["figures"], paper["id"]
+        values = list(dict.fromkeys(t["values"] for t in tables))
+        deps = DVC_DEPS + ["data/papers/papers.yaml"]
+        if tables and all(Path(t["path"]).parent == Path("results", pid) for t in tables):
+            items = [Path(t["path"]).stem for t in tables]
+            lines += [f"  {pid}:", f"    foreach: [{', '.join(items)}]", "    do:"]
+            lines += dvc_stage("      ", [f"results/{pid}/${{item}}.csv"], deps + values,
+                               [f"results/{pid}/${{item}}.csv"], [f"results/{pid}/${{item}}.json"])
+        else:
+            for table in tables:
+                lines.append(f"  {pid}_{Path(table['path']).stem}:")
+                lines += dvc_stage("    ", [table["path"]], deps + [table["values"]], [table["path"]],
+                                   [str(Path(table["path"]).with_suffix(".json"))])
+        if figures:
+            lines.append(f"  {pid}_{Path(figures[0]['path']).stem if len(figures) == 1 else 'figures'}:")
+            outs = [path for f in figures for path in (f["path"], f["csv"])]
+            lines += dvc_stage("    ", [f["path"] for f in figures], deps, outs, [])
+    lines += ["  zeroshot:                       # pretrained checkpoints evaluated as they are: zeroshot@<dataset>",
+              f"    foreach: [{', '.join(zeroshot_datasets)}]", "    do:"]
+    lines += dvc_stage("      ", ["results/zeroshot/${item}.csv"], DVC_DEPS + ["data/papers/papers.yaml"],
+                       ["results/zeroshot/${item}.csv"], ["results/zeroshot/${item}.json"])
+    lines.append("  verdicts:                       # did it reproduce: every claim's verdict, every cell against its "
+                 "expected value")
+    verdicts = ["results/claims.csv", "results/check.csv"]
+    lines += dvc_stage("    ", verdicts, DVC_DEPS[:3] + ["data/papers", "data/expected"], verdicts, ["results/claims.json"])
+    return DVC_HEADER + "\n".join(lines) + "\n"
+
+
+def write_dvc_yaml(root: Path = Path("."), check: bool = False) -> bool:
+    """dvc.yaml from data/papers/papers.yaml (and params.yaml's zeroshot.datasets); True when it was that already."""
+    from .reports import papers
+
+    text = dvc_yaml(papers.load(root=root), yaml.safe_load((root / "params.yaml").read_text())["zeroshot"]["datasets"])
+    current = (root / "dvc.yaml").read_text() if (root / "dvc.yaml").exists() else ""
+    if not check and current != text:
+        with atomic_path(root / "dvc.yaml") as tmp:
+            tmp.write_text(text)
+    return current == text
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m towers.ci", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,8 +205,20 @@ def main(argv=None) -> None:
     keep.add_argument("--built", type=Path, default=Path("results/expected-values.csv"))
     keep.add_argument("--params", type=Path, default=Path("params.yaml"))
     keep.add_argument("--configfile", type=Path, help="the overlay the build ran with, if any")
+    generate = sub.add_parser("dvc-yaml", help="write dvc.yaml from data/papers/papers.yaml")
+    generate.add_argument("--check", action="store_true", help="only say whether dvc.yaml is up to date (exit 1: not)")
     args = parser.parse_args(argv)
-    if args.command == "keep-expected":
+    if args.command == "dvc-yaml":
+        from .params_check import ParamsError
+
+        try:
+            fresh = write_dvc_yaml(check=args.check)
+        except ParamsError as err:
+            sys.exit(f"error: {err}")
+        if args.check and not fresh:
+            sys.exit("error: dvc.yaml: not what data/papers/papers.yaml makes; run `make dvc-yaml`")
+        print("dvc.yaml: up to date" if fresh else "dvc.yaml: written from data/papers/papers.yaml")
+    elif args.command == "keep-expected":
         print(f"{args.built} -> {keep_expected(args.built, args.params, args.configfile)}")
     elif args.command == "cache-pull":
         pull_build(args.folder, args.remote_url)

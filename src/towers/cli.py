@@ -55,18 +55,28 @@ DISK_FULL = re.compile(r"No space left on device|Errno 28|ENOSPC|Disk quota exce
 
 
 def path_arguments(args, skip=()) -> list[str]:
-    """Every argument value (or part of one: --row 'a|b|path', --table name=path) that names an existing file or
-    folder."""
+    """Every argument value (or part of one: a --row JSON object's strings, --table name=path) that names an
+    existing file or folder."""
     values = []
     for key, value in vars(args).items():
         if key in ("func", "stage", *skip):
             continue
         for v in value if isinstance(value, list) else [value]:
             if isinstance(v, (str, os.PathLike)) and str(v):
-                values += [str(v), *re.split(r"[|=]", str(v))]
+                values += [str(v), *row_strings(str(v)), *re.split(r"[|=]", str(v))]
     here = os.getcwd()   # never the working folder or one above it (a value such as "."): not an artifact
     return [v for v in dict.fromkeys(values) if v and os.path.exists(v)
             and not (here + os.sep).startswith(os.path.abspath(v).rstrip(os.sep) + os.sep)]
+
+
+def row_strings(value: str) -> list[str]:
+    """The strings of a JSON object argument (a table's --row: its fields, and the items of a list field)."""
+    try:
+        row = json.loads(value) if value.startswith("{") else None
+    except ValueError:
+        return []
+    items = [x for v in row.values() for x in (v if isinstance(v, list) else [v])] if isinstance(row, dict) else []
+    return [x for x in items if isinstance(x, str)]
 
 
 def _shown(path) -> str:

@@ -6,7 +6,7 @@ rule chang2020_table1:
     input:
         profile=PROFILE_INPUT,
         stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
-        paper="data/papers/chang2020_table1.csv",
+        paper=paper_values("chang2020", "table1"),
     output:
         csv="results/chang2020/table1.csv",
         json="results/chang2020/table1.json",
@@ -26,15 +26,15 @@ rule chang2020_table2:
     input:
         profile=PROFILE_INPUT,
         stats=[collection(d["name"], "table2-stats.json") for d in config["chang2020"]["table2"]["datasets"]],
-        paper="data/papers/chang2020_table2.csv",
+        paper=paper_values("chang2020", "table2"),
     output:
         csv="results/chang2020/table2.csv",
         json="results/chang2020/table2.json",
     params:
         profile=config["profile"],
         note=config["profile_note"],
-        rows=row_flags((d["name"], d["paper"], collection(d["name"], "table2-stats.json"))
-                       for d in config["chang2020"]["table2"]["datasets"]),
+        rows=row_flags({"dataset": d["name"], "paper_dataset": d["paper"],
+                        "stats": collection(d["name"], "table2-stats.json")} for d in config["chang2020"]["table2"]["datasets"]),
     log:
         "logs/tables/chang2020_table2.log",
     conda:
@@ -47,8 +47,8 @@ LABEL = {"none": "No Pretraining", "mlm": "MLM", "ict": "ICT", "bfs": "BFS", "wl
 
 
 def chang_rows(table):
-    """(split, encoder, pre-training, evaluation JSON) for Chang et al.'s Tables 3, 4 (main results)
-    and 6 (open domain: the candidates enlarged, the models of the dataset it enlarges)."""
+    """The rows (split, encoder, pretraining, eval: the evaluation JSON) of Chang et al.'s Tables 3, 4 (main
+    results) and 6 (open domain: the candidates enlarged, the models of the dataset it enlarges)."""
     t = CHANG[table]
     if table == "table6":
         encoders = [("Transformer", p) for p in t["pretraining"]]
@@ -57,17 +57,21 @@ def chang_rows(table):
                     ("Transformer", "none"), ("Transformer", "mlm"), ("Transformer", "ict+bfs+wlp")]
     rows = []
     for split in t["splits"]:
-        rows.append((split, "BM-25", LABEL["none"], eval_json(t["dataset"], "bm25", split, "lucene")))
+        rows.append(chang_row(split, "BM-25", LABEL["none"], eval_json(t["dataset"], "bm25", split, "lucene")))
         for encoder, pretraining in encoders:
             if encoder == "BoW-MLP":
                 model = chang_model("bowmlp", pretraining, CHANG["bow_mlp"]["embedding_dim"])
             else:
                 model = chang_model("transformer", pretraining, config["two_tower"]["embedding_dim"])
-            rows.append((split, encoder, LABEL[pretraining], eval_json(t["dataset"], model, split, t["index"])))
+            rows.append(chang_row(split, encoder, LABEL[pretraining], eval_json(t["dataset"], model, split, t["index"])))
         for name in t.get("checkpoints", []):   # pretrained checkpoints, evaluated as they are (zeroshot.smk)
-            rows.append((split, checkpoint_cfg(f"ckpt-{name}")["label"], CHECKPOINT_ROW,
-                         eval_json(t["dataset"], f"ckpt-{name}", split, t["index"])))
+            rows.append(chang_row(split, checkpoint_cfg(f"ckpt-{name}")["label"], CHECKPOINT_ROW,
+                                  eval_json(t["dataset"], f"ckpt-{name}", split, t["index"])))
     return rows
+
+
+def chang_row(split, encoder, pretraining, evaluation):
+    return {"split": split, "encoder": encoder, "pretraining": pretraining, "eval": evaluation}
 
 
 CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
@@ -87,8 +91,8 @@ rule chang2020_table3:
     # Table 3 (SQuAD) and Table 4 (NQ); the mini profile's one dataset stands in for both.
     input:
         profile=PROFILE_INPUT,
-        evals=[r[3] for r in chang_rows("table3")],
-        paper="data/papers/chang2020.csv",
+        evals=[r["eval"] for r in chang_rows("table3")],
+        paper=paper_values("chang2020", "table3"),
     output:
         csv="results/chang2020/{table}.csv",
         json="results/chang2020/{table}.json",
@@ -107,8 +111,8 @@ rule chang2020_table3:
 use rule chang2020_table3 as chang2020_table4 with:
     input:
         profile=PROFILE_INPUT,
-        evals=[r[3] for r in chang_rows("table4")],
-        paper="data/papers/chang2020.csv",
+        evals=[r["eval"] for r in chang_rows("table4")],
+        paper=paper_values("chang2020", "table4"),
     wildcard_constraints:
         table="table4",
     params:
@@ -118,8 +122,8 @@ use rule chang2020_table3 as chang2020_table4 with:
 use rule chang2020_table3 as chang2020_table6 with:
     input:
         profile=PROFILE_INPUT,
-        evals=[r[3] for r in chang_rows("table6")],
-        paper="data/papers/chang2020.csv",
+        evals=[r["eval"] for r in chang_rows("table6")],
+        paper=paper_values("chang2020", "table6"),
     wildcard_constraints:
         table="table6",
     params:
@@ -127,18 +131,19 @@ use rule chang2020_table3 as chang2020_table6 with:
 
 
 def ablation_rows():
-    """Table 5: (index, layers, pre-training, embedding dim, split, evaluation JSON)."""
+    """Table 5's rows: index, layers, pretraining, emb_dim, split and eval (the evaluation JSON)."""
     t = CHANG["table5"]
-    return [(str(index), str(layers), LABEL[pretraining], str(dim), split,
-             eval_json(t["dataset"], chang_model("transformer", pretraining, dim, layers), split, t["index"]))
+    return [{"index": str(index), "layers": str(layers), "pretraining": LABEL[pretraining], "emb_dim": str(dim),
+             "split": split,
+             "eval": eval_json(t["dataset"], chang_model("transformer", pretraining, dim, layers), split, t["index"])}
             for index, layers, pretraining, dim in t["rows"] for split in t["splits"]]
 
 
 rule chang2020_table5:
     input:
         profile=PROFILE_INPUT,
-        evals=[r[-1] for r in ablation_rows()],
-        paper="data/papers/chang2020_table5.csv",
+        evals=[r["eval"] for r in ablation_rows()],
+        paper=paper_values("chang2020", "table5"),
     output:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",

@@ -16,9 +16,15 @@ def flags(settings: dict) -> str:
     """{'batch_size': 32, 'shared': True} -> '--batch-size 32 --shared 1' for a stage command."""
     return " ".join(f"--{k.replace('_', '-')} {q(int(v) if isinstance(v, bool) else v)}" for k, v in settings.items())
 
-def row_flags(rows) -> str:
-    """A table stage's rows ('|'-joined fields) as --row words."""
-    return " ".join(f"--row {q('|'.join(row))}" for row in rows)
+def row_flags(rows, flag="--row") -> str:
+    """A table stage's rows ({field: value}, every value a string or, where the stage takes one, a list of them)
+    as --row words, each row a JSON object."""
+    return " ".join(f"{flag} {q(json.dumps(row))}" for row in rows)
+
+
+def paper_values(paper, table):
+    """The published values a paper's table sits beside (data/papers/papers.yaml: the table's own, else the paper's)."""
+    return paper_list.values_of(PAPERS[paper], table)
 
 
 def paper_table(stage: str, rows: str = "{params.rows}", before_note: str = "", table: bool = True) -> str:

@@ -136,40 +136,42 @@ LT_INDEXES = [i["name"] for i in LT["indexes"]]
 
 
 def lt_rows(table):
-    """The --row values of an LTRe table: label|file|file..."""
+    """The rows of an LTRe table (fields: towers.stages.tables.LTRE_ROWS): a label, then the files it reads."""
     if table == "table1":
-        rows = [("BM25", lt_eval("bm25", "lucene"), lt_graded("bm25", "lucene"))]
-        rows += [(chain, lt_eval(f"neg-{chain}"), lt_graded(f"neg-{chain}")) for chain in LT["baselines"]]
-        model = f"ltre-{LT_START}-flat"
-        return rows + [(f"ltre:{LT_START}", lt_eval(model), lt_graded(model))]
+        rows = [lt_table1_row("BM25", "bm25", "lucene")] + [lt_table1_row(c, f"neg-{c}") for c in LT["baselines"]]
+        return rows + [lt_table1_row(f"ltre:{LT_START}", f"ltre-{LT_START}-flat")]
     if table == "table3":
         # the start (BM25 Neg) trained on BM25's negatives: the paper lists the BM25 index and its quality
-        rows = [(f"start:{LT_START}", lt_eval(f"neg-{LT_START}"), lt_steps(f"neg-{LT_START}"),
-                 f"{ART}/{LT_DATA}/bm25/index", lt_eval("bm25", "lucene"))]
+        rows = [{"key": f"start:{LT_START}", "eval": lt_eval(f"neg-{LT_START}"), "steps": lt_steps(f"neg-{LT_START}"),
+                 "index": f"{ART}/{LT_DATA}/bm25/index", "before": lt_eval("bm25", "lucene")}]
         if f"{LT_START}.async" in LT["baselines"]:
             chain = f"{LT_START}.async"
-            rows.append((f"async:{chain}", lt_eval(f"neg-{chain}"), lt_steps(f"neg-{chain}"),
-                         f"{ART}/{LT_DATA}/dense/neg-{chain}/{LT_SPLIT}/index-flat.faiss", ""))
+            rows.append({"key": f"async:{chain}", "eval": lt_eval(f"neg-{chain}"), "steps": lt_steps(f"neg-{chain}"),
+                         "index": f"{ART}/{LT_DATA}/dense/neg-{chain}/{LT_SPLIT}/index-flat.faiss", "before": ""})
         for index in LT_INDEXES:
             model = f"ltre-{LT_START}-{index}"
-            rows.append((f"ltre:{index}", lt_eval(model), lt_steps(model),
-                         f"{ART}/{LT_DATA}/dense/neg-{LT_START}/{LT_SPLIT}/index-{index}.faiss",
-                         lt_eval(f"neg-{LT_START}", index)))
+            rows.append({"key": f"ltre:{index}", "eval": lt_eval(model), "steps": lt_steps(model),
+                         "index": f"{ART}/{LT_DATA}/dense/neg-{LT_START}/{LT_SPLIT}/index-{index}.faiss",
+                         "before": lt_eval(f"neg-{LT_START}", index)})
         return rows
     # table4: each training index x each evaluation index
-    return [(f"{train}|{test}", lt_eval(f"ltre-{LT_START}-{train}", test), lt_graded(f"ltre-{LT_START}-{train}", test))
-            for train in LT_INDEXES for test in LT_INDEXES]
+    return [{"train": train, "test": test, "eval": lt_eval(f"ltre-{LT_START}-{train}", test),
+             "graded": lt_graded(f"ltre-{LT_START}-{train}", test)} for train in LT_INDEXES for test in LT_INDEXES]
+
+
+def lt_table1_row(key, model, index="flat"):
+    return {"key": key, "eval": lt_eval(model, index), "graded": lt_graded(model, index)}
 
 
 def lt_files(table):
-    return [f for row in lt_rows(table) for f in row[1:] if f]
+    return [f for row in lt_rows(table) for k, f in row.items() if k not in ("key", "train", "test") and f]
 
 
 rule ltre_table:
     input:
         profile=PROFILE_INPUT,
         files=lambda w: lt_files(w.table),
-        paper="data/papers/ltre.csv",
+        paper=lambda w: paper_values("ltre", w.table),
     output:
         csv="results/ltre/{table}.csv",
         json="results/ltre/{table}.json",
@@ -200,7 +202,7 @@ rule ltre_figure3:
         csv="results/ltre/figure3.csv",
         png="results/ltre/figure3.png",
     params:
-        runs=" ".join(f"--run {q(m + '|' + p)}" for m, p in figure3_runs()),
+        runs=row_flags(({"method": m, "steps": p} for m, p in figure3_runs()), "--run"),
         probe=LT["figure3"]["probe_depth"],
         note=LT_NOTE,
     log:
@@ -211,5 +213,3 @@ rule ltre_figure3:
         "{TOWERS} ltre-figure {params.runs} --probe-depth {params.probe} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
 
-
-LTRE_TARGETS = [f"results/ltre/table{n}.csv" for n in (1, 3, 4)] + ["results/ltre/figure3.png"]

@@ -11,7 +11,8 @@ def qb_model(kind, margin, seed):
 def qb_row(dataset, split, label, margin, index):
     evals = [eval_json(dataset["name"], qb_model(label, margin, seed), split, index) for seed in QB["seeds"]]
     shown_margin = QB["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
-    return (dataset["name"], dataset["paper"], split, label, str(shown_margin), index, evals)
+    return {"dataset": dataset["name"], "paper_dataset": dataset["paper"], "split": split, "model": label,
+            "margin": str(shown_margin), "index": index, "evals": evals}   # evals: every seed's evaluation
 
 
 def qb_table1_rows():
@@ -31,21 +32,21 @@ def qb_table2_rows():
 
 
 def seeded_table_params(rows):
-    return {"rows": row_flags((*r[:-1], ",".join(r[-1])) for r in rows),   # the last field: every seed's evaluation
+    return {"rows": row_flags(rows),
             "metrics": " ".join(map(q, QB["metrics"])), "profile": config["profile"],
             "note": table_note(QB["datasets"][0]["name"], qb_model("QuadrupletBERT", 0, 0)), "test": QB["significance"]["test"],
             "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
 
 
-SEEDED_TABLE = paper_table("seeded-table", "--metrics {params.metrics} {params.rows} --compare 'QuadrupletBERT|Three-T BERT'"
+SEEDED_TABLE = paper_table("seeded-table", "--metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
                                            " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
 
 
 rule quadrupletbert_table1:
     input:
         profile=PROFILE_INPUT,
-        evals=[e for r in qb_table1_rows() for e in r[-1]],
-        paper="data/papers/quadrupletbert.csv",
+        evals=[e for r in qb_table1_rows() for e in r["evals"]],
+        paper=paper_values("quadrupletbert", "table1"),
     output:
         csv="results/{table}.csv",
         json="results/{table}.json",
@@ -64,8 +65,8 @@ rule quadrupletbert_table1:
 use rule quadrupletbert_table1 as quadrupletbert_table2 with:
     input:
         profile=PROFILE_INPUT,
-        evals=[e for r in qb_table2_rows() for e in r[-1]],
-        paper="data/papers/quadrupletbert.csv",
+        evals=[e for r in qb_table2_rows() for e in r["evals"]],
+        paper=paper_values("quadrupletbert", "table2"),
     wildcard_constraints:
         table="table2",
     params:

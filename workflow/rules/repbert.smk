@@ -210,32 +210,40 @@ def first_eval(name):
 
 
 def rb_rows(table):
-    """The --row values of a RepBERT table, each with the evaluation files it reads."""
+    """The rows of a RepBERT table (fields: towers.stages.tables.REPBERT_ROWS), each with the files it reads."""
     names = list(FIRST_STAGE)
     if table == "table1":
-        return [(FIRST_STAGE[n], first_eval(n), f"{ART}/{RB_DATA}/latency/{n}/{RB_SPLIT}.json") for n in names]
+        return [{"method": FIRST_STAGE[n], "eval": first_eval(n),
+                 "latency": f"{ART}/{RB_DATA}/latency/{n}/{RB_SPLIT}.json"} for n in names]
     if table == "table2":
-        return [(FIRST_STAGE[n], str(d), rb_eval(f"{n}-d{d}", "rerank")) for n in names for d in RB["rerank_depths"]]
-    rows = [(FIRST_STAGE[n], "", "none", first_eval(n)) for n in names]
+        return [{"method": FIRST_STAGE[n], "depth": str(d), "eval": rb_eval(f"{n}-d{d}", "rerank")}
+                for n in names for d in RB["rerank_depths"]]
+    rows = [fusion_row(FIRST_STAGE[n], "", "none", first_eval(n)) for n in names]
     for fusion in RB["fusion"]["methods"]:
         pairs = [(a, b) for a in names for b in names if a != b]
         if fusion != "alternate":   # symmetric: one order is enough
             pairs = [(a, b) for a, b in pairs if a < b]
-        rows += [(FIRST_STAGE[a], FIRST_STAGE[b], fusion, rb_eval(f"{fusion}-{a}+{b}", "fusion")) for a, b in pairs]
+        rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], fusion, rb_eval(f"{fusion}-{a}+{b}", "fusion"))
+                 for a, b in pairs]
         if fusion == "alternate" and RB["fusion"]["untruncated"] and table == "table4":   # its R@2000
-            rows += [(FIRST_STAGE[a], FIRST_STAGE[b], "union", rb_eval(f"union-{a}+{b}", "fusion")) for a, b in pairs]
+            rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], "union", rb_eval(f"union-{a}+{b}", "fusion"))
+                     for a, b in pairs]
     return rows
 
 
+def fusion_row(first, second, fusion, evaluation):
+    return {"first": first, "second": second, "fusion": fusion, "eval": evaluation}
+
+
 def rb_table_files(table):
-    return [f for row in rb_rows(table) for f in row if f.startswith(ART)]
+    return [f for row in rb_rows(table) for f in row.values() if f.startswith(ART)]
 
 
 rule repbert_table:
     input:
         profile=PROFILE_INPUT,
         files=lambda w: rb_table_files(w.table),
-        paper="data/papers/repbert.csv",
+        paper=lambda w: paper_values("repbert", w.table),
     output:
         csv="results/repbert/{table}.csv",
         json="results/repbert/{table}.json",
@@ -265,9 +273,9 @@ rule repbert_figure1:
         csv="results/repbert/figure1.csv",
         png="results/repbert/figure1.png",
     params:
-        recall=" ".join(f"--recall {q(FIRST_STAGE[n] + '|' + first_eval(n))}" for n in FIRST_STAGE),
-        rerank=" ".join(f"--rerank {q(FIRST_STAGE[n] + '|' + str(d) + '|' + rb_eval(f'{n}-d{d}', 'rerank'))}"
-                        for n in FIRST_STAGE for d in RB["rerank_depths"]),
+        recall=row_flags(({"method": FIRST_STAGE[n], "eval": first_eval(n)} for n in FIRST_STAGE), "--recall"),
+        rerank=row_flags(({"method": FIRST_STAGE[n], "depth": str(d), "eval": rb_eval(f"{n}-d{d}", "rerank")}
+                          for n in FIRST_STAGE for d in RB["rerank_depths"]), "--rerank"),
         depths=" ".join(map(str, RB_RECALL_DEPTHS)),
         note=config["profile_note"],
     log:
@@ -287,8 +295,8 @@ rule repbert_figure2:
         csv="results/repbert/figure2.csv",
         png="results/repbert/figure2.png",
     params:
-        rows=" ".join(f"--consistency {q(FIRST_STAGE[n] + '|' + ART + '/' + RB_DATA + '/consistency/' + n + '/' + RB_SPLIT + '.json')}"
-                      for n in FIRST_STAGE),
+        rows=row_flags(({"method": FIRST_STAGE[n], "json": f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json"}
+                        for n in FIRST_STAGE), "--consistency"),
         note=config["profile_note"],
     log:
         "logs/tables/repbert_figure2.log",
@@ -298,6 +306,3 @@ rule repbert_figure2:
         "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
 
-
-REPBERT_TARGETS = [f"results/repbert/table{n}.csv" for n in range(1, 5)] + \
-                  [f"results/repbert/figure{n}.png" for n in (1, 2)]

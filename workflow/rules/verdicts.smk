@@ -2,8 +2,9 @@
 # cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
 # Both read the cells each table stage records in its meta file (towers.verdicts.cells.cell).
 
-RESULT_CSVS = PAPER_TABLES + ZEROSHOT_TABLES + [f[:-len(".png")] + ".csv" for f in PAPER_FIGURES]
+RESULT_CSVS = PAPER_TABLES + ZEROSHOT_TABLES + [f["csv"] for paper in PAPERS.values() for f in paper["figures"]]
 CLAIMS = config["claims"]
+CLAIMS_FILES = [PAPERS[paper]["claims"] for paper in CLAIMS["papers"]]   # the profile's choice of papers.yaml's
 
 
 def named_tables(paths):
@@ -15,7 +16,7 @@ rule claims:
     input:
         profile=PROFILE_INPUT,
         tables=RESULT_CSVS,
-        claims=[f"data/papers/{paper}.claims.yaml" for paper in CLAIMS["papers"]],
+        claims=CLAIMS_FILES,
         schema="workflow/schemas/claims.schema.yaml",
     output:
         csv="results/claims.csv",
@@ -25,7 +26,7 @@ rule claims:
         profile=config["profile"],
         test=CLAIMS["test"],
         alpha=CLAIMS["alpha"],
-        claims_digest=[content_digest(f"data/papers/{paper}.claims.yaml") for paper in CLAIMS["papers"]],   # by content
+        claims_digest=[content_digest(path) for path in CLAIMS_FILES],   # by content
     log:
         "logs/tables/claims.log",
     conda:

@@ -75,18 +75,18 @@ ZEROSHOT_KINDS = (*QA_KINDS, *PASSAGE_KINDS, "open-domain", "graded-passages")
 
 
 def zeroshot_rows(dataset):
-    """(model, label, caveat, evaluation JSON): BM25, then each of zeroshot.checkpoints."""
+    """The rows (model, label, caveat, eval: the evaluation JSON): BM25, then each of zeroshot.checkpoints."""
     kind = dataset_cfg(dataset)["kind"]
     if kind not in ZEROSHOT_KINDS:
         raise ValueError(f"datasets.{dataset} (kind {kind}) has no questions to evaluate; results/zeroshot/ takes "
                          f"a dataset of kind {', '.join(ZEROSHOT_KINDS)}")
     split = checkpoint_split(dataset)
-    rows = [("bm25", "BM25 (Pyserini)", f"k1 {config['bm25']['k1']}, b {config['bm25']['b']}",
-             eval_json(dataset, "bm25", split, "lucene"))]
+    rows = [{"model": "bm25", "label": "BM25 (Pyserini)",
+             "caveat": f"k1 {config['bm25']['k1']}, b {config['bm25']['b']}", "eval": eval_json(dataset, "bm25", split, "lucene")}]
     for name in ZS["checkpoints"]:
         cfg = checkpoint_cfg(f"ckpt-{name}")
-        rows.append((f"ckpt-{name}", cfg["label"], " ".join(cfg["caveat"].split()),
-                     eval_json(dataset, f"ckpt-{name}", split, ZS["index"])))
+        rows.append({"model": f"ckpt-{name}", "label": cfg["label"], "caveat": " ".join(cfg["caveat"].split()),
+                     "eval": eval_json(dataset, f"ckpt-{name}", split, ZS["index"])})
     return rows
 
 
@@ -108,20 +108,21 @@ def zeroshot_note(dataset):
 
 
 def zeroshot_published(dataset):
-    """--published values: model|metric|value|source for this dataset."""
-    return [f"{p['model']}|{p['metric']}|{p['value']}|{p['source']}" for p in ZS["published"] if p["dataset"] == dataset]
+    """--published values (model, metric, value, source) for this dataset."""
+    return [{"model": p["model"], "metric": p["metric"], "value": str(p["value"]), "source": p["source"]}
+            for p in ZS["published"] if p["dataset"] == dataset]
 
 
 rule zeroshot_table:
     input:
         profile=PROFILE_INPUT,
-        evals=lambda w: [row[-1] for row in zeroshot_rows(w.dataset)],
+        evals=lambda w: [row["eval"] for row in zeroshot_rows(w.dataset)],
     output:
         csv="results/zeroshot/{dataset}.csv",
         json="results/zeroshot/{dataset}.json",
     params:
         rows=lambda w: row_flags(zeroshot_rows(w.dataset)),
-        published=lambda w: " ".join(f"--published {q(p)}" for p in zeroshot_published(w.dataset)),
+        published=lambda w: row_flags(zeroshot_published(w.dataset), "--published"),
         split=lambda w: zeroshot_split(w.dataset),
         metrics=" ".join(map(q, ZS["metrics"])),
         profile=config["profile"],

@@ -24,17 +24,11 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import atomic_path, read_json
+from .papers import in_words
 
 PACKAGES = ["torch", "transformers", "tokenizers", "faiss-cpu", "faiss-gpu-cu12", "pyserini", "ir_measures",
             "pytrec-eval-terrier", "scipy", "statsmodels", "pandas", "snakemake", "dvc"]
 
-# each paper: its title and the results/ names of its tables and figures (prefix match)
-PAPERS = {
-    "chang2020": ("Chang et al. (ICLR 2020): pre-training tasks for two-tower retrieval", ["chang2020/"]),
-    "quadrupletbert": ("QuadrupletBERT (Liu et al.): four towers with hard negatives", ["table1", "table2"]),
-    "repbert": ("RepBERT (Zhan et al. 2020): contextualised embeddings for first-stage retrieval", ["repbert/"]),
-    "ltre": ("LTRe (Zhan et al. 2020): learning to retrieve against a fixed index", ["ltre/"]),
-}
 VERDICT_STYLE = {"holds": ("#1e7b34", "#e3f4e6"), "same direction, not significant": ("#8a5a00", "#fff1d0"),
                  "not supported": ("#9b3b3b", "#fbe3e3"), "contradicted": ("#ffffff", "#c0392b"),
                  "not measurable": ("#555555", "#ececec")}
@@ -55,9 +49,10 @@ def badge(verdict: str) -> str:
     return f'<span class="badge" style="color:{colour};background:{background}">{html.escape(verdict)}</span>'
 
 
-def paper_of(table: str) -> str | None:
-    return next((paper for paper, (_, names) in PAPERS.items()
-                 if any(table == n or (n.endswith("/") and table.startswith(n)) for n in names)), None)
+def owners(papers: list[dict]) -> dict[str, str]:
+    """{table or figure name (table_name): the id of the paper it belongs to}. papers: each {'id', 'title',
+    'tables', 'figures'} (paths), as the report rule passes them from data/papers/papers.yaml."""
+    return {table_name(path): paper["id"] for paper in papers for path in [*paper["tables"], *paper["figures"]]}
 
 
 def table_name(path: Path) -> str:
@@ -195,17 +190,17 @@ def claims_block(claims: pd.DataFrame) -> str:
             f"<th>weakest comparison</th></tr>{''.join(rows)}</table>")
 
 
-def summary_block(claims: pd.DataFrame, check: pd.DataFrame | None) -> str:
+def summary_block(claims: pd.DataFrame, check: pd.DataFrame | None, papers: list[dict]) -> str:
     from ..verdicts.claims import VERDICTS
 
     head = "".join(f"<th>{badge(v)}</th>" for v in VERDICTS)
-    rows = []
-    for paper, (title, _) in PAPERS.items():
+    rows, owner = [], owners(papers)
+    for paper, title in ((p["id"], p["title"]) for p in papers):
         own = claims[claims["paper"] == paper].drop_duplicates("claim") if len(claims) else claims
         counts = Counter(own["claim verdict"]) if len(own) else Counter()
         checked = ""
         if check is not None:
-            mine = check[check["table"].map(paper_of) == paper]
+            mine = check[check["table"].map(owner.get) == paper]
             status = Counter(mine["status"])
             checked = ", ".join(f"{status[s]} {s}" for s in ("OK", "OKish", "FAIL", "MISSING") if status[s])
         rows.append(f"<tr><td><a href='#{paper}'>{html.escape(title)}</a></td>"
@@ -299,8 +294,10 @@ def read_check(path: Path | None) -> tuple[pd.DataFrame | None, dict[tuple, str]
     return check, {(r.table, r.row, r.column): r.status for r in check.itertuples(index=False)}
 
 
-def write(tables: list[Path], figures: list[Path], claims_csv: Path, check_csv: Path | None, dag_png: Path,
-          drawn_by: str, out: Path, title: str, profile: str, profile_note: str) -> None:
+def write(papers: list[dict], tables: list[Path], figures: list[Path], claims_csv: Path, check_csv: Path | None,
+          dag_png: Path, drawn_by: str, out: Path, title: str, profile: str, profile_note: str) -> None:
+    """The page. papers: each {'id', 'title', 'tables', 'figures'} (paths), in their order; tables and figures:
+    those of no paper (the zero-shot tables)."""
     claims = pd.read_csv(claims_csv)
     check, statuses = read_check(check_csv)
     verdicts = Counter(claims.drop_duplicates(["paper", "claim"])["claim verdict"])
@@ -308,25 +305,25 @@ def write(tables: list[Path], figures: list[Path], claims_csv: Path, check_csv: 
     body = [f"<h1>{html.escape(title)}</h1>",
             f"<div class='profile'><b>Profile: {html.escape(profile)}.</b> {html.escape(profile_note)}</div>",
             "<h2>Did it reproduce?</h2>",
-            f"<p>{sum(verdicts.values())} claims of four papers, tested on this profile's tables: {lead}. A claim "
+            f"<p>{sum(verdicts.values())} claims of {in_words(len(papers))} papers, tested on this profile's tables: "
+            f"{lead}. A claim "
             "holds when every comparison it makes is significant in the paper's direction (paired over queries, "
             "Holm-corrected within each paper); its verdict is that of its weakest comparison. Table cells are "
             "checked against this profile's expected values (results/check.csv).</p>",
-            summary_block(claims, check)]
-    for paper, (paper_title, _) in PAPERS.items():
-        mine = [t for t in tables if paper_of(table_name(t)) == paper]
-        body.append(f"<h2 id='{paper}'>{html.escape(paper_title)}</h2>")
-        own = claims[claims["paper"] == paper]
+            summary_block(claims, check, papers)]
+    for paper in papers:
+        body.append(f"<h2 id='{html.escape(paper['id'])}'>{html.escape(paper['title'])}</h2>")
+        own = claims[claims["paper"] == paper["id"]]
         if len(own):
             body.append(claims_block(own))
-        body += [table_block(t, statuses, profile_note) for t in mine]
-        body += [image_html(f, table_name(f)) for f in figures if paper_of(table_name(f)) == paper]
-    others = [t for t in tables if paper_of(table_name(t)) is None]
-    if others:   # the zero-shot tables: pretrained checkpoints as they are, beside BM25
+        body += [table_block(Path(t), statuses, profile_note) for t in paper["tables"]]
+        body += [image_html(f, table_name(f)) for f in paper["figures"]]
+    if tables:   # the zero-shot tables: pretrained checkpoints as they are, beside BM25
         body.append("<h2 id='zeroshot'>Pretrained checkpoints, zero-shot</h2><p class='note'>Reference runs, not "
                     "papers' claims: each checkpoint's caveat is in its row (a retrieval-trained checkpoint is no "
                     "BERT init, and its numbers on data it was trained on are contaminated).</p>")
-        body += [table_block(t, statuses, profile_note) for t in others]
+        body += [table_block(t, statuses, profile_note) for t in tables]
+    body += [image_html(f, table_name(f)) for f in figures]
     env = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in environment().items())
     body += ["<h2>Workflow</h2>", image_html(dag_png, f"the rule graph ({drawn_by})"),
              f"<h2>Software and hardware</h2><table>{env}</table>"]

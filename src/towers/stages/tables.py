@@ -1,9 +1,11 @@
 """Stages that measure and report: evaluation, paper tables and figures, the HTML report."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..io import StageError, atomic_path, read_json, read_qrels, read_queries, read_run, require_file, write_json
+from ..params_check import bounded
 from . import arg, stage
 
 
@@ -31,15 +33,40 @@ def evaluate(a):
     return a.out, {"queries": result["queries"], **checks, **result["metrics"]}
 
 
-def parse_rows(specs: list[str], fields: list[str], may_be_empty=()) -> list[dict]:
-    """A table stage's --row values, each '|'-separated with one value per field."""
+def parse_rows(specs: list[str], fields: list[str], may_be_empty=(), lists=(), flag="--row") -> list[dict]:
+    """A table stage's --row values (or another flag's), each a JSON object of exactly `fields`: strings,
+    non-empty unless in `may_be_empty`; a field of `lists` is a non-empty list of non-empty strings. Each row
+    comes back as a dict in the order of `fields`."""
     rows = []
     for spec in specs:
-        values = spec.split("|")
-        if len(values) != len(fields) or not all(v or f in may_be_empty for f, v in zip(fields, values)):
-            raise StageError("--row", f"{spec!r} needs {len(fields)} non-empty '|'-separated fields: {'|'.join(fields)}")
-        rows.append(dict(zip(fields, values)))
+        try:
+            row = json.loads(spec)
+        except ValueError:
+            row = None
+        problem = "" if isinstance(row, dict) else "is not a JSON object"
+        if not problem and set(row) != set(fields):
+            missing, unknown = [f for f in fields if f not in row], [k for k in row if k not in fields]
+            problem = "; ".join(([f"lacks {', '.join(missing)}"] if missing else [])
+                                + ([f"has no field {', '.join(map(repr, unknown))}"] if unknown else []))
+        for field in fields if not problem else ():
+            value = row[field]
+            if field in lists:
+                if not (isinstance(value, list) and (value or field in may_be_empty)
+                        and all(isinstance(v, str) and v for v in value)):
+                    problem = (f"field {field!r} must be a {'' if field in may_be_empty else 'non-empty '}list of "
+                               "non-empty strings")
+            elif not isinstance(value, str) or not (value or field in may_be_empty):
+                problem = f"field {field!r} must be a {'' if field in may_be_empty else 'non-empty '}string"
+            if problem:
+                break
+        if problem:
+            raise StageError(flag, f"{bounded(spec)} {problem} (a row is a JSON object of {', '.join(fields)})")
+        rows.append({field: row[field] for field in fields})
     return rows
+
+
+def rows_help(*fields: str) -> str:
+    return "a JSON object of " + ", ".join(fields)
 
 
 def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
@@ -54,7 +81,7 @@ def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
 
 @stage("table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
        arg("--dataset", required=True), arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
-       arg("--row", required=True, action="append", help="split|encoder|pretraining|eval.json"),
+       arg("--row", required=True, action="append", help=rows_help("split", "encoder", "pretraining", "eval")),
        arg("--csv", required=True), arg("--json", required=True))
 def table(a):
     from ..reports.chang2020 import build_table
@@ -92,7 +119,7 @@ def load_tokenizer(path):
 
 
 @stage("reqa-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
-       arg("--row", required=True, action="append", help="dataset|paper_dataset|reqa-statistics JSON"),
+       arg("--row", required=True, action="append", help=rows_help("dataset", "paper_dataset", "stats")),
        arg("--csv", required=True), arg("--json", required=True))
 def reqa_table(a):
     """Chang et al. Table 2: ReQA statistics beside the paper's."""
@@ -114,7 +141,8 @@ def pairs_table(a):
 
 @stage("ablation-table", arg("--paper", required=True), arg("--profile", required=True), arg("--dataset", required=True),
        arg("--note", required=True), arg("--metric", default="R@100"),
-       arg("--row", required=True, action="append", help="index|layers|pretraining|emb_dim|split|eval.json"),
+       arg("--row", required=True, action="append",
+           help=rows_help("index", "layers", "pretraining", "emb_dim", "split", "eval")),
        arg("--csv", required=True), arg("--json", required=True))
 def ablation_table(a):
     """Chang et al. Table 5: one metric per split for each ablation configuration, beside the paper's."""
@@ -127,33 +155,36 @@ def ablation_table(a):
 @stage("seeded-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
        arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append",
-           help="dataset|paper_dataset|split|model|margin|index|eval.json,eval.json,... (one per seed)"),
-       arg("--compare", default="", help="'A|B': paired test of model A against model B"),
+           help=rows_help("dataset", "paper_dataset", "split", "model", "margin", "index", "evals (a list: one a seed)")),
+       arg("--compare", nargs=2, metavar=("A", "B"), help="paired test of model A against model B"),
        arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]), arg("--alpha", type=float, default=0.05),
        arg("--exact-index", default="flat"), arg("--csv", required=True), arg("--json", required=True))
 def seeded_table(a):
     """A table whose cells are means over seeds, with standard deviations and paired significance tests."""
     from ..reports.quadrupletbert import SEEDED_KEY, seeded_table as build
 
-    rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"])
+    rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"], lists=["evals"])
     for row in rows:
-        row["evals"] = row["evals"].split(",")
-        row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
-    compare = tuple(a.compare.split("|")) if a.compare else None
+        try:
+            row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
+        except ValueError:
+            raise StageError("--row", f"margin {bounded(row['margin'], 80)!r} is not a number") from None
+    compare = tuple(a.compare) if a.compare else None
     return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha,
                               a.exact_index), a.csv, a.json)
 
 
 @stage("zeroshot-table", arg("--dataset", required=True), arg("--split", required=True), arg("--profile", required=True),
        arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
-       arg("--row", required=True, action="append", help="model|label|caveat|eval.json"),
-       arg("--published", action="append", default=[], help="model|metric|value|source: a value published elsewhere"),
+       arg("--row", required=True, action="append", help=rows_help("model", "label", "caveat", "eval")),
+       arg("--published", action="append", default=[],
+           help="a value published elsewhere: " + rows_help("model", "metric", "value", "source")),
        arg("--csv", required=True), arg("--json", required=True))
 def zeroshot_table(a):
     """BM25 and pretrained checkpoints, evaluated as they are over a dataset's evaluation queries."""
     from ..reports.zeroshot import zeroshot_table as build
 
-    published = parse_rows(a.published, ["model", "metric", "value", "source"])
+    published = parse_rows(a.published, ["model", "metric", "value", "source"], flag="--published")
     for value in published:
         try:
             float(value["value"])
@@ -169,10 +200,10 @@ REPBERT_ROWS = {"table1": ["method", "eval", "latency"], "table2": ["method", "d
 
 def paper_table_args(rows: dict, name: str):
     """A paper's table stage: --table (a key of `rows`), its paper values, the profile and note, --row
-    values ('|'-separated fields, one list of fields per table in `rows`) and the CSV and JSON out."""
+    values (JSON objects, one list of fields per table in `rows`) and the CSV and JSON out."""
     return (arg("--table", required=True, choices=sorted(rows)), arg("--paper", required=True),
             arg("--profile", required=True), arg("--note", required=True),
-            arg("--row", required=True, action="append", help=f"'|'-separated fields; see {name}"),
+            arg("--row", required=True, action="append", help=f"a JSON object of a table's fields in {name}"),
             arg("--csv", required=True), arg("--json", required=True))
 
 
@@ -188,10 +219,11 @@ def repbert_table(a):
 
 
 @stage("repbert-figure", arg("--figure", required=True, choices=["figure1", "figure2"]), arg("--note", required=True),
-       arg("--recall", action="append", default=[], help="figure1: method|eval.json of a first-stage run"),
+       arg("--recall", action="append", default=[], help="figure1, a first-stage run: " + rows_help("method", "eval")),
        arg("--depths", type=int, nargs="+", default=[], help="figure1: recall depths"),
-       arg("--rerank", action="append", default=[], help="figure1: method|depth|eval.json of a reranked run"),
-       arg("--consistency", action="append", default=[], help="figure2: method|consistency.json"),
+       arg("--rerank", action="append", default=[],
+           help="figure1, a reranked run: " + rows_help("method", "depth", "eval")),
+       arg("--consistency", action="append", default=[], help="figure2: " + rows_help("method", "json")),
        arg("--csv", required=True), arg("--png", required=True))
 def repbert_figure(a):
     """RepBERT Figure 1 (recall and reranking MRR@10 by depth) or Figure 2 (consistency with BM25 by depth)."""
@@ -202,9 +234,9 @@ def repbert_figure(a):
     from ..verdicts.cells import query_samples
 
     if a.figure == "figure1":
-        first = {r["method"]: r["eval"] for r in parse_rows(a.recall, ["method", "eval"])}
+        first = {r["method"]: r["eval"] for r in parse_rows(a.recall, ["method", "eval"], flag="--recall")}
         recall = report.recall_curve([{"method": m, "eval": e} for m, e in first.items()], a.depths)
-        reranked_rows = parse_rows(a.rerank, ["method", "depth", "eval"])
+        reranked_rows = parse_rows(a.rerank, ["method", "depth", "eval"], flag="--rerank")
         reranked = pd.DataFrame([{"method": r["method"], "depth": int(r["depth"]),
                                   "MRR@10": round(metric(r["eval"], "RR@10"), 4)} for r in reranked_rows])
         panels = [(recall, "depth", "recall", "(a) first-stage recall"),
@@ -213,7 +245,7 @@ def repbert_figure(a):
         cells = report.curve_cells(recall, "recall", lambda m, d: query_samples([first[m]], f"R@{d}")) + \
             report.curve_cells(reranked, "MRR@10", lambda m, d: query_samples([by_depth[m, d]], "RR@10"))
     else:
-        rows = parse_rows(a.consistency, ["method", "json"])
+        rows = parse_rows(a.consistency, ["method", "json"], flag="--consistency")
         frame = pd.DataFrame([{"method": r["method"], "depth": int(n), "C": value}
                               for r in rows for n, value in read_json(r["json"])["depths"].items()])
         panels = [(frame, "depth", "C", "consistency with BM25's top 1000")]
@@ -236,7 +268,7 @@ def ltre_table(a):
     return write_table(*getattr(report, a.table)(rows, a.paper, a.profile, a.note), a.csv, a.json)
 
 
-@stage("ltre-figure", arg("--run", required=True, action="append", help="method|step log of train-ltre"),
+@stage("ltre-figure", arg("--run", required=True, action="append", help=rows_help("method", "steps (train-ltre's log)")),
        arg("--probe-depth", type=int, required=True), arg("--note", required=True),
        arg("--csv", required=True), arg("--png", required=True))
 def ltre_figure(a):
@@ -244,7 +276,7 @@ def ltre_figure(a):
     from ..reports import ltre as report
     from ..reports.common import save_figure
 
-    runs = parse_rows(a.run, ["method", "steps"])
+    runs = parse_rows(a.run, ["method", "steps"], flag="--run")
     frame = report.figure3_frame(runs, a.probe_depth)
     window = report.window_for(frame)
     titles = {"MRR@10": "(a) MRR@10", f"R@{a.probe_depth}": f"(b) R@{a.probe_depth}",
@@ -256,8 +288,10 @@ def ltre_figure(a):
                    "cells": report.figure3_cells(frame, runs, a.probe_depth)}
 
 
-@stage("report", arg("--table", action="append", default=[], help="a results CSV (repeatable)"),
-       arg("--figure", action="append", default=[], help="a results PNG (repeatable)"),
+@stage("report", arg("--paper", action="append", default=[], help="a paper, in the page's order: "
+                     + rows_help("id", "title", "tables", "figures (lists of paths)")),
+       arg("--table", action="append", default=[], help="a results CSV of no paper (repeatable)"),
+       arg("--figure", action="append", default=[], help="a results PNG of no paper (repeatable)"),
        arg("--claims", required=True, help="results/claims.csv"), arg("--check", default="", help="results/check.csv"),
        arg("--rulegraph", required=True, help="`snakemake --rulegraph` output (Graphviz dot text)"),
        arg("--dag-png", required=True), arg("--title", required=True), arg("--profile", required=True),
@@ -266,14 +300,20 @@ def report(a):
     """One page: the claims' verdicts, every table laid out like the paper's, figures, the rule graph, versions."""
     from ..reports import page as html_report
 
+    papers = parse_rows(a.paper, ["id", "title", "tables", "figures"], may_be_empty=["figures"],
+                        lists=["tables", "figures"], flag="--paper")
+    for paper in papers:
+        paper["tables"] = [require_file(t) for t in paper["tables"]]
+        paper["figures"] = [require_file(f) for f in paper["figures"]]
     tables, figures = [require_file(t) for t in a.table], [require_file(f) for f in a.figure]
     dot = require_file(a.rulegraph).read_text()
     if not html_report.parse_rulegraph(dot)[0]:
         raise StageError(a.rulegraph, "no rules in it (expected `snakemake --rulegraph` output)")
     drawn_by = html_report.draw_rulegraph(dot, Path(a.dag_png))
-    html_report.write(tables, figures, require_file(a.claims), Path(a.check) if a.check else None, Path(a.dag_png),
-                      drawn_by, Path(a.out), a.title, a.profile, a.note)
-    return a.out, {"tables": len(tables), "figures": len(figures), "rule graph": drawn_by}
+    html_report.write(papers, tables, figures, require_file(a.claims), Path(a.check) if a.check else None,
+                      Path(a.dag_png), drawn_by, Path(a.out), a.title, a.profile, a.note)
+    return a.out, {"papers": len(papers), "tables": len(tables) + sum(len(p["tables"]) for p in papers),
+                   "figures": len(figures) + sum(len(p["figures"]) for p in papers), "rule graph": drawn_by}
 
 
 def named_tables(specs: list[str]) -> dict[str, Path]:
