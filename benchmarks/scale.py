@@ -44,7 +44,7 @@ MODEL_TARGETS = [*(f"results/repbert/table{n}.csv" for n in range(1, 5)), "resul
                  "results/repbert/figure2.png", *(f"results/ltre/table{n}.csv" for n in (1, 3, 4)),
                  "results/ltre/figure3.png"]
 FACTORIES = ["Flat", "IVF1024,PQ64"]   # MS MARCO's flat index and paper.yaml's ivfpq, at every size
-# LTRe's largest OPQ: its training runs on a sample of at most 65,536 rows whatever the corpus (towers.vector_index),
+# LTRe's largest OPQ: its training runs on a sample of at most 65,536 rows whatever the corpus (towers.retrieval.vector_index),
 # so it is built up to OPQ_MAX passages only (~10 CPU minutes); its add is linear like IVF-PQ's
 SAMPLE_TRAINED = ["OPQ96,IVF1,PQ96"]
 OPQ_MAX = 100_000
@@ -158,7 +158,7 @@ def fusion_records(work: Path) -> list[dict]:
              "cpu_seconds": rec["cpu_seconds"], "peak_rss_mb": rec["peak_rss_mb"]}]
 
 
-HEAP_PROBE_MB = 3000   # a job of 3 GB: a 2 GB heap (towers.bm25.java_heap_mb)
+HEAP_PROBE_MB = 3000   # a job of 3 GB: a 2 GB heap (towers.retrieval.bm25.java_heap_mb)
 
 
 def heap_probe(work: Path) -> list[dict]:
