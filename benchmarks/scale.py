@@ -205,7 +205,8 @@ def declared(targets: list[str]) -> dict[str, dict]:
     return found
 
 
-def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_max: int, collect: bool) -> None:
+def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_max: int, collect: bool,
+            opq_max: int = OPQ_MAX) -> None:
     """Each size built (or, with collect, gathered from its folder as a stopped run left it) and kept in
     results.json as soon as it is measured."""
     for size in sizes:
@@ -221,7 +222,7 @@ def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_
         wall = time.perf_counter() - began
         recs = records(work)
         if part == "data":
-            factories = FACTORIES + (SAMPLE_TRAINED if size <= OPQ_MAX else [])
+            factories = FACTORIES + (SAMPLE_TRAINED if size <= opq_max else [])
             recs += standin_faiss(work, size, factories, cores) + fusion_records(work) + heap_probe(work)
         raw = ROOT / "benchmarks/out" / f"scale-{part}-{size}.json"   # every job's record, beside the summary
         raw.parent.mkdir(parents=True, exist_ok=True)
@@ -253,6 +254,28 @@ def linear(xs, ys) -> tuple[float, float]:
     sxx = sum((x - mx) ** 2 for x in xs)
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
     return my - slope * mx, slope
+
+
+def same_jobs(series: dict, part: str) -> dict:
+    """Per size, each stage's summary with its largest job (by CPU at the largest size) replaced by that same output's
+    record at every size (benchmarks/out's raw records): a stage of many variants (rerank at depth 5 or 1000, a flat
+    or an OPQ index) is fitted on one job, not on whichever variant was largest at each size."""
+    raw = {n: ROOT / "benchmarks/out" / f"scale-{part}-{n}.json" for n in series}
+    if not all(path.exists() for path in raw.values()):
+        return series
+    jobs = {n: {r["output"]: r for r in json.loads(path.read_text())} for n, path in raw.items()}
+    largest = max(series, key=int)
+    out = {n: {**entry, "stages": dict(entry["stages"])} for n, entry in series.items()}
+    for stage in series[largest]["stages"]:
+        top = max((r for r in jobs[largest].values() if r["stage"] == stage), key=lambda r: r["cpu_seconds"], default=None)
+        for n in series:
+            rec = jobs[n].get(top["output"]) if top else None
+            if rec and stage in out[n]["stages"]:
+                out[n]["stages"][stage] = {**out[n]["stages"][stage], "job_cpu_seconds": rec["cpu_seconds"],
+                                           "peak_rss_mb": rec["peak_rss_mb"], "largest_job": rec["output"]}
+            elif stage in out[n]["stages"]:
+                del out[n]["stages"][stage]   # not run at this size: no point to fit
+    return out
 
 
 def fit(series: dict) -> list[dict]:
@@ -368,9 +391,10 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=Path("/tmp/towers-scale"))
     p.add_argument("--collect", action="store_true", help="gather a stopped run's folder: build only what is missing")
     p.add_argument("--train-run-max", type=int, default=300_000, help="largest size whose training-query run is made")
+    p.add_argument("--opq-max", type=int, default=OPQ_MAX, help="largest size the OPQ stand-in index is built at (0: none)")
     a = p.parse_args()
     if a.part in ("data", "models"):
-        measure(a.part, a.sizes, a.cores, a.work, a.train_run_max, a.collect)
+        measure(a.part, a.sizes, a.cores, a.work, a.train_run_max, a.collect, a.opq_max)
         return
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     scale = results.setdefault("scale", {})
@@ -378,7 +402,8 @@ def main() -> None:
         plan = declared(DATA_TARGETS + MODEL_TARGETS)
         for part in ("data", "models"):
             if part in scale:
-                rows = fit({k: v for k, v in scale[part].items() if k.isdigit()})
+                sizes = {k: v for k, v in scale[part].items() if k.isdigit()}
+                rows = fit(same_jobs(sizes, part) if part == "models" else sizes)
                 beside_declared(rows, plan)
                 scale[f"{part}_fit"] = rows
         plot(scale, ROOT / "docs/scale.png")
