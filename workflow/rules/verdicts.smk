@@ -2,14 +2,7 @@
 # cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
 # Both read the cells each table stage records in its meta file (towers.verdicts.cells.cell).
 
-RESULT_CSVS = PAPER_TABLES + ZEROSHOT_TABLES + [f["csv"] for paper in PAPERS.values() for f in paper["figures"]]
-CLAIMS = config["claims"]
-CLAIMS_FILES = [PAPERS[paper]["claims"] for paper in CLAIMS["papers"]]   # the profile's choice of papers.yaml's
-
-
-def named_tables(paths):
-    """--table name=path for each results CSV (name: its path under results/ without .csv)."""
-    return " ".join(f"--table {q(p[len('results/'):-len('.csv')] + '=' + p)}" for p in paths)
+include: "../helpers/verdicts.smk"
 
 
 rule claims:
