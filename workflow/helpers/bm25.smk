@@ -7,9 +7,6 @@ QUERY_SHARDS = {name: parts for name, parts in BM25.get("query_shards", {}).item
 QUERY_SHARDED_RE = one_of(list(QUERY_SHARDS))   # matches nothing when none is
 BM25_THREADS = BM25.get("threads") or config["threads"]   # Lucene threads of an index or search job
 TRAINING_PARTS = r"train|train\+valid"
-if set(QUERY_SHARDS) - SPLIT_RUNS:
-    raise ValueError(f"bm25.query_shards names {sorted(set(QUERY_SHARDS) - SPLIT_RUNS)}, not in bm25.split_runs: "
-                     "only split runs are sharded")
 
 
 def bm25_run(dataset, split, parts="test", depth=0):

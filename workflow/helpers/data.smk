@@ -6,78 +6,18 @@ import re
 import shlex
 from pathlib import Path
 
-QA_KINDS = ("wikipedia-qa", "squad", "nq")
-PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
+from towers.params_check import PASSAGE_KINDS
+
 PASSAGE_SPLIT = "dev"       # the split name of a passage dataset (never a key of `splits`: those are "<n>-<n>")
 
-
-def check_open_domain(name):
-    cfg = dataset_cfg(name)
-    base, extra = cfg["base"], cfg["extra"]
-    if base not in config["datasets"] or dataset_cfg(base)["kind"] not in QA_KINDS:
-        raise ValueError(f"params.yaml: datasets.{name}.base must name a question-answering dataset "
-                         f"(kind {', '.join(QA_KINDS)}), not {base!r}")
-    if extra not in config["datasets"] or dataset_cfg(extra)["kind"] != "wikipedia":
-        raise ValueError(f"params.yaml: datasets.{name}.extra must name a dataset of kind wikipedia, not {extra!r}")
-
-
-def check_passages(name):
-    cfg = dataset_cfg(name)
-    if cfg["kind"] == "wikipedia-passages":
-        source = cfg["articles"]
-        if source not in config["datasets"] or dataset_cfg(source)["kind"] not in ("wikipedia-qa", "wikipedia"):
-            raise ValueError(f"params.yaml: datasets.{name}.articles must name a dataset of kind wikipedia-qa or "
-                             f"wikipedia (whose parsed articles give the passages), not {source!r}")
-        return
-    if not cfg.get("files") and not cfg.get("local_dir"):
-        raise ValueError(f"params.yaml: datasets.{name} needs `files` (downloads) or `local_dir` (a folder of its files)")
-    names = [f["name"] for f in cfg.get("files", [])]
-    for key in ("archive", "triples"):
-        if cfg.get(key) and cfg[key] not in names:
-            raise ValueError(f"params.yaml: datasets.{name}.{key} must name one of its files ({', '.join(names)}), "
-                             f"not {cfg[key]!r}")
-
-
-def check_graded(name):
-    cfg = dataset_cfg(name)
-    base = cfg["base"]
-    if base not in config["datasets"] or dataset_cfg(base)["kind"] not in PASSAGE_KINDS:
-        raise ValueError(f"params.yaml: datasets.{name}.base must name a passage dataset "
-                         f"(kind {', '.join(PASSAGE_KINDS)}), not {base!r}")
-    names = [f["name"] for f in cfg.get("files", [])]
-    for key in ("queries", "qrels"):
-        if not cfg.get("local_dir") and cfg[key] not in names:
-            raise ValueError(f"params.yaml: datasets.{name}.{key} must name one of its files ({', '.join(names)}), "
-                             f"not {cfg[key]!r}")
-
-
+# Datasets by kind (the names each one gives another, e.g. an open-domain dataset's base and extra, are checked
+# with the rest of params before anything is planned: towers.params_check.reference_problems).
 GRADED_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "graded-passages"]
-for _name in GRADED_DATASETS:
-    check_graded(_name)
 OPEN_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "open-domain"]
-for _name in OPEN_DATASETS:
-    check_open_domain(_name)
 PASSAGE_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] in PASSAGE_KINDS]
-for _name in PASSAGE_DATASETS:
-    check_passages(_name)
-
-
-def check_parted_wiki(name):
-    """A multistream dump parsed in parts: its index is one of its files, and it is read whole."""
-    cfg = dataset_cfg(name)
-    names = [f["name"] for f in cfg.get("files", [])]
-    if cfg.get("dump") or cfg["index"] not in names[1:]:
-        raise ValueError(f"params.yaml: datasets.{name}.index must name one of its files after the dump (the first), "
-                         f"with no `dump` path, not {cfg['index']!r}")
-    if cfg.get("max_articles", 0):
-        raise ValueError(f"params.yaml: datasets.{name}: max_articles must be 0 where the dump is parsed in parts")
-
-
 # wikipedia datasets with a multistream `index`: parsed in parts (rules wiki_parts_plan, parse_wiki_part,
 # merge_wiki_parts); every other dump in one job (parse_wiki)
 PARTED_WIKI = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "wikipedia" and cfg.get("index")]
-for _name in PARTED_WIKI:
-    check_parted_wiki(_name)
 ONLY_PARTED_WIKI = one_of(PARTED_WIKI)
 NOT_PARTED_WIKI = f"(?!(?:{ONLY_PARTED_WIKI})(?:/|$))[a-z0-9-]+"
 

@@ -6,10 +6,9 @@ LT_DATA, LT_SPLIT = LT["dataset"], "dev"
 SOURCE = r"(rand|bm25|nce|bm25\+rand|async)"
 CHAIN = SOURCE + r"(\." + SOURCE + r")*"
 
-for _name, _factory in ((i["name"], i["factory"]) for i in LT["indexes"]):   # join the generic faiss rule's map
-    if config["faiss"]["indexes"].setdefault(_name, _factory) != _factory:
-        raise ValueError(f"index name {_name!r} means {config['faiss']['indexes'][_name]!r} in faiss.indexes "
-                         f"but {_factory!r} in ltre.indexes")
+# ltre.indexes join the generic Faiss rule's map (a name means one factory in both: towers.params_check)
+for _index in LT["indexes"]:
+    config["faiss"]["indexes"].setdefault(_index["name"], _index["factory"])
 
 
 def ltre_start(w):

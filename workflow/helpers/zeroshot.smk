@@ -1,6 +1,8 @@
 # What workflow/rules/zeroshot.smk's rules call: checkpoint models (ckpt-<name>) and where they live, the rows,
 # split and note of a zero-shot table, and ZEROSHOT_TABLES (targets of `all`).
 
+from towers.params_check import ZEROSHOT_KINDS
+
 ZS = config["zeroshot"]
 CHECKPOINT_MODEL = "ckpt-[a-z0-9-]+"
 
@@ -27,13 +29,10 @@ def checkpoint_flags(w):
     return " ".join(out)
 
 
-ZEROSHOT_KINDS = (*QA_KINDS, *PASSAGE_KINDS, "open-domain", "graded-passages")
-
-
 def zeroshot_rows(dataset):
     """The rows (model, label, caveat, eval: the evaluation JSON): BM25, then each of zeroshot.checkpoints."""
     kind = dataset_cfg(dataset)["kind"]
-    if kind not in ZEROSHOT_KINDS:
+    if kind not in ZEROSHOT_KINDS:   # zeroshot.datasets are checked with params; this, a table asked for by hand
         raise ValueError(f"datasets.{dataset} (kind {kind}) has no questions to evaluate; results/zeroshot/ takes "
                          f"a dataset of kind {', '.join(ZEROSHOT_KINDS)}")
     split = checkpoint_split(dataset)
