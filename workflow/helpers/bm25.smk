@@ -23,6 +23,3 @@ def bm25_queries(w):
     """The split files whose queries a run searches (an open-domain dataset's are its base's)."""
     return [f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/{part}.tsv" for part in w.parts.split("+")]
 
-
-BM25_SEARCH = ("{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
-               " --threads {threads} --memory-mb {resources.mem_mb}")

@@ -4,7 +4,7 @@
 LT = config["ltre"]
 LT_DATA, LT_SPLIT = LT["dataset"], "dev"
 SOURCE = r"(rand|bm25|nce|bm25\+rand|async)"
-CHAIN = SOURCE + r"(\." + SOURCE + r")*"
+CHAIN = rf"{SOURCE}(\.{SOURCE})*"
 
 # ltre.indexes join the generic Faiss rule's map (a name means one factory in both: towers.params_check)
 for _index in LT["indexes"]:

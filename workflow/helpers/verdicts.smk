@@ -8,4 +8,5 @@ CLAIMS_FILES = [PAPERS[paper]["claims"] for paper in CLAIMS["papers"]]   # the p
 
 def named_tables(paths):
     """--table name=path for each results CSV (name: its path under results/ without .csv)."""
-    return " ".join(f"--table {q(p[len('results/'):-len('.csv')] + '=' + p)}" for p in paths)
+    names = {p: p[len("results/"):-len(".csv")] for p in paths}
+    return " ".join(f"--table {q(f'{names[p]}={p}')}" for p in paths)

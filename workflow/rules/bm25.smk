@@ -48,7 +48,8 @@ rule bm25_search:
     log:
         "logs/{dataset}/bm25_search.log",
     shell:
-        BM25_SEARCH + " --run {output} --depth {params.depth} > {log} 2>&1"
+        "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {params.depth} > {log} 2>&1"
 
 
 rule bm25_search_queries:
@@ -72,7 +73,8 @@ rule bm25_search_queries:
     log:
         "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}.log",
     shell:
-        BM25_SEARCH + " --run {output} --depth {wildcards.depth} > {log} 2>&1"
+        "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {wildcards.depth} > {log} 2>&1"
 
 
 rule bm25_search_shard:
@@ -99,8 +101,9 @@ rule bm25_search_shard:
     log:
         "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}_{shard}.log",
     shell:
-        BM25_SEARCH + " --run {output} --depth {wildcards.depth} --shard {wildcards.shard} --shards {params.shards}"
-        " > {log} 2>&1"
+        "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory-mb {resources.mem_mb}"
+        " --run {output} --depth {wildcards.depth} --shard {wildcards.shard} --shards {params.shards} > {log} 2>&1"
 
 
 rule merge_bm25_shards:

@@ -73,6 +73,8 @@ rule check:
     # `snakemake check`: exits non-zero when a cell FAILed or went MISSING (results/check.csv says which)
     input:
         "results/check.csv",
+    log:   # stays empty: the verdict goes to the terminal, where `snakemake check` is read
+        "logs/tables/check_status.log",
     conda:
         CPU_ENV
     shell:

@@ -31,7 +31,8 @@ rule checkpoint_model:
 
 
 rule split_all:
-    # split "all": every question is on the test side, so BM25 and checkpoints are scored over all of them
+    # split "all": every question is on the test side, so BM25 and checkpoints are scored over all of them.
+    # The shell names {ART} itself (a lint finding): its text is the rule's code, which reruns the job if changed
     input:
         queries=collection("{dataset}", "queries.tsv"),
     output:
