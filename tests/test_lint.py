@@ -1,4 +1,7 @@
-"""`snakemake --lint` finds nothing but what ALLOWED lists, each entry with the reason it stays."""
+"""The workflow's house rules: `snakemake --lint` finds nothing but what ALLOWED lists (each entry with the reason
+it stays), and a rule is named after the stage it runs (rule build_index runs `python -m towers build-index`), so
+that grepping a rule's name finds its stage and module."""
+import json
 import re
 import subprocess
 import sys
@@ -71,3 +74,45 @@ def test_findings_are_read_from_snakemakes_text():
     assert allowed("Shell command directly uses variable TOWERS from outside of the rule", "tokenizer")
     assert not allowed("Shell command directly uses variable TOWERS from outside of the rule", "")
     assert not allowed("Mixed rules and functions in same snakefile.", "")
+
+
+# Every rule's code (its shell, or a run block's source), read by Snakemake itself in a copy of the workflow.
+RULE_CODE = """
+import json, sys
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings, StorageSettings
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(resource_settings=ResourceSettings(), config_settings=ConfigSettings(),
+                            storage_settings=StorageSettings(), snakefile=Path("Snakefile"))._workflow
+    print(json.dumps({r.name: r.shellcmd or r.run_func_src or "" for r in workflow.rules}))
+"""
+STAGE = re.compile(r"\{(?:TOWERS|TRAIN)\} +([a-z0-9-]+)")
+
+
+def named_after(rule: str, stage: str) -> bool:
+    """build_index runs build-index; where several rules run one stage, each adds a qualifier to its name
+    (encode_candidates_shard); a rule that runs a family of stages (reqa-wiki, reqa-nq, ...) is their prefix."""
+    stage = stage.replace("-", "_")
+    return rule == stage or rule.startswith(f"{stage}_") or stage.startswith(f"{rule}_")
+
+
+@pytest.mark.snakemake   # reads the workflow with Snakemake
+def test_every_rule_is_named_after_the_stage_it_runs(tmp_path):
+    work = copy_workflow(tmp_path)
+    done = subprocess.run([sys.executable, "-c", RULE_CODE], cwd=work, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    code = json.loads(done.stdout.splitlines()[-1])
+    assert len(code) > 50
+    stages = {rule: STAGE.findall(text) for rule, text in code.items()}
+    stages["passages"] = ["passages-wiki"]   # its stage comes from params (passages-wiki, -beir, -msmarco)
+    misnamed = [f"{rule}: {', '.join(found)}" for rule, found in stages.items()
+                if any(not named_after(rule, stage) for stage in found)]
+    assert not misnamed, "rules not named after their stage:\n" + "\n".join(misnamed)
+    assert {rule for rule, found in stages.items() if not found} == {"all"}   # every other rule runs a stage
+
+
+def test_rule_names_follow_their_stage():
+    assert named_after("build_index", "build-index") and named_after("encode_candidates_shard", "encode-candidates")
+    assert named_after("reqa", "reqa-squad") and named_after("check", "check-status")
+    assert not named_after("faiss_index", "build-index") and not named_after("train_quadruplet", "train-margin")

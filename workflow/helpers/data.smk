@@ -15,7 +15,7 @@ PASSAGE_SPLIT = "dev"       # the split name of a passage dataset (never a key o
 GRADED_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "graded-passages"]
 OPEN_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "open-domain"]
 PASSAGE_DATASETS = [name for name, cfg in config["datasets"].items() if cfg["kind"] in PASSAGE_KINDS]
-# wikipedia datasets with a multistream `index`: parsed in parts (rules wiki_parts_plan, parse_wiki_part,
+# wikipedia datasets with a multistream `index`: parsed in parts (rules wiki_parts, parse_wiki_part,
 # merge_wiki_parts); every other dump in one job (parse_wiki)
 PARTED_WIKI = [name for name, cfg in config["datasets"].items() if cfg["kind"] == "wikipedia" and cfg.get("index")]
 ONLY_PARTED_WIKI = one_of(PARTED_WIKI)

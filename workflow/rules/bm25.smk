@@ -52,7 +52,7 @@ rule bm25_search:
         " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {params.depth} > {log} 2>&1"
 
 
-rule bm25_search_queries:
+rule bm25_search_split:
     # a dataset in bm25.split_runs: a split's test or training queries, to the depth in the run's name, in one job
     input:
         index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",
@@ -78,7 +78,7 @@ rule bm25_search_queries:
 
 
 rule bm25_search_shard:
-    # part {shard} of bm25.query_shards[dataset] of a training-query set, one job each; merge_bm25_shards joins them
+    # part {shard} of bm25.query_shards[dataset] of a training-query set, one job each; merge_runs joins them
     input:
         index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",
         queries=bm25_queries,
@@ -106,7 +106,7 @@ rule bm25_search_shard:
         " --run {output} --depth {wildcards.depth} --shard {wildcards.shard} --shards {params.shards} > {log} 2>&1"
 
 
-rule merge_bm25_shards:
+rule merge_runs:
     input:
         lambda w: [f"{ART}/{w.dataset}/bm25/{w.split}/{w.parts}-d{w.depth}.shards/{i}.trec"
                    for i in range(QUERY_SHARDS[w.dataset])],
@@ -124,4 +124,4 @@ rule merge_bm25_shards:
         "{TOWERS} merge-runs --parts {input} --run {output} > {log} 2>&1"
 
 
-ruleorder: merge_bm25_shards > bm25_search_queries
+ruleorder: merge_runs > bm25_search_split

@@ -5,7 +5,7 @@
 include: "../helpers/chang2020.smk"
 
 
-rule chang2020_table1:
+rule pairs_table:
     input:
         profile=PROFILE_INPUT,
         stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
@@ -24,7 +24,7 @@ rule chang2020_table1:
         paper_table("pairs-table", "--stats {input.stats}", table=False)
 
 
-rule chang2020_table2:
+rule reqa_table:
     # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
     input:
         profile=PROFILE_INPUT,
@@ -46,7 +46,7 @@ rule chang2020_table2:
         paper_table("reqa-table", table=False)
 
 
-rule chang2020_table3:
+rule table_chang2020_3:
     # Table 3 (SQuAD) and Table 4 (NQ); the mini profile's one dataset stands in for both.
     input:
         profile=PROFILE_INPUT,
@@ -67,7 +67,7 @@ rule chang2020_table3:
         CHANG_TABLE
 
 
-use rule chang2020_table3 as chang2020_table4 with:
+use rule table_chang2020_3 as table_chang2020_4 with:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in chang_rows("table4")],
@@ -78,7 +78,7 @@ use rule chang2020_table3 as chang2020_table4 with:
         **chang_table_params("table4"),
 
 
-use rule chang2020_table3 as chang2020_table6 with:
+use rule table_chang2020_3 as table_chang2020_6 with:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in chang_rows("table6")],
@@ -89,7 +89,7 @@ use rule chang2020_table3 as chang2020_table6 with:
         **chang_table_params("table6"),
 
 
-rule chang2020_table5:
+rule ablation_table:
     input:
         profile=PROFILE_INPUT,
         evals=[r["eval"] for r in ablation_rows()],

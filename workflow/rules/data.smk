@@ -35,7 +35,7 @@ rule parse_wiki:
         " --articles {output.articles} --redirects {output.redirects} --stats {output.stats} 2>&1 | tee {log}"
 
 
-rule wiki_parts_plan:
+rule wiki_parts:
     # Byte ranges of whole bz2 streams of a multistream dump, of about equal size, from its index.
     input:
         dump=lambda w: dump_of(w.dataset),
@@ -228,7 +228,7 @@ rule passages_graded:
         " {params.checks} --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}"
 
 
-rule passage_triples:
+rule passages_triples:
     # MS MARCO's text triples (query, positive, negative) as ids, for the dev split's training queries
     input:
         unpack(triples_inputs),

@@ -30,7 +30,7 @@ rule encode_candidates:
         " 2>&1 | tee {log}"
 
 
-rule encode_shard:
+rule encode_candidates_shard:
     # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them.
     # Temporary: the merged matrix holds the same rows, so a part is deleted once merged (MS MARCO: 27 GB a model)
     input:
@@ -78,7 +78,7 @@ rule merge_embeddings:
 # The corpus matrix (candidates.npy) is kept, not temp(), though a flat index holds the same vectors: LTRe
 # training reads it (ltre.smk), and a temporary one would be re-encoded whenever a later job asks for it (a new
 # factory string, a changed LTRe setting), rebuilding every index and search downstream of it.
-rule faiss_index:
+rule build_index:
     input:
         f"{DENSE}/candidates.npy",
     output:

@@ -102,7 +102,7 @@ rule ltre_table:
         paper_table("ltre-table")
 
 
-rule ltre_figure3:
+rule ltre_figure:
     input:
         profile=PROFILE_INPUT,
         steps=[path for _, path in figure3_runs()],

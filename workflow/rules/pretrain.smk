@@ -97,7 +97,7 @@ rule pretrain_mlm_nsp:
         " --log logs/{wildcards.dataset}/pretrain_mlm_nsp.steps.jsonl 2>&1 | tee {log}"
 
 
-rule init_bag_of_words:
+rule init_bow:
     # The starting point of the bag-of-words towers: random embeddings of hashed features.
     output:
         directory(f"{ART}/{{dataset}}/encoders/{{bow}}"),

@@ -3,7 +3,7 @@
 include: "../helpers/quadrupletbert.smk"
 
 
-rule quadrupletbert_table1:
+rule seeded_table_1:
     input:
         profile=PROFILE_INPUT,
         evals=[e for r in qb_table1_rows() for e in r["evals"]],
@@ -23,7 +23,7 @@ rule quadrupletbert_table1:
         SEEDED_TABLE
 
 
-use rule quadrupletbert_table1 as quadrupletbert_table2 with:
+use rule seeded_table_1 as seeded_table_2 with:
     input:
         profile=PROFILE_INPUT,
         evals=[e for r in qb_table2_rows() for e in r["evals"]],

@@ -198,7 +198,7 @@ rule repbert_table:
         paper_table("repbert-table")
 
 
-rule repbert_figure1:
+rule repbert_figure_1:
     input:
         profile=PROFILE_INPUT,
         recall=[first_eval(n) for n in FIRST_STAGE],
@@ -221,7 +221,7 @@ rule repbert_figure1:
         " --note {params.note:q} --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
 
 
-rule repbert_figure2:
+rule repbert_figure_2:
     input:
         profile=PROFILE_INPUT,
         consistency=[f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json" for n in FIRST_STAGE],

@@ -40,7 +40,7 @@ rule pretrain_two_tower:
         " {params.train} {params.towers} --log {params.steps_log} 2>&1 | tee {log}"
 
 
-rule finetune_two_tower:
+rule finetune:
     input:
         unpack(split_files),
         encoder=chang_start,
@@ -68,7 +68,7 @@ rule finetune_two_tower:
         " --log {params.steps_log} 2>&1 | tee {log}"
 
 
-rule train_three_tower:
+rule train_margin_threet:
     input:
         unpack(split_files),
         start=lambda w: three_t_settings(w.kind)[0].format(dataset=w.dataset),
@@ -93,7 +93,7 @@ rule train_three_tower:
         " {params.train} {params.towers} --log {params.steps_log} 2>&1 | tee {log}"
 
 
-rule train_quadruplet:
+rule train_margin_quadbert:
     # Phase 2: continue from the phase-1 (Three-T BERT) model with the same margin and seed, each
     # question's hard negative drawn from the candidates that model retrieves for it.
     input:

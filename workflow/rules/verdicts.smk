@@ -48,7 +48,7 @@ rule check_cells:
         "{TOWERS} check {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
 
 
-rule expected_values:
+rule expected:
     # `make expected`: this build's cells as the profile's expected values (copied to check.expected)
     input:
         profile=PROFILE_INPUT,
