@@ -56,9 +56,9 @@ def _job_work(rule: str, command: str, lengths: dict[str, int]) -> tuple[float, 
         return 0.0, 0.0                              # bag-of-words towers: no transformer
     steps, batch = int(flag(command, "steps", 0)), int(flag(command, "batch-size", 0))
     query, doc = int(flag(command, "query-length", 0)), int(flag(command, "doc-length", 0))
-    if rule in ("pretrain_two_tower", "finetune_two_tower", "train_repbert"):
+    if rule in ("pretrain_two_tower", "finetune", "train_repbert"):
         return forward_flops(steps * batch * query, query, "base") * 3 + forward_flops(steps * batch * doc, doc, "base") * 3, 0.0
-    if rule in ("train_three_tower", "train_quadruplet"):
+    if rule in ("train_margin_threet", "train_margin_quadbert"):
         docs = 3 if "--mined" in command else 2
         return 3 * (forward_flops(steps * batch * query, query, "base") + forward_flops(steps * batch * docs * doc, doc, "base")), 0.0
     if rule == "pretrain_mlm_nsp" or (rule == "pretrain_mlm" and "--hub-model ''" in command):
@@ -71,7 +71,7 @@ def _job_work(rule: str, command: str, lengths: dict[str, int]) -> tuple[float, 
         return train, forward_flops(refreshes * CORPUS[dataset] * doc, doc, "base")
     if rule == "train_ltre":   # only the query tower learns; the doc side is a fixed index
         return 3 * forward_flops(steps * batch * query, query, "base"), 0.0
-    if rule in ("encode_candidates", "encode_shard"):
+    if rule in ("encode_candidates", "encode_candidates_shard"):
         model = re.search(r"dense/([^/]+)/", command).group(1)
         length = lengths["ltre" if model.startswith("neg-") else "repbert" if model == "repbert"
                          else "quadrupletbert" if model.startswith(("threet-", "quadbert-")) else "chang2020"]

@@ -306,10 +306,10 @@ def beside_declared(rows: list[dict], plan: dict[str, dict]) -> None:
     for row in rows:
         target = row["largest_job"]
         entry = plan.get(target)
-        if entry is None:   # stand-ins: Faiss is rule faiss_index's work, fusion rule fuse_runs', the probe BM25's
-            rule = "faiss_index" if row["stage"].startswith("build-index") else \
+        if entry is None:   # stand-ins: Faiss is rule build_index's work, fusion rule fuse_runs', the probe BM25's
+            rule = "build_index" if row["stage"].startswith("build-index") else \
                 "fuse_runs" if row["stage"].startswith("fuse-runs") else \
-                "bm25_search_queries" if row["stage"].startswith("bm25-search (") else None
+                "bm25_search_split" if row["stage"].startswith("bm25-search (") else None
             entry = next((e for e in plan.values() if e["rule"] == rule), None)
         if entry:
             row.update({"rule": entry["rule"], "threads": entry["threads"], "declared_mem_mb": entry["mem_mb"],

@@ -123,7 +123,7 @@ def test_split_runs_are_the_single_runs_rows_of_their_queries(tmp_path):
     done = subprocess.run([sys.executable, "-m", "snakemake", *[str(t.relative_to(work)) for t in targets], "--cores",
                            "1", "--configfile", "fixtures/tiny.yaml", "split.yaml"], cwd=work, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "merge_bm25_shards" in done.stderr and "bm25_search_shard" in done.stderr
+    assert "merge_runs" in done.stderr and "bm25_search_shard" in done.stderr
     lines = {}
     for line in (art / "bm25/run.trec").read_text().splitlines():
         lines.setdefault(line.split()[0], []).append(line)

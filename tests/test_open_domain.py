@@ -210,7 +210,7 @@ def test_download_checks_the_published_sha1(tmp_path):
 
 # --- the workflow: an open dataset is evaluated with its base's models and splits ----------------
 
-ALLOWED = {"enwiki-mini-open": {"reqa_open", "bm25_index", "bm25_search", "encode_candidates", "faiss_index",
+ALLOWED = {"enwiki-mini-open": {"reqa_open", "bm25_index", "bm25_search", "encode_candidates", "build_index",
                                 "dense_search", "evaluate"},
            "enwiki-extra": {"parse_wiki"}}
 
@@ -252,10 +252,10 @@ def test_open_dataset_plans_no_training(tmp_path):
         by_dataset.setdefault(job["wildcards"].get("dataset"), set()).add(job["rule"])
     for dataset, rules in ALLOWED.items():
         assert by_dataset[dataset] <= rules, by_dataset[dataset] - rules
-    assert {"reqa_open", "encode_candidates", "faiss_index", "dense_search", "bm25_index", "bm25_search",
+    assert {"reqa_open", "encode_candidates", "build_index", "dense_search", "bm25_index", "bm25_search",
             "evaluate"} <= by_dataset["enwiki-mini-open"]
     # the model is trained (nothing of it exists in this copy) on the base dataset, under its name
-    assert {"train_quadruplet", "split", "reqa"} <= by_dataset["enwiki-mini"]
+    assert {"train_margin_quadbert", "split", "reqa"} <= by_dataset["enwiki-mini"]
     encode = next(j for j in jobs if j["rule"] == "encode_candidates" and j["wildcards"]["dataset"] == "enwiki-mini-open")
     assert "artifacts/enwiki-mini/dense/quadbert-m0.1-s13/80-20/model" in encode["input"]
     assert "artifacts/enwiki-mini-open/collection/candidates.jsonl" in encode["input"]

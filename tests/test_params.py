@@ -159,3 +159,53 @@ def test_files_and_folders_params_name_must_exist():
     assert problem(config) == "params.yaml: datasets.squad.local_dir: no such folder: 'nowhere'"
     config["datasets"]["squad"]["local_dir"] = "data"
     assert problem(config) == "params.yaml: datasets.squad.local_dir: 'data' holds no 'dev-v1.1.json'"
+
+
+def edited(files, path, value):
+    """The merged config of `files` with the key at `path` set to `value` (removed where value is DELETE)."""
+    config = merged(files)
+    node = config
+    for part in path[:-1]:
+        node = node[part]
+    if value is DELETE:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return config
+
+
+DELETE = object()
+PAPER = [PARAMS, ROOT / "config/paper.yaml"]
+
+
+# What the rule files once checked again while Snakemake read them (workflow/helpers/data.smk, bm25.smk, ltre.smk),
+# each refused here, in one line, before anything is planned
+@pytest.mark.parametrize("files,path,value,expected", [
+    ([PARAMS], ["datasets", "enwiki-mini-open", "base"], "enwiki-extra",
+     "dataset 'enwiki-extra' is of kind wikipedia; an open-domain dataset's base needs one of kind wikipedia-qa"),
+    ([PARAMS], ["datasets", "enwiki-mini-passages", "articles"], "squad",
+     "dataset 'squad' is of kind squad; its passages needs one of kind wikipedia-qa, wikipedia"),
+    (PAPER, ["datasets", "msmarco-dl19", "base"], "squad", "a graded set's base needs one of kind msmarco-passage"),
+    (PAPER, ["datasets", "msmarco-dl19", "queries"], "queries.tsv", "'queries.tsv' is not one of its files"),
+    (PAPER, ["datasets", "msmarco-passage", "triples"], "triples.tsv", "'triples.tsv' is not one of its files"),
+    (PAPER, ["datasets", "msmarco-passage", "files"], DELETE, "'files' is a required property"),
+    (PAPER, ["ltre", "indexes", 0, "factory"], "HNSW32", "means 'Flat' in faiss.indexes but 'HNSW32' here"),
+    # a multistream dump parsed in parts (index): the index is a file after the dump, which is read whole
+    (PAPER, ["datasets", "enwiki", "index"], "enwiki-20161220-pages-articles-multistream.xml.bz2",
+     "is not one of its files after the dump (the first: enwiki-20161220-pages-articles-multistream.xml.bz2)"),
+    (PAPER, ["datasets", "enwiki", "dump"], "gensim", "a dump parsed in parts (index) is its first file"),
+    (PAPER, ["datasets", "enwiki", "max_articles"], 1000, "must be 0 where the dump is parsed in parts"),
+    ([PARAMS], ["bm25", "query_shards"], {"enwiki-mini": 2},
+     "dataset 'enwiki-mini' is not in bm25.split_runs (none): only split runs are sharded"),
+    ([PARAMS], ["zeroshot", "datasets", 0], "enwiki-extra",
+     "dataset 'enwiki-extra' is of kind wikipedia; a zero-shot table (evaluation queries) needs one of kind"),
+])
+def test_names_datasets_give_each_other_are_checked_before_planning(files, path, value, expected):
+    message = problem(edited(files, path, value))
+    key = dotted(path[:-1] if value is DELETE else path)
+    assert message and message.startswith(f"params.yaml: {key}") and expected in message, message
+    assert "\n" not in message
+
+
+def test_a_one_part_query_shard_needs_no_split_runs():
+    assert problem(edited([PARAMS], ["bm25", "query_shards"], {"enwiki-mini": 1})) is None

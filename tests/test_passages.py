@@ -478,7 +478,7 @@ def test_passage_kinds_plan_their_own_dev_split(tmp_path):
                for part in ("train", "test")]
     plan = _snakemake(work, *targets, "artifacts/msmarco-passage/collection/triples.tsv", "-n", "-p")
     assert plan.returncode == 0, (plan.stdout + plan.stderr)[-3000:]
-    assert job_counts(plan.stdout) == {"parse_wiki": 1, "passages": 4, "download": 2, "passage_triples": 1}
+    assert job_counts(plan.stdout) == {"parse_wiki": 1, "passages": 4, "download": 2, "passages_triples": 1}
     assert "--md5 31644046b18952c1386cd4564ba2ae69" in plan.stdout     # ir_datasets' md5 of the archive
     assert "--md5 c13bf99ff23ca691105ad12eab837f84" in plan.stdout     # ... and of the train triples
     assert "rule split:" not in plan.stdout and "rule reqa:" not in plan.stdout

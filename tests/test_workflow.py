@@ -207,7 +207,7 @@ def test_ltre_change_retrains_only_the_query_towers(tiny_run):
     counts = job_counts(plan.stdout)
     # LTRe at both training indexes and the 3 figure-3 query-only runs; no baseline retrains or re-encodes
     assert counts["train_ltre"] == 2 + 3 and "train_negatives" not in counts
-    assert "encode_candidates" not in counts and "faiss_index" not in counts and counts["ltre_figure3"] == 1
+    assert "encode_candidates" not in counts and "build_index" not in counts and counts["ltre_figure"] == 1
 
 
 @pytest.mark.slow
@@ -293,8 +293,8 @@ def test_finetune_change_reuses_pretraining(tiny_run):
     plan = snakemake(tiny_run, TARGET, "--cores", 2, "--configfile", "fixtures/changed.yaml", "-n")
     counts = job_counts(plan.stdout)
     # five two-tower rows re-fine-tuned; neither MLM nor the ICT/BFS/WLP pre-training reruns
-    assert counts == {"finetune_two_tower": 5, "encode_candidates": 5, "faiss_index": 5, "dense_search": 5,
-                      "evaluate": 5, "chang2020_table3": 1}
+    assert counts == {"finetune": 5, "encode_candidates": 5, "build_index": 5, "dense_search": 5,
+                      "evaluate": 5, "table_chang2020_3": 1}
 
 
 @pytest.mark.slow
@@ -303,9 +303,9 @@ def test_margin_list_change_reruns_only_the_new_margin(tiny_run):
     (tiny_run / "fixtures/margins.yaml").write_text(changed)
     plan = snakemake(tiny_run, *QUADRUPLET_TABLES, "--cores", 2, "--configfile", "fixtures/margins.yaml", "-n")
     # phase 1 and 2 for m = 2 (the first also mines), each encoded and indexed; only the new model searched
-    assert job_counts(plan.stdout) == {"train_three_tower": 1, "encode_candidates": 2, "faiss_index": 2,
-                                       "mine_hard_negatives": 1, "train_quadruplet": 1, "dense_search": 1,
-                                       "evaluate": 1, "quadrupletbert_table2": 1}
+    assert job_counts(plan.stdout) == {"train_margin_threet": 1, "encode_candidates": 2, "build_index": 2,
+                                       "mine_hard_negatives": 1, "train_margin_quadbert": 1, "dense_search": 1,
+                                       "evaluate": 1, "seeded_table_2": 1}
 
 
 def cells_as_the_paper(results: Path) -> dict:

@@ -86,7 +86,7 @@ def test_a_job_killed_during_a_params_change_leaves_no_table_to_mix_old_rows_int
     params = (work / "params.yaml").read_text()
     (work / "params.yaml").write_text(params.replace("vocab_size: 200", "vocab_size: 120"))
     plan = snake(work, TABLE2, "-n")   # a dry run plans the change and removes nothing
-    assert job_counts(plan.stdout) == {"tokenizer": 2, "reqa_statistics": 2, "chang2020_table2": 1}
+    assert job_counts(plan.stdout) == {"tokenizer": 2, "reqa_statistics": 2, "reqa_table": 1}
     assert (work / TABLE2).exists() and (work / "artifacts/tiny-two/collection/table2-stats.json").exists()
     failed = run(work, dvc, "repro", "chang2020@table2", kill="artifacts/enwiki-mini/tokenizer")
     assert failed.returncode != 0

@@ -13,8 +13,8 @@ from test_workflow import CHANG_TABLES, LTRE_TARGETS, QUADRUPLET_TABLES, REPBERT
 
 pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
 
-TRAINING_RULES = ("pretrain_mlm", "pretrain_mlm_nsp", "pretrain_two_tower", "finetune_two_tower", "train_three_tower",
-                  "train_quadruplet", "train_repbert", "train_cross_encoder", "train_negatives", "train_ltre")
+TRAINING_RULES = ("pretrain_mlm", "pretrain_mlm_nsp", "pretrain_two_tower", "finetune", "train_margin_threet",
+                  "train_margin_quadbert", "train_repbert", "train_cross_encoder", "train_negatives", "train_ltre")
 
 
 def job_blocks(plan: str) -> dict[str, list[str]]:
@@ -34,7 +34,7 @@ def test_a_table_found_without_a_record_is_rebuilt_not_trusted(tmp_path):
     plan = snakemake(work, "results/table1.csv", "--configfile", "fixtures/tiny.yaml", "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
-    assert counts["quadrupletbert_table1"] == 1 and counts["train_quadruplet"] >= 1
+    assert counts["seeded_table_1"] == 1 and counts["train_margin_quadbert"] >= 1
 
 
 def test_invalid_params_name_the_key(tmp_path):
@@ -75,15 +75,15 @@ def test_paper_profile_plans_every_chang_table(tmp_path):
     tuned = 5 * 3 * 2 + 9 * 4 - 3 + 3
     dense = tuned - 3 + 2 * 3
     assert job_counts(plan.stdout) == {
-        "download": 2 + 50 + 2, "wiki_parts_plan": 1, "parse_wiki_part": 64, "merge_wiki_parts": 1, "reqa": 2, "reqa_open": 1, "reqa_statistics": 2,
+        "download": 2 + 50 + 2, "wiki_parts": 1, "parse_wiki_part": 64, "merge_wiki_parts": 1, "reqa": 2, "reqa_open": 1, "reqa_statistics": 2,
         "split": 3 + 4, "tokenizer": 3, "bm25_index": 3, "bm25_search": 3,
-        "pretraining_pairs": 3, "init_random": 4, "pretrain_mlm": 2, "init_bag_of_words": 3,
-        "pretrain_two_tower": 9, "finetune_two_tower": tuned,
+        "pretraining_pairs": 3, "init_random": 4, "pretrain_mlm": 2, "init_bow": 3,
+        "pretrain_two_tower": 9, "finetune": tuned,
         # NQ-open's 6 encodings in encode.shards' 2 parts each, merged
-        "encode_candidates": dense - 6, "encode_shard": 6 * 2, "merge_embeddings": 6,
-        "faiss_index": dense, "dense_search": dense,
-        "evaluate": dense + 3 * 3, "chang2020_table1": 1, "chang2020_table2": 1, "chang2020_table3": 1,
-        "chang2020_table4": 1, "chang2020_table5": 1, "chang2020_table6": 1}
+        "encode_candidates": dense - 6, "encode_candidates_shard": 6 * 2, "merge_embeddings": 6,
+        "build_index": dense, "dense_search": dense,
+        "evaluate": dense + 3 * 3, "pairs_table": 1, "reqa_table": 1, "table_chang2020_3": 1,
+        "table_chang2020_4": 1, "ablation_table": 1, "table_chang2020_6": 1}
     # pre-trained once on Wikipedia, fine-tuned on both datasets: BERT-base shape, 4 or 12 layers
     assert plan.stdout.count("pretrain-two-tower") == 9
     assert "--steps 100000 --batch-size 8192" in plan.stdout and "--layers 4 " in plan.stdout
@@ -100,12 +100,12 @@ def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
     # 2 datasets (SQuAD, NQ) x 2 splits x 3 seeds; Table 2 sweeps 6 margins, Table 1's margin is one of them
     runs, margins = 2 * 2 * 3, 6
     assert job_counts(plan.stdout) == {
-        "download": 2 + 50, "reqa": 2, "split": 4, "tokenizer": 2, "pretrain_mlm_nsp": 2, "init_bag_of_words": 2,
-        "train_three_tower": runs + runs * margins, "mine_hard_negatives": runs * margins,
-        "train_quadruplet": runs * margins, "encode_candidates": runs + 2 * runs * margins,
-        "faiss_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows
+        "download": 2 + 50, "reqa": 2, "split": 4, "tokenizer": 2, "pretrain_mlm_nsp": 2, "init_bow": 2,
+        "train_margin_threet": runs + runs * margins, "mine_hard_negatives": runs * margins,
+        "train_margin_quadbert": runs * margins, "encode_candidates": runs + 2 * runs * margins,
+        "build_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows
         "dense_search": runs + runs + runs * margins + runs, "evaluate": runs + runs + runs * margins + runs,
-        "quadrupletbert_table1": 1, "quadrupletbert_table2": 1}
+        "seeded_table_1": 1, "seeded_table_2": 1}
     assert "pretrain-mlm --nsp 1 --init-hub-model bert-base-uncased" in plan.stdout   # continues BERT-base
     assert "nq-train-49.jsonl.gz" in plan.stdout
 
@@ -116,7 +116,7 @@ def test_any_named_chang_model_plans_its_pretraining_and_bad_names_are_refused(t
     plan = snakemake(work, target, "--configfile", "fixtures/tiny.yaml", "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
-    assert counts["pretrain_two_tower"] == 1 and counts["finetune_two_tower"] == 1
+    assert counts["pretrain_two_tower"] == 1 and counts["finetune"] == 1
     assert counts["pretraining_pairs"] == 1                      # WLP's pairs only
     bad = snakemake(work, "artifacts/enwiki-mini/eval/transformer-mlm-l3-d8/50-50/flat.json",
                     "--configfile", "fixtures/tiny.yaml", "-n")
@@ -130,11 +130,11 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
     assert plan.returncode == 0, plan.stderr[-2000:]
     # BM25 and RepBERT on MS MARCO dev small; the hub's monoBERT reranks, so no cross-encoder is trained
     assert job_counts(plan.stdout) == {
-        "download": 1, "passages": 1, "bm25_index": 1, "bm25_search_queries": 1, "tokenizer": 1, "pretrain_mlm": 1,
-        "train_repbert": 1, "encode_shard": 8, "merge_embeddings": 1, "faiss_index": 1, "dense_search": 1,
+        "download": 1, "passages": 1, "bm25_index": 1, "bm25_search_split": 1, "tokenizer": 1, "pretrain_mlm": 1,
+        "train_repbert": 1, "encode_candidates_shard": 8, "merge_embeddings": 1, "build_index": 1, "dense_search": 1,
         "latency": 2,
         "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
-        "repbert_table": 4, "repbert_figure1": 1, "repbert_figure2": 1}
+        "repbert_table": 4, "repbert_figure_1": 1, "repbert_figure_2": 1}
     assert "collectionandqueries.tar.gz" in plan.stdout and "--model castorini/monobert-large-msmarco" in plan.stdout
     # the cross-encoder scores each first-stage run once, at the deepest depth; shallower ones reuse it
     assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 and plan.stdout.count("--scores ") == 2 * 4
@@ -148,7 +148,7 @@ def test_paper_profile_plans_the_ltre_targets(tmp_path):
     counts = job_counts(plan.stdout)
     # 8 baselines; LTRe at 6 training indexes plus 3 figure-3 runs; 6 x 6 evaluations for Table 4
     assert counts["train_negatives"] == 8 and counts["train_ltre"] == 6 + 3
-    assert counts["ltre_table"] == 3 and counts["ltre_figure3"] == 1
+    assert counts["ltre_table"] == 3 and counts["ltre_figure"] == 1
     assert "--start roberta-base" in plan.stdout and "--factory OPQ96,IVF1,PQ96" in plan.stdout
     assert "--steps 60000 --batch-size 32 --lr 5e-06" in plan.stdout
     # nDCG@10 on TREC DL 2019: its queries searched through MS MARCO's indexes, nothing re-encoded for them
@@ -179,14 +179,14 @@ def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
     assert "Using profile profiles/slurm" in plan.stdout + plan.stderr
     blocks = job_blocks(plan.stdout)
     # the corpus is encoded as 8 one-GPU jobs, then merged; GPU rules go to the GPU partition
-    assert len(blocks["encode_shard"]) == 8 and len(blocks["merge_embeddings"]) == 1
-    for rule in ("encode_shard", "rerank", "dense_search"):
+    assert len(blocks["encode_candidates_shard"]) == 8 and len(blocks["merge_embeddings"]) == 1
+    for rule in ("encode_candidates_shard", "rerank", "dense_search"):
         for job in blocks[rule]:
             assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
     for job in blocks["train_repbert"]:   # training: 4 GPUs of one node, one process each
         assert "gpu=4" in job and "slurm_partition=gpu" in job and "mem_mb=128000" in job and "cpus_per_task=16" in job
     resources = yaml.safe_load((work / "config/paper.yaml").read_text())["resources"]
-    for rule in ("bm25_index", "bm25_search_queries"):   # MS MARCO's dev queries: a run of their own (bm25.split_runs)
+    for rule in ("bm25_index", "bm25_search_split"):   # MS MARCO's dev queries: a run of their own (bm25.split_runs)
         # the measured request (resources.rules) over the Java family's
         wanted = {**resources["java_jobs"], **resources["rules"][rule]}
         assert f"mem_mb={wanted['mem_mb']}" in blocks[rule][0] and f"runtime={wanted['runtime']}" in blocks[rule][0]
@@ -217,7 +217,7 @@ def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
     # RepBERT's passages in 3 parts and a merge; Chang's enwiki-mini models still one job each
-    assert counts["encode_shard"] == 3 and counts["merge_embeddings"] == 1
+    assert counts["encode_candidates_shard"] == 3 and counts["merge_embeddings"] == 1
     assert counts["encode_candidates"] == job_counts(snakemake(work, "results/chang2020/table3.csv", "-n").stdout)["encode_candidates"]
 
 

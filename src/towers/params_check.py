@@ -14,6 +14,8 @@ import yaml
 QA_KINDS = ("wikipedia-qa", "squad", "nq")
 ARTICLE_KINDS = ("wikipedia-qa", "wikipedia")   # datasets with parsed articles (pre-training pairs, passages)
 PASSAGE_KINDS = ("msmarco-passage", "msmarco-tsv", "beir", "wikipedia-passages")
+# datasets with evaluation queries: a zero-shot table takes any of them (a wikipedia dataset has none)
+ZEROSHOT_KINDS = (*QA_KINDS, *PASSAGE_KINDS, "open-domain", "graded-passages")
 
 
 class ParamsError(Exception):
@@ -155,6 +157,14 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
         for key in keys:
             if spec.get(key) and spec[key] not in names:
                 problems.append(([*where, key], f"{spec[key]!r} is not one of its files ({', '.join(names) or 'none'})"))
+        if kind == "wikipedia" and spec.get("index"):   # a multistream dump parsed in parts: its first file, read whole
+            if spec["index"] not in names[1:]:
+                problems.append(([*where, "index"], f"{spec['index']!r} is not one of its files after the dump (the "
+                                                    f"first: {names[0] if names else 'none'})"))
+            if spec.get("dump"):
+                problems.append(([*where, "dump"], "a dump parsed in parts (index) is its first file, not a `dump` path"))
+            if spec.get("max_articles", 0):
+                problems.append(([*where, "max_articles"], "must be 0 where the dump is parsed in parts (index)"))
         # files and folders params name: missing ones said here, not as Snakemake's missing-input report
         for key in ("questions", "dump"):
             value = spec.get(key)
@@ -172,6 +182,11 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
     for name in config.get("encode", {}).get("shards", {}):
         if name not in datasets:
             problems.append((["encode", "shards", name], f"dataset {name!r} is not defined under datasets"))
+    split_runs = config.get("bm25", {}).get("split_runs", [])
+    for name, parts in config.get("bm25", {}).get("query_shards", {}).items():
+        if parts > 1 and name not in split_runs:   # only a run per query set is searched in parts
+            problems.append((["bm25", "query_shards", name], f"dataset {name!r} is not in bm25.split_runs "
+                                                            f"({', '.join(split_runs) or 'none'}): only split runs are sharded"))
 
     splits = set(config.get("splits", {}))
     indexes = set(config.get("faiss", {}).get("indexes", {})) | {i["name"] for i in config.get("ltre", {}).get("indexes", [])}
@@ -217,8 +232,7 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
                 problems.append((["zeroshot", "checkpoints", i], f"checkpoint {name!r} is not defined under checkpoints "
                                                                   f"({', '.join(checkpoints) or 'none'})"))
         for i, name in enumerate(zs.get("datasets", [])):
-            if name not in datasets:
-                problems.append((["zeroshot", "datasets", i], f"dataset {name!r} is not defined under datasets"))
+            dataset(["zeroshot", "datasets", i], name, ZEROSHOT_KINDS, "a zero-shot table (evaluation queries)")
         models = ["bm25", *(f"ckpt-{name}" for name in zs.get("checkpoints", []))]
         for i, row in enumerate(zs.get("published", [])):
             where = ["zeroshot", "published", i]

@@ -9,34 +9,7 @@
 #     the run one job would write.
 # Search writes a run a batch of queries at a time; the JVM's heap comes from the job's mem_mb (bm25.java_heap_mb).
 
-BM25 = config["bm25"]
-SPLIT_RUNS = set(BM25.get("split_runs", []))
-QUERY_SHARDS = {name: parts for name, parts in BM25.get("query_shards", {}).items() if parts > 1}
-QUERY_SHARDED_RE = one_of(list(QUERY_SHARDS))   # matches nothing when none is
-BM25_THREADS = BM25.get("threads") or config["threads"]   # Lucene threads of an index or search job
-TRAINING_PARTS = r"train|train\+valid"
-if set(QUERY_SHARDS) - SPLIT_RUNS:
-    raise ValueError(f"bm25.query_shards names {sorted(set(QUERY_SHARDS) - SPLIT_RUNS)}, not in bm25.split_runs: "
-                     "only split runs are sharded")
-
-
-def bm25_run(dataset, split, parts="test", depth=0):
-    """The BM25 run a consumer of `split`'s queries `parts` reads: "test" at the dataset's run depth, "train" or
-    "train+valid" at `depth` (its negatives' depth); one run of every query for a dataset not in bm25.split_runs."""
-    if dataset not in SPLIT_RUNS:
-        return f"{ART}/{dataset}/bm25/run.trec"
-    if parts == "test":
-        depth = run_depth(dataset, BM25["depth"])
-    return f"{ART}/{dataset}/bm25/{split}/{parts}-d{depth}.trec"
-
-
-def bm25_queries(w):
-    """The split files whose queries a run searches (an open-domain dataset's are its base's)."""
-    return [f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/{part}.tsv" for part in w.parts.split("+")]
-
-
-BM25_SEARCH = ("{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
-               " --threads {threads} --memory-mb {resources.mem_mb}")
+include: "../helpers/bm25.smk"
 
 
 rule bm25_index:
@@ -75,10 +48,11 @@ rule bm25_search:
     log:
         "logs/{dataset}/bm25_search.log",
     shell:
-        BM25_SEARCH + " --run {output} --depth {params.depth} > {log} 2>&1"
+        "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {params.depth} > {log} 2>&1"
 
 
-rule bm25_search_queries:
+rule bm25_search_split:
     # a dataset in bm25.split_runs: a split's test or training queries, to the depth in the run's name, in one job
     input:
         index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",
@@ -99,11 +73,12 @@ rule bm25_search_queries:
     log:
         "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}.log",
     shell:
-        BM25_SEARCH + " --run {output} --depth {wildcards.depth} > {log} 2>&1"
+        "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {wildcards.depth} > {log} 2>&1"
 
 
 rule bm25_search_shard:
-    # part {shard} of bm25.query_shards[dataset] of a training-query set, one job each; merge_bm25_shards joins them
+    # part {shard} of bm25.query_shards[dataset] of a training-query set, one job each; merge_runs joins them
     input:
         index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",
         queries=bm25_queries,
@@ -126,11 +101,12 @@ rule bm25_search_shard:
     log:
         "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}_{shard}.log",
     shell:
-        BM25_SEARCH + " --run {output} --depth {wildcards.depth} --shard {wildcards.shard} --shards {params.shards}"
-        " > {log} 2>&1"
+        "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
+        " --threads {threads} --memory-mb {resources.mem_mb}"
+        " --run {output} --depth {wildcards.depth} --shard {wildcards.shard} --shards {params.shards} > {log} 2>&1"
 
 
-rule merge_bm25_shards:
+rule merge_runs:
     input:
         lambda w: [f"{ART}/{w.dataset}/bm25/{w.split}/{w.parts}-d{w.depth}.shards/{i}.trec"
                    for i in range(QUERY_SHARDS[w.dataset])],
@@ -148,4 +124,4 @@ rule merge_bm25_shards:
         "{TOWERS} merge-runs --parts {input} --run {output} > {log} 2>&1"
 
 
-ruleorder: merge_bm25_shards > bm25_search_queries
+ruleorder: merge_runs > bm25_search_split

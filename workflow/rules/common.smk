@@ -1,10 +1,99 @@
-# Names the rule files share (includes share one namespace): shell quoting and stage flags, the profile
-# marker every table depends on, dataset lookups, and the models and files more than one paper's rules name.
+# Shared by every rule file (includes share one namespace) and included first. The software each stage runs
+# with, global wildcard patterns, the clean-up before a run, shell quoting and stage flags, the profile marker
+# every table depends on, dataset lookups, and the models and files more than one paper's rules name. What one
+# rule file alone needs sits in workflow/helpers/ under that file's name, included at the top of the rule file.
 
 import json
 import os
 import re
 import shlex
+import sys
+import time
+
+# --- software ---------------------------------------------------------------------------------------
+
+# The pip route (default) runs every stage with the interpreter snakemake runs in (the project's venv); with
+# --software-deployment-method conda each rule runs in its envs/ environment's python. Every shell command
+# names its interpreter through TOWERS or TRAIN (the report, PY): one global on purpose, never a param, so
+# that neither the venv's path nor the deployment method is a rerun trigger (`snakemake --lint` reports each
+# use; tests/test_lint.py allows them).
+CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower()
+PY = "python" if CONDA else shlex.quote(sys.executable)   # quoted: a virtualenv path may hold spaces
+ENVS = os.path.join(workflow.basedir, "envs")
+CPU_ENV = f"{ENVS}/cpu.yaml"
+# a checkpoint named by hub name (not package:<module>, not a folder here) is fetched through the hub's cache
+HUB_CHECKPOINTS = [c["source"] for c in config["checkpoints"].values()
+                   if not c["source"].startswith("package:") and not os.path.exists(c["source"])]
+if not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"] or HUB_CHECKPOINTS
+        or config["quadrupletbert"]["pretrain"]["init_hub_model"] or config["ltre"]["start_hub_model"]):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
+TOWERS = f"{PY} -m towers"
+ART = "artifacts"
+SPLITS = config["splits"]
+GPU_JOB = config["resources"]["gpu_jobs"]       # cluster requests of encoding/search jobs (profiles/)
+TRAIN_JOB = config["resources"]["train_jobs"]   # of training jobs
+JAVA_JOB = config["resources"]["java_jobs"]     # and of Pyserini's
+TORCH_ENV = f"{ENVS}/gpu.yaml" if GPU_JOB.get("gpu", 0) else CPU_ENV
+TRAIN_ENV = f"{ENVS}/gpu.yaml" if TRAIN_JOB.get("gpu", 0) else CPU_ENV
+# A training job given several GPUs runs data-parallel, one process a GPU (towers.training.distributed).
+TRAIN_PROCESSES = max(1, TRAIN_JOB.get("gpu", 0))
+TRAIN = TOWERS if TRAIN_PROCESSES == 1 else f"{PY} -m towers.training.distributed {TRAIN_PROCESSES}"
+JAVA_ENV = f"{ENVS}/java.yaml"
+
+wildcard_constraints:
+    dataset="[a-z0-9-]+",
+    split="|".join([*SPLITS, "dev", "all"]),   # "dev": a passage dataset's one split; "all": every question
+    kind="emb|bert",
+    margin=r"[0-9]+(\.[0-9]+)?",
+    seed="[0-9]+",
+    index="[a-z0-9]+",
+    model="[a-z0-9.+-]+",
+
+# --- before a run -----------------------------------------------------------------------------------
+
+def content_digest(path) -> str:
+    """The SHA-256 of a small file the project owns (questions, claims, expected values), for a rule's params:
+    an edit reruns its jobs even where the file's time does not move forward (a clock set back, a copy that
+    keeps times), which Snakemake's time check alone would miss."""
+    from towers.io import sha256_of
+
+    return sha256_of(path)[:16] if path and os.path.isfile(path) else ""
+
+
+def future_dated(paths, slack: float = 2.0):
+    """(path, its time) of the first input file (or file under an input folder) modified after now."""
+    now = time.time() + slack
+    for path in dict.fromkeys(map(str, paths)):
+        files = [os.path.join(d, f) for d, _, names in os.walk(path) for f in names] if os.path.isdir(path) else [path]
+        for f in [path, *files]:
+            try:
+                when = os.stat(f).st_mtime
+            except OSError:
+                continue
+            if when > now:
+                return (path, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when)))
+    return None
+
+
+# Nothing stale after a failure. Snakemake does not rerun a present output only because an input of it is
+# missing, and schedules a job whose output is missing only when a job that must run asks for it. So when a
+# run that rebuilds A -> B -> table (say, after a params change) stops at A (a bug, a kill -9, an out-of-memory
+# kill, Ctrl-C), the old B and table look finished to the next run ("Nothing to be done"), or a table is
+# rebuilt from some new and some old rows. Hence, before any job starts, every output of every job this run
+# will run is removed, as Snakemake removes each job's outputs just before that job: a stop part-way leaves
+# those outputs missing, and the next run rebuilds them. Dry runs (-n, which run no hook) and --touch remove
+# nothing; training state (train-state/) is no output, so training still resumes. `dvc repro` runs this too.
+onstart:
+    future = future_dated([f for job in workflow.dag.needrun_jobs() for f in job.input])
+    if future:   # else every job ends in Snakemake's clock-skew error, and every rerun too, until that date
+        sys.exit(f"error: {future[0]}: modified in the future ({future[1]}, now {time.strftime('%Y-%m-%d %H:%M:%S')}); "
+                 f"set its time to now with: touch {shlex.quote(future[0])}"
+                 + (" (and the files under it)" if os.path.isdir(future[0]) else ""))
+    if not workflow.touch:
+        for job in list(workflow.dag.needrun_jobs()):
+            workflow.async_run(job.remove_existing_output())
+
+# --- shell words and table rules --------------------------------------------------------------------
 
 def q(value) -> str:
     """A value as one shell word. Every value from params reaches the shell through this or Snakemake's
@@ -31,15 +120,15 @@ def paper_table(stage: str, rows: str = "{params.rows}", before_note: str = "", 
     """The shell of a paper's table rule: its stage with the paper's values (input.paper), the profile and the
     note (params), the table's own flags; CSV and JSON out (output.csv, output.json), the log kept."""
     which = " --table {wildcards.table}" if table else ""
-    return ("{TOWERS} " + stage + which + " --paper {input.paper} --profile {params.profile}" + before_note
-            + " --note {params.note:q} " + rows + " --csv {output.csv} --json {output.json} 2>&1 | tee {log}")
+    return "".join(["{TOWERS} ", stage, which, " --paper {input.paper} --profile {params.profile}", before_note,
+                    " --note {params.note:q} ", rows, " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"])
 
 # Every table and figure depends on a marker file of the profile they are made with, written here when it
 # is missing. A table committed and found in a fresh clone (Snakemake has no record of it there, and would
 # take it as up to date) is then older than the marker and is rebuilt; a table another profile made has
 # another marker as input, so switching profiles reruns the tables, while the jobs below them keep their
 # own records. One marker a profile, never rewritten: a dry run of another profile leaves this one's
-# tables alone. (A file made by a rule would not do: Snakemake does not rerun a finished target only
+# tables alone. (A file made by a rule would not do; Snakemake does not rerun a finished target only
 # because an input of it is missing.)
 PROFILE_MARKER = f"{ART}/profile-{config['profile']}.json"
 
@@ -48,9 +137,9 @@ def mark_profile(path: str, profile: str) -> None:
     if not os.path.exists(path):
         text = json.dumps({"profile": profile}) + "\n"
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path + ".tmp", "w") as handle:
+        with open(f"{path}.tmp", "w") as handle:
             handle.write(text)
-        os.replace(path + ".tmp", path)
+        os.replace(f"{path}.tmp", path)
 
 
 mark_profile(PROFILE_MARKER, config["profile"])
@@ -61,7 +150,7 @@ PROFILE_INPUT = local(PROFILE_MARKER)   # written where snakemake parses this fi
 def collection(dataset, name=""):
     """A dataset's collection (its candidates, queries, qrels and statistics, whichever builder made them: ReQA,
     open-domain, MS MARCO, BEIR), or one file of it; `dataset` may be the wildcard "{dataset}"."""
-    return f"{ART}/{dataset}/collection" + (f"/{name}" if name else "")
+    return f"{ART}/{dataset}/collection/{name}" if name else f"{ART}/{dataset}/collection"
 
 
 def collection_files(dataset, *more):
@@ -78,6 +167,7 @@ def dataset_cfg(name):
 
 def one_of(names):
     return "|".join(re.escape(name) for name in names) or "(?!)"
+
 
 def run_depth(dataset, default):
     """How deep runs go: a passage dataset's first-stage runs feed reranking and fusion (repbert.depth)."""

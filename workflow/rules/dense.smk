@@ -2,24 +2,7 @@
 # (cached), build each Faiss index named in params (faiss.indexes), search a split's test questions,
 # and mine hard negatives for its training questions.
 
-# An open-domain dataset (data.smk) has no models or splits of its own: the model folder and the
-# split's questions come from its base dataset (base_of), the outputs stay under its own folder.
-
-DENSE = f"{ART}/{{dataset}}/dense/{{model}}/{{split}}"
-
-
-def model_dir(w):
-    split = checkpoint_split(w.dataset) if is_checkpoint(w.model) else w.split   # an untrained checkpoint: one split
-    return f"{ART}/{base_of(w.dataset)}/dense/{w.model}/{split}/model"
-
-
-def split_questions(part):
-    return lambda w: f"{ART}/{questions_of(w.dataset)}/splits/{w.split}/{part}.tsv"
-
-
-SHARDS = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
-SHARDED = [name for name, parts in SHARDS.items() if parts > 1]
-SHARDED_RE = one_of(SHARDED)                   # matches nothing when none is
+include: "../helpers/dense.smk"
 
 
 rule encode_candidates:
@@ -47,7 +30,7 @@ rule encode_candidates:
         " 2>&1 | tee {log}"
 
 
-rule encode_shard:
+rule encode_candidates_shard:
     # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them.
     # Temporary: the merged matrix holds the same rows, so a part is deleted once merged (MS MARCO: 27 GB a model)
     input:
@@ -74,10 +57,6 @@ rule encode_shard:
         " --shard {wildcards.shard} --shards {params.shards} 2>&1 | tee {log}"
 
 
-def encoded_shards(suffix):
-    return lambda w: [f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/shards/{i}.{suffix}" for i in range(SHARDS[w.dataset])]
-
-
 rule merge_embeddings:
     input:
         parts=encoded_shards("npy"),
@@ -99,7 +78,7 @@ rule merge_embeddings:
 # The corpus matrix (candidates.npy) is kept, not temp(), though a flat index holds the same vectors: LTRe
 # training reads it (ltre.smk), and a temporary one would be re-encoded whenever a later job asks for it (a new
 # factory string, a changed LTRe setting), rebuilding every index and search downstream of it.
-rule faiss_index:
+rule build_index:
     input:
         f"{DENSE}/candidates.npy",
     output:
@@ -117,26 +96,6 @@ rule faiss_index:
     shell:
         "{TOWERS} build-index --embeddings {input} --factory {params.factory:q} --out {output} --threads {threads}"
         " 2>&1 | tee {log}"
-
-
-# A model trained against a fixed doc side (LTRe and Figure 3's query-only runs: <method>-<start>-<index>,
-# workflow/rules/ltre.smk) has its start's doc tower, hence its start's doc vectors: it is searched
-# through the start's indexes, as LTRe's paper does, instead of re-encoding and re-indexing the corpus.
-FIXED_DOC_SIDE = r"(ltre|qrand|qbm25|qasync)-(?P<start>[a-z0-9+.]+)-[a-z0-9]+"
-
-
-def index_owner(model):
-    """The model whose doc vectors and indexes serve `model`."""
-    fixed = re.fullmatch(FIXED_DOC_SIDE, model)
-    return f"neg-{fixed['start']}" if fixed else model
-
-
-def dense_files(dataset, model, split, index):
-    if is_checkpoint(model):   # not trained: every split searches the one encoding of the corpus
-        split = checkpoint_split(dataset)
-    folder = f"{ART}/{corpus_of(dataset)}/dense/{index_owner(model)}/{split}"
-    return {"model": f"{ART}/{base_of(dataset)}/dense/{model}/{split}/model", "index": f"{folder}/index-{index}.faiss",
-            "ids": f"{folder}/candidates.ids"}
 
 
 rule dense_search:

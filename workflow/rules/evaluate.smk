@@ -2,70 +2,7 @@
 # BM25 is model "bm25" with index "lucene"; a fused run is model "<fusion>-<a>+<b>" with index "fusion",
 # a reranked run "<first stage>-d<depth>" with index "rerank" (workflow/rules/repbert.smk).
 
-
-def run_path(w):
-    if w.model == "bm25":
-        return bm25_run(w.dataset, w.split)
-    if w.index == "fusion":
-        fusion, pair = w.model.split("-", 1)
-        return f"{ART}/{w.dataset}/fusion/{fusion}/{pair}/{w.split}.trec"
-    if w.index == "rerank":
-        return f"{ART}/{w.dataset}/rerank/{w.model}/{w.split}.trec"
-    return f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/run-{w.index}.trec"
-
-
-QB_MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")   # quadrupletbert.smk: qb_model
-
-
-def recall_convention(dataset, model=""):
-    """conventions: passage_recall on a passage set; on a question set quadrupletbert_recall for QuadrupletBERT's
-    models (its eq. 5) and reqa_recall for the rest (Chang et al.'s, BM25, checkpoints) (evaluate --recall)."""
-    if base_of(dataset) in PASSAGE_DATASETS:
-        return config["conventions"]["passage_recall"]
-    return config["conventions"]["quadrupletbert_recall" if QB_MODEL.match(model) else "reqa_recall"]
-
-
-def eval_metrics(dataset, split):
-    """The dataset's metrics; on its zeroshot split (zeroshot.smk) zeroshot's metrics too."""
-    metrics = list(metrics_for(dataset))
-    if split == checkpoint_split(dataset):
-        metrics += [m for m in config["zeroshot"]["metrics"] if m not in metrics]
-    return metrics
-
-
-RECALL_NOTE = {"success": "R@k = Success@k: a query counts as found when any of its relevant documents is in its top k"
-                          " (ReQA's Recall@k as Chang et al. count it)",
-               "fraction": "R@k = ir-measures R@k: the share of a query's relevant documents in its top k"
-                           " (QuadrupletBERT's eq. 5, RepBERT's and LTRe's R@1000)"}
-
-
-def evaluation_queries(dataset):
-    cfg = dataset_cfg(dataset)
-    if cfg["kind"] in ("msmarco-passage", "msmarco-tsv"):
-        dev = cfg.get("dev", "dev.small")
-        small = (" (MS MARCO dev small: the 6,980 queries RepBERT and LTRe report, not the full dev's 101,093)"
-                 if cfg["kind"] == "msmarco-passage" and dev == "dev.small" else "")
-        return f"queries.{dev}.tsv{small}"
-    if cfg["kind"] == "beir":
-        return f"qrels/{cfg.get('eval_split', 'test')}.tsv"
-    if cfg["kind"] == "wikipedia-passages":
-        return f"{cfg.get('dev_fraction', 0.2):g} of the questions"
-    if cfg["kind"] == "graded-passages":
-        return "the judged queries of the graded set"
-    return "a split's test questions (split all: every question)"
-
-
-def metrics_note(dataset, model=""):
-    """How a table's metrics are computed (params: conventions) and over which queries; `model`: one of the
-    table's models where the convention depends on it (QuadrupletBERT's)."""
-    return (f"{RECALL_NOTE[recall_convention(dataset, model)]} (conventions); MRR@10 = RR@10:"
-            f" reciprocal rank of the first relevant document within the top 10, 0 past it; evaluation queries"
-            f" of {dataset}: {evaluation_queries(dataset)}")
-
-
-def table_note(dataset, model=""):
-    """A paper table's note: what the profile scales down, then metrics_note."""
-    return f"{config['profile_note']}; {metrics_note(dataset, model)}"
+include: "../helpers/evaluate.smk"
 
 
 rule evaluate:

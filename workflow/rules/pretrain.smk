@@ -1,18 +1,7 @@
 # Tokenizer and encoder initialisations: random (Chang's No Pretraining), MLM, MLM+NSP, bags of words.
 # Pre-training is built once per dataset and reused by every fine-tuning run and table.
 
-
-def arch_flags(layers=None):
-    e = config["encoder"]
-    return (f"--hidden {e['hidden']} --layers {layers or e['layers']} --heads {e['heads']}"
-            f" --intermediate {e['intermediate']} --max-positions {e['max_positions']}")
-
-
-def tokenizer_text(w):
-    """A tokenizer learns from the dataset's ReQA candidates, or a pre-training corpus's articles."""
-    if dataset_cfg(w.dataset)["kind"] == "wikipedia":
-        return f"{ART}/{w.dataset}/corpus/articles.jsonl"
-    return collection(w.dataset, "candidates.jsonl")
+include: "../helpers/pretrain.smk"
 
 
 rule tokenizer:
@@ -108,16 +97,7 @@ rule pretrain_mlm_nsp:
         " --log logs/{wildcards.dataset}/pretrain_mlm_nsp.steps.jsonl 2>&1 | tee {log}"
 
 
-BAG_OF_WORDS = {
-    # Three-T Emb: hashed word uni/bigrams and character trigrams (Huang et al. 2020)
-    "hashed-bow": flags(config["quadrupletbert"]["three_t_emb"]["encoder"]),
-    # Chang's BoW-MLP: word unigrams only
-    "bow-unigram": flags({**{k: config["chang2020"]["bow_mlp"][k] for k in ("buckets", "dim", "max_features")},
-                          "char_ngram": 0, "word_bigrams": False}),
-}
-
-
-rule init_bag_of_words:
+rule init_bow:
     # The starting point of the bag-of-words towers: random embeddings of hashed features.
     output:
         directory(f"{ART}/{{dataset}}/encoders/{{bow}}"),

@@ -1,48 +1,9 @@
 # QuadrupletBERT Tables 1-2: every cell is the mean over seeds with its standard deviation.
-QB = config["quadrupletbert"]
+
+include: "../helpers/quadrupletbert.smk"
 
 
-def qb_model(kind, margin, seed):
-    return {"Three-T Emb": f"threet-emb-m{QB['three_t_emb']['margin']}-s{seed}",
-            "Three-T BERT": f"threet-bert-m{margin}-s{seed}",
-            "QuadrupletBERT": f"quadbert-m{margin}-s{seed}"}[kind]
-
-
-def qb_row(dataset, split, label, margin, index):
-    evals = [eval_json(dataset["name"], qb_model(label, margin, seed), split, index) for seed in QB["seeds"]]
-    shown_margin = QB["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
-    return {"dataset": dataset["name"], "paper_dataset": dataset["paper"], "split": split, "model": label,
-            "margin": str(shown_margin), "index": index, "evals": evals}   # evals: every seed's evaluation
-
-
-def qb_table1_rows():
-    rows = []
-    for dataset in QB["datasets"]:
-        for split in QB["splits"]:
-            rows += [qb_row(dataset, split, label, dataset["margin"], QB["index"])
-                     for label in ("Three-T Emb", "Three-T BERT", "QuadrupletBERT")]
-            if QB["quantized_index"]:
-                rows.append(qb_row(dataset, split, "QuadrupletBERT", dataset["margin"], QB["quantized_index"]))
-    return rows
-
-
-def qb_table2_rows():
-    return [qb_row(dataset, split, "QuadrupletBERT", margin, QB["index"])
-            for dataset in QB["datasets"] for split in QB["splits"] for margin in QB["margins"]]
-
-
-def seeded_table_params(rows):
-    return {"rows": row_flags(rows),
-            "metrics": " ".join(map(q, QB["metrics"])), "profile": config["profile"],
-            "note": table_note(QB["datasets"][0]["name"], qb_model("QuadrupletBERT", 0, 0)), "test": QB["significance"]["test"],
-            "alpha": QB["significance"]["alpha"], "exact": QB["index"]}
-
-
-SEEDED_TABLE = paper_table("seeded-table", "--metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
-                                           " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
-
-
-rule quadrupletbert_table1:
+rule seeded_table_1:
     input:
         profile=PROFILE_INPUT,
         evals=[e for r in qb_table1_rows() for e in r["evals"]],
@@ -62,7 +23,7 @@ rule quadrupletbert_table1:
         SEEDED_TABLE
 
 
-use rule quadrupletbert_table1 as quadrupletbert_table2 with:
+use rule seeded_table_1 as seeded_table_2 with:
     input:
         profile=PROFILE_INPUT,
         evals=[e for r in qb_table2_rows() for e in r["evals"]],

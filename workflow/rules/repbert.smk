@@ -2,15 +2,7 @@
 # model, first-stage runs (BM25, RepBERT) to repbert.depth, their latency, a cross-encoder reranking
 # their top-k at each depth, run fusion, the consistency factor against BM25, and results/repbert/.
 
-RB = config["repbert"]
-RB_DATA, RB_SPLIT = RB["dataset"], "dev"
-FIRST_STAGE = {"bm25": "BM-25", "repbert": "RepBERT"}   # run name -> the paper's label
-
-
-def first_stage_run(dataset, name, split):
-    if name == "bm25":
-        return bm25_run(dataset, split)
-    return f"{ART}/{dataset}/dense/{name}/{split}/run-{RB['index']}.trec"
+include: "../helpers/repbert.smk"
 
 
 rule train_repbert:
@@ -72,11 +64,6 @@ rule latency:
         " --threads {threads} --out {output} 2>&1 | tee {log}"
 
 
-def reranker(w):
-    """The cross-encoder: a hub checkpoint (paper profile) or one trained here on the dataset."""
-    return RB["reranker"]["hub_model"] or f"{ART}/{w.dataset}/crossenc/{RB_SPLIT}/model"
-
-
 rule train_cross_encoder:
     # Mini profile only: BERT over (query, passage), relevant passages against negatives from BM25's
     # top-k of each training query (as MS MARCO's train triples pair qrels with BM25's top 1000).
@@ -111,16 +98,6 @@ rule train_cross_encoder:
         " --negatives-depth {params.depth} --max-length {params.max_length} --loss {params.loss}"
         " --group-size {params.group_size} --out {output}"
         " --state-dir {params.state} --seed {params.seed} {params.train} --log {params.steps_log} 2>&1 | tee {log}"
-
-
-RERANK_MAX = max(RB["rerank_depths"])
-
-
-def rerank_scorer(w):
-    """The cross-encoder scores the deepest reranking; a shallower one reuses those scores."""
-    if int(w.depth) < RERANK_MAX:
-        return {"scores": f"{ART}/{w.dataset}/rerank/{w.first}-d{RERANK_MAX}/{w.split}.trec"}
-    return {} if RB["reranker"]["hub_model"] else {"model": reranker(w)}
 
 
 rule rerank:
@@ -199,46 +176,6 @@ rule consistency:
         " --depths {params.depths} --reference-depth {params.reference_depth} --out {output} 2>&1 | tee {log}"
 
 
-# --- results/repbert/ ----------------------------------------------------------------------------
-
-def rb_eval(model, index):
-    return f"{ART}/{RB_DATA}/eval/{model}/{RB_SPLIT}/{index}.json"
-
-
-def first_eval(name):
-    return rb_eval(name, "lucene" if name == "bm25" else RB["index"])
-
-
-def rb_rows(table):
-    """The rows of a RepBERT table (fields: towers.stages.tables.REPBERT_ROWS), each with the files it reads."""
-    names = list(FIRST_STAGE)
-    if table == "table1":
-        return [{"method": FIRST_STAGE[n], "eval": first_eval(n),
-                 "latency": f"{ART}/{RB_DATA}/latency/{n}/{RB_SPLIT}.json"} for n in names]
-    if table == "table2":
-        return [{"method": FIRST_STAGE[n], "depth": str(d), "eval": rb_eval(f"{n}-d{d}", "rerank")}
-                for n in names for d in RB["rerank_depths"]]
-    rows = [fusion_row(FIRST_STAGE[n], "", "none", first_eval(n)) for n in names]
-    for fusion in RB["fusion"]["methods"]:
-        pairs = [(a, b) for a in names for b in names if a != b]
-        if fusion != "alternate":   # symmetric: one order is enough
-            pairs = [(a, b) for a, b in pairs if a < b]
-        rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], fusion, rb_eval(f"{fusion}-{a}+{b}", "fusion"))
-                 for a, b in pairs]
-        if fusion == "alternate" and RB["fusion"]["untruncated"] and table == "table4":   # its R@2000
-            rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], "union", rb_eval(f"union-{a}+{b}", "fusion"))
-                     for a, b in pairs]
-    return rows
-
-
-def fusion_row(first, second, fusion, evaluation):
-    return {"first": first, "second": second, "fusion": fusion, "eval": evaluation}
-
-
-def rb_table_files(table):
-    return [f for row in rb_rows(table) for f in row.values() if f.startswith(ART)]
-
-
 rule repbert_table:
     input:
         profile=PROFILE_INPUT,
@@ -261,10 +198,7 @@ rule repbert_table:
         paper_table("repbert-table")
 
 
-RB_RECALL_DEPTHS = [int(m[2:]) for m in RB["metrics"] if m.startswith("R@") and int(m[2:]) <= RB["depth"]]
-
-
-rule repbert_figure1:
+rule repbert_figure_1:
     input:
         profile=PROFILE_INPUT,
         recall=[first_eval(n) for n in FIRST_STAGE],
@@ -287,7 +221,7 @@ rule repbert_figure1:
         " --note {params.note:q} --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
 
 
-rule repbert_figure2:
+rule repbert_figure_2:
     input:
         profile=PROFILE_INPUT,
         consistency=[f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json" for n in FIRST_STAGE],
@@ -305,4 +239,3 @@ rule repbert_figure2:
     shell:
         "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
-

@@ -2,14 +2,7 @@
 # cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
 # Both read the cells each table stage records in its meta file (towers.verdicts.cells.cell).
 
-RESULT_CSVS = PAPER_TABLES + ZEROSHOT_TABLES + [f["csv"] for paper in PAPERS.values() for f in paper["figures"]]
-CLAIMS = config["claims"]
-CLAIMS_FILES = [PAPERS[paper]["claims"] for paper in CLAIMS["papers"]]   # the profile's choice of papers.yaml's
-
-
-def named_tables(paths):
-    """--table name=path for each results CSV (name: its path under results/ without .csv)."""
-    return " ".join(f"--table {q(p[len('results/'):-len('.csv')] + '=' + p)}" for p in paths)
+include: "../helpers/verdicts.smk"
 
 
 rule claims:
@@ -55,7 +48,7 @@ rule check_cells:
         "{TOWERS} check {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
 
 
-rule expected_values:
+rule expected:
     # `make expected`: this build's cells as the profile's expected values (copied to check.expected)
     input:
         profile=PROFILE_INPUT,
@@ -80,6 +73,8 @@ rule check:
     # `snakemake check`: exits non-zero when a cell FAILed or went MISSING (results/check.csv says which)
     input:
         "results/check.csv",
+    log:   # stays empty: the verdict goes to the terminal, where `snakemake check` is read
+        "logs/tables/check_status.log",
     conda:
         CPU_ENV
     shell:
