@@ -39,10 +39,10 @@ test-fast: setup
 test-extended: setup
 	$(VENV)/bin/python -m pytest -q -m extended tests
 
-# the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/test_reference.py,
+# the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/retrieval/test_reference.py,
 # about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets
 test-reference: setup
-	$(VENV)/bin/python -m pytest -q -m reference tests/test_reference.py
+	$(VENV)/bin/python -m pytest -q -m reference tests/retrieval/test_reference.py
 
 dry-run-paper: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/paper.yaml -n
@@ -56,7 +56,7 @@ metrics-diff: setup
 	$(PY) -m towers.ci metrics-diff --base $(BASE) --cores $(CORES)
 
 # dvc.yaml is written from data/papers/papers.yaml (one stage per paper table, one for its figures): run this
-# after adding a paper or a target there (tests/test_ci_reuse.py fails while the two disagree)
+# after adding a paper or a target there (tests/workflow/test_ci_reuse.py fails while the two disagree)
 dvc-yaml: setup
 	$(PY) -m towers.ci dvc-yaml
 

@@ -12,7 +12,7 @@ scale (= 1/temperature), dropout off on both sides: per-step losses.
 
 Speed: both encoders on the same texts, interleaved, one thread each; both trainings' step seconds.
 
-Used by benchmarks/run.py (--part reference, whole datasets) and tests/test_reference.py (a small subset)."""
+Used by benchmarks/run.py (--part reference, whole datasets) and tests/retrieval/test_reference.py (a small subset)."""
 from __future__ import annotations
 
 import json

@@ -578,7 +578,7 @@ def distinct_answer_pairs(reqa: Path, sentences: dict[str, str]) -> list[dict]:
 
 def reference_tiny() -> dict:
     """The same comparisons on the tiny articles of tests/fixtures (17 sentences, 12 questions; the data of
-    tests/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
+    tests/retrieval/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
     import reference as ref
     from towers.io import read_jsonl
 

@@ -119,7 +119,7 @@ def keep_expected(built: Path, params: Path, overlay: Path | None) -> Path:
 
 DVC_HEADER = """\
 # Generated from data/papers/papers.yaml by `make dvc-yaml` (python -m towers.ci dvc-yaml): edit that file, not
-# this one (tests/test_ci_reuse.py checks that they agree).
+# this one (tests/workflow/test_ci_reuse.py checks that they agree).
 # Thin on purpose: Snakemake owns the DAG and its caching; DVC tracks the whole params file
 # and the tables' metrics, so `dvc params diff` / `dvc metrics diff` / `dvc exp run -S` work.
 # One stage per paper table (a paper's tables under results/<paper>/: <paper>@<table>), one for its figures;

