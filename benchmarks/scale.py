@@ -360,10 +360,10 @@ MODEL_STAGES = ("train-", "pretrain-", "encode-", "dense-search", "rerank", "min
 
 
 def requests(scale: dict) -> dict[str, dict]:
-    """resources.rules for config/paper.yaml: per measured rule, memory = 1.5 x the extrapolated peak (+4 GB where
-    a BERT-base model sits in the job instead of the small one measured), rounded up to GB; runtime (minutes) =
-    2 x the extrapolated CPU time (as on one thread), at least 30, only for stages that are not model compute (a GPU's
-    time is not a CPU's: those keep their family's runtime)."""
+    """resources.rules for config/paper.yaml: per measured rule that is not model compute, memory = 1.5 x the
+    extrapolated peak, rounded up to GB, and runtime (minutes) = 2 x the extrapolated CPU time (as on one thread), at
+    least 30. Model stages keep their family's GPU job (a GPU's time is not a CPU's, and a BERT-base's memory is not
+    the small model's): the report says whether their extrapolated peak fits it."""
     out = {}
     rows = scale.get("data_fit", []) + scale.get("models_fit", [])
     probed = {r.get("rule") for r in rows if r["stage"].startswith("bm25-search (")}
@@ -373,13 +373,13 @@ def requests(scale: dict) -> dict[str, dict]:
             continue
         if rule in probed and not row["stage"].startswith("bm25-search ("):
             continue   # its own jobs measured the heap they were allowed; the probe, what search needs
-        model = row["stage"].startswith(MODEL_STAGES)
-        mem = 1000 * math.ceil((1.5 * max(row["paper_peak_mb"], row["peak_rss_mb"][-1]) + (4000 if model else 0)) / 1000)
+        if row["stage"].startswith(MODEL_STAGES):
+            continue
+        mem = 1000 * math.ceil(1.5 * max(row["paper_peak_mb"], row["peak_rss_mb"][-1]) / 1000)
         entry = out.setdefault(rule, {})
         entry["mem_mb"] = max(entry.get("mem_mb", 0), mem)
-        if not model:
-            minutes = math.ceil(2 * row["paper_job_cpu_hours"] * 60)   # as if on one thread: no speed-up assumed
-            entry["runtime"] = max(entry.get("runtime", 0), max(30, minutes))
+        minutes = math.ceil(2 * row["paper_job_cpu_hours"] * 60)   # as if on one thread: no speed-up assumed
+        entry["runtime"] = max(entry.get("runtime", 0), max(30, minutes))
     return dict(sorted(out.items()))
 
 

@@ -26,6 +26,16 @@ def merged(files) -> dict:
     return merge_configs(*(yaml.safe_load(path.read_text()) for path in files))
 
 
+def with_value(path, value) -> dict:
+    """params.yaml with the key at `path` set to `value`."""
+    config = merged([PARAMS])
+    node = config
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return config
+
+
 def problem(config, sources=None) -> str | None:
     try:
         check(config, SCHEMA, sources or [("params.yaml", config)])
@@ -112,12 +122,7 @@ def test_the_file_that_sets_the_key_is_named(tmp_path):
     (["profile"], "mini;x"),
 ])
 def test_values_that_would_reach_a_shell_are_refused(path, value):
-    config = merged([PARAMS])
-    node = config
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    message = problem(config)
+    message = problem(with_value(path, value))
     assert message and message.startswith(f"params.yaml: {dotted(path)}: ") and "does not match" in message, message
 
 
@@ -140,12 +145,7 @@ def test_values_that_would_reach_a_shell_are_refused(path, value):
                                   "source": "x"}], "metric 'MAP' is not in zeroshot.metrics"),
 ])
 def test_names_of_undefined_datasets_indexes_and_splits_are_refused(path, value, expected):
-    config = merged([PARAMS])
-    node = config
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    message = problem(config)
+    message = problem(with_value(path, value))
     assert message and message.startswith(f"params.yaml: {dotted(path)}") and expected in message, message
 
 
