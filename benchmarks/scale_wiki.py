@@ -118,6 +118,8 @@ def main(argv=None) -> int:
     parser.add_argument("--factors", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--parts", type=int, default=4)
     parser.add_argument("--run", action="store_true", help="parse each dump in parts and report every job")
+    parser.add_argument("--results", action="store_true",
+                        help="with --run: keep the jobs and the parts' growth in benchmarks/results.json (scale.wikipedia)")
     args = parser.parse_args(argv)
     if args.run:   # dumps made in a child: a process started by a big one reports its peak RSS as its own
         for factor in args.factors:
@@ -133,7 +135,29 @@ def main(argv=None) -> int:
         if args.run:
             results[f"x{factor}"].update(run_parts(dump, index, args.parts, Path(args.out_dir) / f"x{factor}" / "run"))
         print(json.dumps({f"x{factor}": results[f"x{factor}"]}), flush=True)
+    if args.run and args.results:
+        keep(results, args.parts)
     return 0
+
+
+def keep(results: dict, parts: int) -> None:
+    """benchmarks/results.json, scale.wikipedia: each size's jobs, and the largest part's CPU time and peak RSS with
+    their growth exponents over the sizes (log-log slope, as benchmarks/scale.py fits the MS MARCO stages)."""
+    from scale import RESULTS, exponent
+
+    sizes = sorted(results, key=lambda k: int(k[1:]))
+    words = [results[k]["stats"].get("words") or int(k[1:]) for k in sizes]
+    largest = [max((j for n, j in results[k]["jobs"].items() if n.startswith("part") and isinstance(j, dict)),
+                   key=lambda j: j["cpu_seconds"])
+               for k in sizes]
+    cpu, rss = [j["cpu_seconds"] for j in largest], [j["peak_rss_mb"] for j in largest]
+    entry = {"parts": parts, "sizes": {k: {"bytes": results[k]["bytes"], "jobs": results[k]["jobs"]} for k in sizes},
+             "largest_part": {"sizes": sizes, "cpu_seconds": cpu, "peak_rss_mb": rss,
+                              "time_exponent": exponent(words, cpu), "memory_exponent": exponent(words, rss)}}
+    stored = json.loads(RESULTS.read_text())
+    stored.setdefault("scale", {})["wikipedia"] = entry
+    RESULTS.write_text(json.dumps(stored, indent=2) + "\n")
+    print(json.dumps(entry["largest_part"]), flush=True)
 
 
 if __name__ == "__main__":

@@ -139,7 +139,8 @@ def test_dvc_yaml_is_the_one_papers_yaml_makes():
 
 # --- two clones, one cache, the tiny profile -------------------------------------------------------------------------
 
-LTRE_OUTPUT = re.compile(r"(^|/)(ltre[-/]|results/ltre/)|^results/(claims|check)\.")
+# LTRe's models and step logs, Figure 3's query-only runs (qrand, qbm25, qasync), their tables, claims and check
+LTRE_OUTPUT = re.compile(r"(^|/)((ltre|qrand|qbm25|qasync)[-/]|results/ltre/)|^results/(claims|check)\.")
 
 
 def tiny_project(dest: Path) -> Path:
