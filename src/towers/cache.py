@@ -5,7 +5,7 @@ A pulled file alone would fool Snakemake: without its job record (.snakemake/met
 compares modification times, so an artifact built with other parameters could pass for a current one.
 `push` therefore stores each artifact's record beside it (artifacts/.provenance/) before `dvc add` and
 `dvc push`; `pull` puts the records back and gives every artifact the modification time its job ended
-with. Snakemake then judges a pulled artifact exactly as on the machine that built it: reused when its
+with, and every project file git tracks the time of the commit that last changed it (not the clone's). Snakemake then judges a pulled artifact exactly as on the machine that built it: reused when its
 params, code and inputs are unchanged, rebuilt (with the reason "params have changed") when not.
 
 What is shared is every output Snakemake keeps (tokenizers, encoders, trained models, corpus matrices, Faiss
@@ -149,11 +149,46 @@ def push(remote: str | None) -> None:
           f"{' and .dvcignore' if changed else ''} to share this version")
 
 
+def git(*args: str, root: Path = Path(".")) -> str:
+    return subprocess.run(["git", "-c", "core.quotepath=off", *args], cwd=root, capture_output=True, text=True,
+                          check=True).stdout
+
+
+def restore_source_times(root: Path = Path(".")) -> int:
+    """Give every file git tracks (and is unedited) the time of the last commit that changed it, and each folder
+    holding them the latest of its contents. A fresh clone dates every file at its checkout, after the pulled
+    build, so Snakemake would rerun every job that reads a project file (a local_dir collection, a fixture, a dump)
+    by its time alone; with commit times only what was committed after the build looks newer than it."""
+    times: dict[str, int] = {}
+    when = 0
+    for line in git("log", "--format=%x00%ct", "--name-only", "--no-renames", "HEAD", root=root).splitlines():
+        if line.startswith("\0"):
+            when = int(line[1:])
+        elif line:
+            times.setdefault(line, when)
+    edited = set(git("diff", "--name-only", "HEAD", root=root).splitlines())
+    folders: dict[Path, int] = {}
+    changed = 0
+    for name in git("ls-files", root=root).splitlines():
+        path = root / name
+        if name in edited or name not in times or not path.is_file():
+            continue
+        os.utime(path, (times[name], times[name]))
+        changed += 1
+        for folder in Path(name).parents[:-1]:
+            folders[folder] = max(folders.get(folder, 0), times[name])
+    for folder, latest in sorted(folders.items(), key=lambda kv: -len(kv[0].parts)):   # deepest first
+        os.utime(root / folder, (latest, latest))
+    return changed
+
+
 def pull(remote: str | None) -> None:
     if not Path(f"{ARTIFACTS}.dvc").is_file():
         sys.exit(f"error: {ARTIFACTS}.dvc: missing (a machine that built the artifacts runs `push` and commits it)")
     dvc("pull", "--quiet", *(["--remote", remote] if remote else []), f"{ARTIFACTS}.dvc")
-    print(f"pulled {ARTIFACTS}/; restored the provenance of {restore_provenance()} outputs")
+    sources = restore_source_times()   # before the outputs' own times: a table in git keeps its job's end
+    print(f"pulled {ARTIFACTS}/; {sources} project files dated at their last commit; restored the provenance of "
+          f"{restore_provenance()} outputs")
 
 
 def main(argv=None) -> None:

@@ -100,6 +100,30 @@ def test_the_cache_folder_carries_a_build_and_its_records_to_a_fresh_clone(proje
     assert names == {base64.urlsafe_b64encode(f.encode()).decode() for f in ("artifacts/d/model.bin", "results/table.csv")}
 
 
+def test_a_pull_dates_project_files_at_their_last_commit_not_the_clone(project, tmp_path):
+    """A fresh clone's checkout is newer than the pulled build: dated at their commits, the sources an old build read
+    stay older than its outputs, and only what a later commit changed looks newer."""
+    from towers.cache import restore_source_times
+
+    (project / "data/set").mkdir(parents=True)
+    (project / "data/set/old.tsv").write_text("1\n")
+    (project / "data/set/new.tsv").write_text("2\n")
+    sh(project, *GIT, "add", "-A")
+    sh(project, "env", "GIT_COMMITTER_DATE=@1600000000 +0000", *GIT, "commit", "-qm", "both")
+    (project / "data/set/new.tsv").write_text("3\n")
+    sh(project, *GIT, "add", "-A")
+    sh(project, "env", "GIT_COMMITTER_DATE=@1700000000 +0000", *GIT, "commit", "-qm", "one changed")
+    fresh = tmp_path / "fresh"
+    sh(tmp_path, "git", "clone", "-q", project, fresh)
+    (fresh / ".gitignore").write_text("edited here\n")   # an edit not committed keeps its own time
+    edited = (fresh / ".gitignore").stat().st_mtime
+    assert restore_source_times(fresh) >= 2
+    assert (fresh / "data/set/old.tsv").stat().st_mtime == 1_600_000_000
+    assert (fresh / "data/set/new.tsv").stat().st_mtime == 1_700_000_000
+    assert (fresh / "data/set").stat().st_mtime == 1_700_000_000   # a folder: its latest file
+    assert (fresh / ".gitignore").stat().st_mtime == edited
+
+
 def test_a_push_keeps_only_the_latest_build_in_the_folders_own_remote(project, tmp_path):
     cache = tmp_path / "ci-cache"
     model = project / "artifacts/d/model.bin"
