@@ -87,6 +87,9 @@ def pull_build(folder: Path | None, url: str | None) -> bool:
         if (folder / POINTER).is_file():
             shutil.copyfile(folder / POINTER, POINTER)
         elif not POINTER.is_file():
+            # dated as a pull would date them: the records this build writes (a local_dir collection's listing
+            # of times) then agree with those of the clones that pull it
+            cache.restore_source_times()
             print(f"{folder}: no pushed build yet; every job builds")
             return False
     cache.pull(build_remote(folder, url)[0])
