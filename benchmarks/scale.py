@@ -266,8 +266,9 @@ def same_jobs(series: dict, part: str) -> dict:
     jobs = {n: {r["output"]: r for r in json.loads(path.read_text())} for n, path in raw.items()}
     largest = max(series, key=int)
     out = {n: {**entry, "stages": dict(entry["stages"])} for n, entry in series.items()}
-    for stage in series[largest]["stages"]:
-        top = max((r for r in jobs[largest].values() if r["stage"] == stage), key=lambda r: r["cpu_seconds"], default=None)
+    for stage in series[largest]["stages"]:   # the largest of the jobs run at every size
+        common = [r for r in jobs[largest].values() if r["stage"] == stage and all(r["output"] in j for j in jobs.values())]
+        top = max(common, key=lambda r: r["cpu_seconds"], default=None)
         for n in series:
             rec = jobs[n].get(top["output"]) if top else None
             if rec and stage in out[n]["stages"]:
@@ -278,15 +279,21 @@ def same_jobs(series: dict, part: str) -> dict:
     return out
 
 
-# the scaling run's model: RepBERT's mean-pooled 64-wide BERT, LTRe's 96-d head (benchmarks/scale.yaml); the paper's
-# are 768-d, so a model stage's per-passage memory (its vectors) is extrapolated x DIM_SCALE, an upper bound where
-# part of it is text
-DIM_SCALE = PAPER["dim"] / 64
+# stages whose per-passage memory is vectors: the scaling run's are RepBERT's 64-d (a 64-wide BERT, mean-pooled) and
+# LTRe's and ANCE's 96-d (benchmarks/scale.yaml), the paper's 768-d, so theirs is extrapolated x 768/d (an upper
+# bound where part of it is text)
+VECTOR_STAGES = ("encode-candidates", "build-index", "dense-search", "train-ltre", "train-negatives", "latency")
 
 
-def fit(series: dict, per_item_scale: float = 1.0) -> list[dict]:
-    """Per stage over the sizes: exponents of CPU time and peak memory, and the extrapolation to MS MARCO
-    (the per-passage memory x per_item_scale)."""
+def vector_scale(stage: str, output: str) -> float:
+    if not stage.startswith(VECTOR_STAGES):
+        return 1.0
+    return PAPER["dim"] / (64 if "/repbert/" in output else 96)
+
+
+def fit(series: dict, vectors: bool = False) -> list[dict]:
+    """Per stage over the sizes: exponents of CPU time and peak memory, and the extrapolation to MS MARCO (with
+    `vectors`, a vector stage's per-passage memory at 768 dimensions: vector_scale)."""
     sizes = sorted(int(s) for s in series)
     stages = sorted({st for s in series.values() for st in s["stages"]})
     rows = []
@@ -298,13 +305,18 @@ def fit(series: dict, per_item_scale: float = 1.0) -> list[dict]:
         job_cpu = [p["job_cpu_seconds"] for _, p in pts]
         rss = [p["peak_rss_mb"] for _, p in pts]
         fixed, per_item = linear(ns, rss)
+        per_item = max(per_item, 0.0)   # a negative slope is noise: memory does not shrink with the corpus
+        if vectors and stage.startswith(VECTOR_STAGES):
+            # at least the 768-d matrix itself once (float32): at these sizes the small model's vectors are within
+            # the noise of a process's fixed memory
+            per_item = max(per_item * vector_scale(stage, pts[-1][1]["largest_job"]), PAPER["dim"] * 4 / 2**20)
         scale = PAPER["passages"] / ns[-1]
         e_time = exponent(ns, job_cpu)
         rows.append({"stage": stage, "sizes": ns, "job_cpu_seconds": job_cpu, "peak_rss_mb": rss,
                      "jobs": [p["jobs"] for _, p in pts], "largest_job": pts[-1][1]["largest_job"],
                      "time_exponent": e_time, "memory_exponent": exponent(ns, rss),
                      "memory_fixed_mb": round(fixed, 1), "memory_per_1k_passages_mb": round(per_item * 1000, 4),
-                     "paper_peak_mb": round(fixed + per_item * per_item_scale * PAPER["passages"], 0),
+                     "paper_peak_mb": round(fixed + per_item * PAPER["passages"], 0),
                      "paper_job_cpu_hours": round(job_cpu[-1] * scale ** max(e_time or 1.0, 1.0) / 3600, 2)})
     return rows
 
@@ -372,7 +384,7 @@ def requests(scale: dict) -> dict[str, dict]:
     """resources.rules for config/paper.yaml: per measured rule that is not model compute, memory = 1.5 x the
     extrapolated peak, rounded up to GB, and runtime (minutes) = 2 x the extrapolated CPU time (as on one thread), at
     least 30. Model stages keep their family's GPU job (a GPU's time is not a CPU's, and a BERT-base's memory is not
-    the small model's): the report says whether their extrapolated peak fits it."""
+    the small model's): the report says whether their extrapolated peak fits it; one in no family gets its memory."""
     out = {}
     rows = scale.get("data_fit", []) + scale.get("models_fit", [])
     probed = {r.get("rule") for r in rows if r["stage"].startswith("bm25-search (")}
@@ -382,11 +394,14 @@ def requests(scale: dict) -> dict[str, dict]:
             continue
         if rule in probed and not row["stage"].startswith("bm25-search ("):
             continue   # its own jobs measured the heap they were allowed; the probe, what search needs
-        if row["stage"].startswith(MODEL_STAGES):
-            continue
+        model = row["stage"].startswith(MODEL_STAGES)
+        if model and row.get("declared_mem_mb"):
+            continue   # its family's GPU job
         mem = 1000 * math.ceil(1.5 * max(row["paper_peak_mb"], row["peak_rss_mb"][-1]) / 1000)
         entry = out.setdefault(rule, {})
         entry["mem_mb"] = max(entry.get("mem_mb", 0), mem)
+        if model:
+            continue   # (a model stage in no family: its memory only)
         minutes = math.ceil(2 * row["paper_job_cpu_hours"] * 60)   # as if on one thread: no speed-up assumed
         entry["runtime"] = max(entry.get("runtime", 0), max(30, minutes))
     return dict(sorted(out.items()))
@@ -412,7 +427,10 @@ def main() -> None:
         for part in ("data", "models"):
             if part in scale:
                 sizes = {k: v for k, v in scale[part].items() if k.isdigit()}
-                rows = fit(same_jobs(sizes, part), DIM_SCALE) if part == "models" else fit(sizes)
+                rows = fit(same_jobs(sizes, part), vectors=True) if part == "models" else fit(sizes)
+                if part == "models":   # the data part measures its own stages at larger sizes
+                    measured = [d["stage"] for d in scale.get("data_fit", [])]
+                    rows = [r for r in rows if not any(m.startswith(r["stage"]) for m in measured)]
                 beside_declared(rows, plan)
                 scale[f"{part}_fit"] = rows
         plot(scale, ROOT / "docs/scale.png")
