@@ -1,7 +1,7 @@
 """Scaling benchmark: the paper profile's MS MARCO jobs on synthetic collections of growing size.
 
     benchmarks/scale.py --part data   --sizes 100000 300000 1000000   # stages that are not model compute
-    benchmarks/scale.py --part models --sizes 20000 50000 100000      # the whole RepBERT + LTRe DAG
+    benchmarks/scale.py --part models --sizes 30000 100000            # the whole RepBERT + LTRe DAG
     benchmarks/scale.py --part report                                  # fit, extrapolate, docs/scale.md
 
 Each size is a fresh copy of the workflow (with a snapshot of src/) run with `--configfile config/paper.yaml
