@@ -159,9 +159,13 @@ def restore_source_times(root: Path = Path(".")) -> int:
     holding them the latest of its contents. A fresh clone dates every file at its checkout, after the pulled
     build, so Snakemake would rerun every job that reads a project file (a local_dir collection, a fixture, a dump)
     by its time alone; with commit times only what was committed after the build looks newer than it."""
+    try:
+        history = git("log", "--format=%x00%ct", "--name-only", "--no-renames", "HEAD", root=root)
+    except (OSError, subprocess.CalledProcessError):   # not a git checkout (an unpacked archive): times as they are
+        return 0
     times: dict[str, int] = {}
     when = 0
-    for line in git("log", "--format=%x00%ct", "--name-only", "--no-renames", "HEAD", root=root).splitlines():
+    for line in history.splitlines():
         if line.startswith("\0"):
             when = int(line[1:])
         elif line:

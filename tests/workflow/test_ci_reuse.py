@@ -122,6 +122,7 @@ def test_a_pull_dates_project_files_at_their_last_commit_not_the_clone(project, 
     assert (fresh / "data/set/new.tsv").stat().st_mtime == 1_700_000_000
     assert (fresh / "data/set").stat().st_mtime == 1_700_000_000   # a folder: its latest file
     assert (fresh / ".gitignore").stat().st_mtime == edited
+    assert restore_source_times(tmp_path) == 0   # not a checkout: nothing dated, no error
 
 
 def test_a_push_keeps_only_the_latest_build_in_the_folders_own_remote(project, tmp_path):
