@@ -40,6 +40,7 @@ from pathlib import Path
 import yaml
 
 from towers.params_check import merge_configs as merged
+from workflow_helpers import spaced_python
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--configfile", "fixtures/tiny.yaml"]
@@ -881,15 +882,10 @@ def killed_encoding(ws: Workspace, tmp: Path) -> tuple[str, str]:
 
 
 def spaced_venv(ws: Workspace, tmp: Path) -> tuple[str, str]:
-    venv = Path(sys.prefix)
-    spaced = tmp / "my env"
-    (spaced / "bin").mkdir(parents=True)
-    (spaced / "bin/python").symlink_to(Path(sys.executable))
-    (spaced / "lib").symlink_to(venv / "lib")
-    shutil.copy(venv / "pyvenv.cfg", spaced / "pyvenv.cfg")
+    python = spaced_python(tmp)
     work = ws.clone(tmp / "spaced")
     shutil.rmtree(work / "artifacts/enwiki-mini/corpus")
-    result = ws.run([spaced / "bin/python", "-m", "snakemake", "artifacts/enwiki-mini/corpus/stats.json", *TINY,
+    result = ws.run([python, "-m", "snakemake", "artifacts/enwiki-mini/corpus/stats.json", *TINY,
                      "--cores", 1], cwd=work)
     shutil.rmtree(work, ignore_errors=True)
     if result.returncode == 0:

@@ -39,3 +39,16 @@ def job_counts(output: str) -> dict[str, int]:
 def planned_jobs(output: str) -> list[tuple[str, str]]:
     """(rule, the job's block of text) for every job a `snakemake -n` plan prints, in its order."""
     return [(block.split(":", 1)[0], block) for block in output.split("\nrule ")[1:]]
+
+
+def spaced_python(folder: Path) -> Path:
+    """This virtual environment again under `folder`/"my env" (links to its interpreter and libraries): the
+    interpreter of a venv whose path holds a space, for the workflow's quoting."""
+    import sys
+
+    venv, spaced = Path(sys.prefix), Path(folder) / "my env"
+    (spaced / "bin").mkdir(parents=True)
+    (spaced / "bin/python").symlink_to(Path(sys.executable))
+    (spaced / "lib").symlink_to(venv / "lib")
+    shutil.copy(venv / "pyvenv.cfg", spaced / "pyvenv.cfg")
+    return spaced / "bin/python"

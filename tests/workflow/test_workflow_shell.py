@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from workflow_helpers import planned_jobs
+from workflow_helpers import planned_jobs, spaced_python
 
 from test_workflow import copy_workflow, snakemake
 
@@ -58,15 +58,10 @@ def test_model_folders_and_factory_strings_reach_the_stage_as_one_argument(tmp_p
 
 def test_a_virtualenv_path_with_a_space_runs_the_jobs(tmp_path):
     """{PY} is the interpreter Snakemake runs in; its path is quoted in every job."""
-    venv = Path(sys.prefix)
-    spaced = tmp_path / "my env"
-    (spaced / "bin").mkdir(parents=True)
-    (spaced / "bin/python").symlink_to(Path(sys.executable))
-    (spaced / "lib").symlink_to(venv / "lib")
-    shutil.copy(venv / "pyvenv.cfg", spaced / "pyvenv.cfg")
+    python = spaced_python(tmp_path)
     (tmp_path / "work").mkdir()
     work = copy_workflow(tmp_path / "work")
-    done = subprocess.run([str(spaced / "bin/python"), "-m", "snakemake", "artifacts/enwiki-mini/corpus/stats.json",
+    done = subprocess.run([str(python), "-m", "snakemake", "artifacts/enwiki-mini/corpus/stats.json",
                            "--configfile", "fixtures/tiny.yaml", "--cores", "1"], cwd=work, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr[-2000:]
