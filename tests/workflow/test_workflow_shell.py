@@ -1,10 +1,7 @@
 """Values that reach the shell: quoted every time (a virtualenv path or a local model folder with a space), and
 anything that could run a command refused before planning."""
 import shlex
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import yaml
