@@ -41,6 +41,17 @@ def own_peak_kib() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def process_age() -> float | None:
+    """Seconds since the kernel started this process: at the top of main, its start-up (interpreter, the
+    stages' imports, argument parsing), which the reproduce benchmark splits from the work."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            started = int(stat.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")   # field 22
+            return round(float(uptime.read().split()[0]) - started, 2)
+    except (OSError, ValueError, IndexError):   # not Linux
+        return None
+
+
 def usage() -> dict:
     """CPU seconds and peak resident memory of this process (the JVM of Pyserini runs inside it) and of the
     largest child it waited for (data-parallel workers): what the scaling benchmark measures."""
@@ -95,7 +106,7 @@ def disk_full(err: BaseException, output) -> str | None:
 
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
-    began = time.perf_counter()
+    began, started_for = time.perf_counter(), process_age()
     parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1   # started by the launcher: data-parallel training
     if parallel:   # (imported only then: torch is slow to import for the light stages)
         from . import runtime
@@ -135,6 +146,8 @@ def main(argv=None) -> int:
     cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.verdicts.cells.cell), a list
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
+            # start-up before main; whether the stage loaded torch (its import is inside "seconds")
+            "startup_seconds": started_for, "torch_loaded": "torch" in sys.modules,
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
                                  "mwparserfromhell")}
     if cells is not None:
