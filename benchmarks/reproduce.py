@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import statistics
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,14 +50,116 @@ def run(folder: Path, cores: int) -> None:
     step("rest", [*snakemake, "all", "check"])
 
 
+STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
+STARTED = re.compile(r"^(?:local)?rule (\w+):$")
+FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
+
+
+def jobs_of(log: Path) -> list[dict]:
+    """Each finished job of a Snakemake log: rule, outputs, and wall seconds from its start and finish stamps
+    (the log's one-second resolution)."""
+    jobs, started, stamp, current = [], {}, None, None
+    for line in log.read_text().splitlines():
+        if m := STAMP.match(line):
+            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
+        elif m := STARTED.match(line):
+            current = {"rule": m.group(1), "began": stamp, "outputs": []}
+        elif current and line.startswith("    output: "):
+            current["outputs"] = line.removeprefix("    output: ").split(", ")
+        elif current and line.startswith("    jobid: "):
+            started[line.split()[-1]] = current
+            current = None
+        elif m := FINISHED.match(line):
+            job = started.pop(m.group(1))
+            jobs.append({**job, "wall": stamp - job["began"]})
+    return jobs
+
+
+def record_of(folder: Path, outputs: list[str]) -> dict | None:
+    """The stage record (<output>.meta.json) a job wrote, if its stage writes one."""
+    for output in outputs:
+        meta = folder / (output.rstrip("/") + ".meta.json")
+        if meta.exists():
+            return json.loads(meta.read_text())
+    return None
+
+
+def model_stack_import_seconds(folder: Path) -> float:
+    """Importing torch and transformers' BERT in a fresh process of the clone's venv, the median of 3: what a
+    stage that loads a model pays before its work (inside its record's seconds)."""
+    code = ("import time; t = time.perf_counter(); import torch, transformers; from transformers import BertModel; "
+            "print(time.perf_counter() - t)")
+    return statistics.median(float(subprocess.run([str(folder / ".venv/bin/python"), "-c", code], capture_output=True,
+                                                  text=True, check=True).stdout) for _ in range(3))
+
+
+def analyse(folder: Path) -> dict:
+    times = json.loads((folder / "reproduce-times.json").read_text())
+    steps = {s["name"]: s for s in times["steps"]}
+    logs = sorted((folder / ".snakemake/log").glob("*.snakemake.log"))
+    torch_import = model_stack_import_seconds(folder)
+    rules: dict[str, dict] = {}
+    for job in (j for log in logs for j in jobs_of(log)):
+        meta = record_of(folder, job["outputs"]) or {}
+        process = meta.get("startup_seconds") or 0.0
+        imports = torch_import if meta.get("torch_loaded") else 0.0
+        work = max(0.0, meta.get("seconds", job["wall"]) - imports) if meta else job["wall"]
+        row = rules.setdefault(job["rule"], {"jobs": 0, "wall_seconds": 0.0, "work_seconds": 0.0,
+                                             "startup_seconds": 0.0, "cpu_seconds": 0.0})
+        row["jobs"] += 1
+        row["wall_seconds"] += job["wall"]
+        row["work_seconds"] += work
+        row["startup_seconds"] += max(0.0, job["wall"] - work) if meta else 0.0
+        row["cpu_seconds"] += meta.get("cpu_seconds", 0.0)
+        row.setdefault("process_startup_seconds", 0.0)
+        row["process_startup_seconds"] += process + imports
+    job_seconds = sum(r["wall_seconds"] for r in rules.values())
+    startup = sum(r["startup_seconds"] for r in rules.values())
+    build = [s for name, s in steps.items() if name != "setup"]
+    tracked = subprocess.run(["git", "ls-files", "results"], cwd=folder, capture_output=True, text=True,
+                             check=True).stdout.split()
+    built_after = steps["setup"]["began"] + steps["setup"]["seconds"]
+    not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
+    moved = [f for f in tracked if (folder / f).read_bytes() != (ROOT / f).read_bytes()]
+    return {
+        "commit": times["commit"], "cores": times["cores"],
+        "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
+        "clean_run_goal_seconds": 5400,
+        "setup_seconds": steps["setup"]["seconds"],
+        "per_paper_minutes": {s["name"]: round(s["seconds"] / 60, 1) for s in build},
+        "jobs": sum(r["jobs"] for r in rules.values()),
+        "job_seconds": round(job_seconds, 1),
+        "startup_share_of_job_seconds": round(startup / job_seconds, 3),
+        "startup_seconds": round(startup, 1),
+        "model_stack_import_seconds": round(torch_import, 2),
+        "per_rule": {name: {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
+                     for name, row in sorted(rules.items(), key=lambda kv: -kv[1]["wall_seconds"])},
+        "results_files": len(tracked), "results_not_rebuilt": not_rebuilt,
+        "results_moved_against": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                                                text=True).stdout.strip(),
+        "results_moved": moved,
+        "how": "benchmarks/reproduce.py --run DIR && benchmarks/reproduce.py --analyse DIR; start-up of a job: its "
+               "wall (Snakemake log) less its stage's work (record seconds less the torch + transformers import "
+               "when the stage loaded torch); jobs without a record count as work",
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="a folder that does not exist yet")
     parser.add_argument("--analyse", type=Path)
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
     args = parser.parse_args()
     if args.run:
         run(args.run, args.cores)
+    if args.analyse:
+        measured = analyse(args.analyse)
+        results = ROOT / "benchmarks/results.json"
+        everything = json.loads(results.read_text())
+        everything[args.key] = measured
+        results.write_text(json.dumps(everything, indent=1) + "\n")
+        print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
 
 
 if __name__ == "__main__":
