@@ -1,0 +1,41 @@
+"""benchmarks/reproduce.py reads Snakemake's own log: each finished job's rule, outputs and wall seconds."""
+import json
+
+import reproduce
+
+LOG = """Building DAG of jobs...
+Execute 2 jobs...
+[Wed Nov 25 14:48:43 2026]
+localrule parse_wiki:
+    output: artifacts/a/corpus/articles.jsonl, artifacts/a/corpus/stats.json
+    log: logs/a/parse_wiki.log
+    jobid: 5
+    reason: Missing output files: artifacts/a/corpus/articles.jsonl
+[Wed Nov 25 14:48:43 2026]
+rule checkpoint_model:
+    output: artifacts/a/dense/ckpt/all/model
+    jobid: 9
+[Wed Nov 25 14:48:53 2026]
+Finished jobid: 9 (Rule: checkpoint_model)
+[Wed Nov 25 14:49:05 2026]
+Finished jobid: 5 (Rule: parse_wiki)
+[Wed Nov 25 14:49:06 2026]
+localrule all:
+    input: x
+    jobid: 0
+"""
+
+
+def test_jobs_of_pairs_starts_with_finishes(tmp_path):
+    log = tmp_path / "run.snakemake.log"
+    log.write_text(LOG)
+    jobs = reproduce.jobs_of(log)
+    assert [(j["rule"], j["wall"]) for j in jobs] == [("checkpoint_model", 10.0), ("parse_wiki", 22.0)]
+    assert jobs[1]["outputs"] == ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"]
+
+
+def test_record_of_finds_the_stage_record_beside_any_output(tmp_path):
+    (tmp_path / "artifacts/a/corpus").mkdir(parents=True)
+    (tmp_path / "artifacts/a/corpus/stats.json.meta.json").write_text(json.dumps({"seconds": 3.5}))
+    assert reproduce.record_of(tmp_path, ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"]) == {"seconds": 3.5}
+    assert reproduce.record_of(tmp_path, ["artifacts/a/dense/ckpt/all/model/"]) is None
