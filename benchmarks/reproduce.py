@@ -7,12 +7,17 @@ that is process start-up (issue 28).
     benchmarks/reproduce.py --analyse DIR    read those times, Snakemake's logs and the stage records; compare
                                              the tables and figures with this checkout's; write the key
                                              `reproduce` of benchmarks/results.json
+    benchmarks/reproduce.py --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
+                                             with warm starts off, then on, twice over (`warm_start`, towers.warm):
+                                             wall seconds of each, and whether every output came back
+                                             byte-identical (key `warm_start`)
 
 Per paper minutes are the wall time of building that paper's targets after the papers before it, so jobs
 shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them."""
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import statistics
@@ -144,22 +149,57 @@ def analyse(folder: Path) -> dict:
     }
 
 
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def warm_starts(folder: Path, jobs: int, cores: int) -> dict:
+    """Jobs of a finished build rerun as Snakemake runs them (--forcerun), warm starts off and on, interleaved."""
+    dense = sorted((folder / "artifacts/enwiki-mini/dense").glob("transformer-*/*/run-flat.trec"))
+    encoded, searched = dense[:jobs], dense[jobs:2 * jobs]   # disjoint models: no job reruns another's input
+    targets = [str((run.parent / "candidates.npy").relative_to(folder)) for run in encoded] + \
+              [str(run.relative_to(folder)) for run in searched]
+    built = {t: sha256(folder / t) for t in targets}
+    seconds: dict[str, list[float]] = {"off": [], "on": []}
+    for setting in ("off", "on", "off", "on"):
+        began = time.perf_counter()
+        subprocess.run([str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", *targets, "--cores", str(cores),
+                        "--config", f"warm_start={'true' if setting == 'on' else 'false'}", "--quiet"], cwd=folder,
+                       check=True, capture_output=True)
+        seconds[setting].append(round(time.perf_counter() - began, 1))
+        moved = [t for t in targets if sha256(folder / t) != built[t]]
+        if moved:
+            sys.exit(f"warm_start={setting}: {len(moved)} outputs differ from the build's, first {moved[0]}")
+    off, on = statistics.median(seconds["off"]), statistics.median(seconds["on"])
+    return {"jobs": {"encode_candidates": len(encoded), "dense_search": len(searched)}, "cores": cores,
+            "seconds_off": seconds["off"], "seconds_on": seconds["on"], "ratio_on_to_off": round(on / off, 3),
+            "saved_seconds_a_job": round((off - on) * cores / len(targets), 2), "outputs_byte_identical": True,
+            "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="a folder that does not exist yet")
     parser.add_argument("--analyse", type=Path)
+    parser.add_argument("--warm", type=Path, help="a folder --run finished")
+    parser.add_argument("--jobs", type=int, default=8, help="--warm: encoding jobs, and as many dense searches")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
     args = parser.parse_args()
     if args.run:
         run(args.run, args.cores)
     if args.analyse:
-        measured = analyse(args.analyse)
-        results = ROOT / "benchmarks/results.json"
-        everything = json.loads(results.read_text())
-        everything[args.key] = measured
-        results.write_text(json.dumps(everything, indent=1) + "\n")
-        print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
+        save(args.key, analyse(args.analyse))
+    if args.warm:
+        save("warm_start", warm_starts(args.warm, args.jobs, args.cores))
+
+
+def save(key: str, measured: dict) -> None:
+    results = ROOT / "benchmarks/results.json"
+    everything = json.loads(results.read_text())
+    everything[key] = measured
+    results.write_text(json.dumps(everything, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ to a lower one, never up and never sideways into another part of the same layer,
     parts                       checkpoint, datasets, retrieval, verdicts
     training, reports
     stages                      `python -m towers <stage>`
-    entry points                cli, ci (then __main__, which starts cli)
+    entry points                cli, ci; warm (the warm-start server, which runs cli in its forks); __main__
 
 A new top-level module or package has to be given its layer here."""
 from __future__ import annotations
@@ -25,6 +25,7 @@ LAYERS = [
     {"training", "reports"},
     {"stages"},
     {"cli", "ci"},
+    {"warm"},
     {"__main__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

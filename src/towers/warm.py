@@ -1,0 +1,215 @@
+"""Warm starts for local runs. Importing torch and transformers costs a stage process about 3 CPU seconds,
+which several hundred model jobs pay again and again. One server imports them once; each stage Snakemake
+starts (`python -m towers <stage>`) is forked from it instead, with the job's own working folder,
+environment, arguments and standard streams (passed over a Unix socket), and hands its exit status back.
+
+Where no server answers (a cluster node, TOWERS_WARM unset, conda environments, a server gone), a stage runs
+in its own process as before. The Snakefile starts a server for local runs (params `warm_start`); it stops
+when Snakemake is gone, or after a minute without a job.
+
+    python -m towers.warm NAME --watch PID [--idle SECONDS]
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+import traceback
+
+ENV = "TOWERS_WARM"   # the server's name, set by the Snakefile for the jobs it starts
+
+
+def address(name: str) -> str:
+    return "\0towers-warm-" + name   # Linux's abstract namespace: no socket file to leave behind
+
+
+# --- the stage's side ---------------------------------------------------------------------------------
+
+def forward(name: str, argv: list[str]) -> int | None:
+    """Run `towers <argv>` in a fork of the server: its exit status, or None when no server answered (nothing
+    was started: run it here)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(address(name))
+        request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode() + b"\n"
+        sent = socket.send_fds(conn, [request], [0, 1, 2])
+        conn.sendall(request[sent:])
+        replies = conn.makefile("r")
+        pid = int(replies.readline())
+    except (OSError, ValueError):
+        return None
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):   # Ctrl-C or Snakemake's kill reach the stage
+        signal.signal(sig, lambda number, _frame: os.kill(pid, number))
+    line = replies.readline()
+    if not line:
+        print(f"error: the warm-start server stopped during stage {argv[0]}", file=sys.stderr)
+        return 1
+    status = int(line)
+    if status < 0:   # killed by a signal: end the same way, as the stage's own process would have
+        signal.signal(-status, signal.SIG_DFL)
+        os.kill(os.getpid(), -status)
+    return status
+
+
+# --- the server's side --------------------------------------------------------------------------------
+
+def _die_with_parent() -> None:
+    """A fork must not outlive the server (its job's client would never hear of it): PR_SET_PDEATHSIG."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+def _run_stage(request: dict, fds: list[int]) -> int:
+    """In the fork: become the job (streams, folder, environment), run the stage, return its exit status."""
+    import torch
+
+    for target, fd in enumerate(fds[:3]):
+        os.dup2(fd, target)
+    for fd in fds:
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():   # read once at import, in the server: set it again
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    sys.argv = ["towers", *request["argv"]]
+    from .cli import main
+    try:
+        return main(request["argv"]) or 0
+    except SystemExit as stop:   # argparse's usage errors
+        return stop.code if isinstance(stop.code, int) else (print(stop.code, file=sys.stderr) or 1)
+    except KeyboardInterrupt:   # Ctrl-C: the traceback, then die of SIGINT, as Python itself does
+        traceback.print_exc()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 1
+    except BaseException:   # a stage's own traceback, as a process of its own would print it
+        traceback.print_exc()
+        return 1
+
+
+def _fork(request: dict, fds: list[int], listener, clients) -> int:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid:
+        for fd in fds:
+            os.close(fd)
+        return pid
+    status = 1
+    try:
+        _die_with_parent()
+        listener.close()
+        for conn in clients.values():
+            conn.close()
+        status = _run_stage(request, fds)
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status if 0 <= status < 256 else 1)
+
+
+def _read_request(conn) -> tuple[dict, list[int]]:
+    conn.settimeout(10)
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    while not data.endswith(b"\n"):
+        more = conn.recv(1 << 16)
+        if not more:
+            raise ValueError("request cut short")
+        data += more
+    conn.settimeout(None)
+    return json.loads(data), list(fds)
+
+
+def serve(name: str, watch: int, idle: float) -> None:
+    os.environ["OMP_NUM_THREADS"] = "1"   # each fork sets its job's count; the server itself never computes
+    import torch  # noqa: F401  (the point of the server: imported once, shared by every fork)
+    import transformers  # noqa: F401
+    from transformers import BertModel  # noqa: F401
+    from . import models  # noqa: F401
+    from .retrieval import encode  # noqa: F401
+    from .stages import load_all
+    load_all()
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address(name))
+    listener.listen(64)
+    selector = selectors.DefaultSelector()   # one thread: forking from a threaded process is unsafe
+    selector.register(listener, selectors.EVENT_READ)
+    clients: dict[int, socket.socket] = {}   # the fork's pid -> its job's connection
+    quiet_since = time.monotonic()
+    while True:
+        for key, _ in selector.select(timeout=0.2):
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _read_request(conn)
+                except (OSError, ValueError):
+                    conn.close()
+                    continue
+                pid = _fork(request, fds, listener, clients)
+                clients[pid] = conn
+                conn.sendall(f"{pid}\n".encode())
+                selector.register(conn, selectors.EVENT_READ, pid)
+            elif not key.fileobj.recv(1):   # the job's side closed (killed): so is its stage
+                selector.unregister(key.fileobj)
+                if key.data in clients:
+                    os.kill(key.data, signal.SIGKILL)
+        while clients:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if not pid:
+                break
+            conn = clients.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+                except OSError:
+                    pass
+                try:
+                    selector.unregister(conn)
+                except (KeyError, ValueError):   # already gone: its job's side closed first
+                    pass
+                conn.close()
+        if clients:
+            quiet_since = time.monotonic()
+        if not clients and (time.monotonic() - quiet_since > idle or not _alive(watch)):
+            return
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m towers.warm", description=__doc__.splitlines()[0])
+    parser.add_argument("name")
+    parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
+    parser.add_argument("--idle", type=float, default=60.0, help="stop after this many seconds without a job")
+    args = parser.parse_args(argv)
+    serve(args.name, args.watch, args.idle)
+
+
+if __name__ == "__main__":
+    main()
