@@ -98,6 +98,20 @@ def model_stack_import_seconds(folder: Path) -> float:
                                                   text=True, check=True).stdout) for _ in range(3))
 
 
+def cells_moved(folder: Path, tables: list[str]) -> dict[str, int]:
+    """Per rebuilt table CSV that differs from this checkout's: how many of its cells differ."""
+    import pandas as pd
+
+    moved = {}
+    for table in tables:
+        old, new = pd.read_csv(ROOT / table, dtype=str), pd.read_csv(folder / table, dtype=str)
+        if old.shape != new.shape or list(old.columns) != list(new.columns):
+            moved[table] = -1   # the shape itself changed
+        else:
+            moved[table] = int((old.fillna("") != new.fillna("")).to_numpy().sum())
+    return moved
+
+
 def analyse(folder: Path) -> dict:
     times = json.loads((folder / "reproduce-times.json").read_text())
     steps = {s["name"]: s for s in times["steps"]}
@@ -124,8 +138,10 @@ def analyse(folder: Path) -> dict:
     tracked = subprocess.run(["git", "ls-files", "results"], cwd=folder, capture_output=True, text=True,
                              check=True).stdout.split()
     built_after = steps["setup"]["began"] + steps["setup"]["seconds"]
+    missing = [f for f in tracked if not (folder / f).exists()]   # a failed job's outputs are removed
+    tracked = [f for f in tracked if f not in missing]
     not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
-    moved = [f for f in tracked if (folder / f).read_bytes() != (ROOT / f).read_bytes()]
+    moved = [f for f in tracked if not (ROOT / f).exists() or (folder / f).read_bytes() != (ROOT / f).read_bytes()]
     return {
         "commit": times["commit"], "cores": times["cores"],
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
@@ -139,10 +155,12 @@ def analyse(folder: Path) -> dict:
         "model_stack_import_seconds": round(torch_import, 2),
         "per_rule": {name: {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
                      for name, row in sorted(rules.items(), key=lambda kv: -kv[1]["wall_seconds"])},
-        "results_files": len(tracked), "results_not_rebuilt": not_rebuilt,
+        "results_files": len(tracked), "results_not_rebuilt": not_rebuilt, "results_missing": missing,
+        "steps_failed": [s["name"] for s in build if s["rc"]],
         "results_moved_against": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                                                 text=True).stdout.strip(),
         "results_moved": moved,
+        "cells_moved": cells_moved(folder, [f for f in moved if f.endswith(".csv") and (ROOT / f).exists()]),
         "how": "benchmarks/reproduce.py --run DIR && benchmarks/reproduce.py --analyse DIR; start-up of a job: its "
                "wall (Snakemake log) less its stage's work (record seconds less the torch + transformers import "
                "when the stage loaded torch); jobs without a record count as work",
