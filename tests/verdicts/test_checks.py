@@ -45,3 +45,17 @@ def test_a_cell_without_a_tolerance_is_shown_not_judged(expected):
     report = checks.check(_cells({"a": 0.9}), expected)
     assert report.set_index("row").loc["key=a", "status"] == "--"
     assert isinstance(report, pd.DataFrame)
+
+
+def test_check_status_reads_the_check_and_leaves_its_record(tmp_path):
+    """check-status only reads results/check.csv: the record the check stage wrote beside it stays."""
+    from conftest import run_stage
+
+    csv = tmp_path / "check.csv"
+    pd.DataFrame({"table": ["t"], "row": ["r"], "column": ["c"], "status": ["OK"]}).to_csv(csv, index=False)
+    (tmp_path / "check.csv.meta.json").write_text("{}")
+    done = run_stage("check-status", "--csv", str(csv))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "check.csv.meta.json").exists()
+    pd.DataFrame({"table": ["t"], "row": ["r"], "column": ["c"], "status": ["FAIL"]}).to_csv(csv, index=False)
+    assert run_stage("check-status", "--csv", str(csv)).returncode == 1

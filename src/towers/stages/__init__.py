@@ -7,6 +7,7 @@ STAGES = {}
 # the argument naming a stage's main output, where it is not --out, --out-dir or --csv (see main_output)
 WRITES = {"parse-wiki": "articles", "merge-wiki-parts": "articles", "bm25-index": "index", "bm25-search": "run",
           "merge-runs": "run", "encode-candidates": "embeddings", "merge-embeddings": "embeddings", "dense-search": "run"}
+WRITES_NOTHING = {"check-status"}   # reads its --csv: neither locks it nor removes the record beside it
 
 
 def stage(name: str, *arguments):
@@ -23,6 +24,8 @@ def arg(flag, **kw):
 
 def main_output(name: str, args) -> str | None:
     """The path of a stage's main output, from its parsed arguments (the one its writer lock is taken on)."""
+    if name in WRITES_NOTHING:
+        return None
     for dest in (WRITES.get(name), "out", "out_dir", "csv"):
         if dest and getattr(args, dest, None):
             return str(getattr(args, dest))
