@@ -29,7 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports import papers as paper_list  # noqa: E402
+from workflow_helpers import keep_result  # noqa: E402
 
 
 def run(folder: Path, cores: int) -> None:
@@ -123,14 +125,13 @@ def analyse(folder: Path) -> dict:
         process = meta.get("startup_seconds") or 0.0
         imports = torch_import if meta.get("torch_loaded") else 0.0
         work = max(0.0, meta.get("seconds", job["wall"]) - imports) if meta else job["wall"]
-        row = rules.setdefault(job["rule"], {"jobs": 0, "wall_seconds": 0.0, "work_seconds": 0.0,
-                                             "startup_seconds": 0.0, "cpu_seconds": 0.0})
+        row = rules.setdefault(job["rule"], {"jobs": 0, "wall_seconds": 0.0, "work_seconds": 0.0, "startup_seconds": 0.0,
+                                             "cpu_seconds": 0.0, "process_startup_seconds": 0.0})
         row["jobs"] += 1
         row["wall_seconds"] += job["wall"]
         row["work_seconds"] += work
         row["startup_seconds"] += max(0.0, job["wall"] - work) if meta else 0.0
         row["cpu_seconds"] += meta.get("cpu_seconds", 0.0)
-        row.setdefault("process_startup_seconds", 0.0)
         row["process_startup_seconds"] += process + imports
     job_seconds = sum(r["wall_seconds"] for r in rules.values())
     startup = sum(r["startup_seconds"] for r in rules.values())
@@ -213,10 +214,7 @@ def main() -> None:
 
 
 def save(key: str, measured: dict) -> None:
-    results = ROOT / "benchmarks/results.json"
-    everything = json.loads(results.read_text())
-    everything[key] = measured
-    results.write_text(json.dumps(everything, indent=1) + "\n")
+    keep_result((key,), measured)
     print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
 
 

@@ -31,10 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from synthetic_msmarco import write_msmarco  # noqa: E402
-from workflow_helpers import copy_workflow, fresh_copy, planned_jobs  # noqa: E402
+from workflow_helpers import RESULTS, copy_workflow, fresh_copy, keep_result, planned_jobs  # noqa: E402
 
 PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
-RESULTS = ROOT / "benchmarks/results.json"
 DATA_TARGETS = ["artifacts/msmarco-passage/eval/bm25/dev/lucene.json", "artifacts/msmarco-dl19/eval/bm25/dev/lucene.json",
                 "artifacts/msmarco-passage/collection/triples.tsv"]
 # LTRe's BM25 negatives: every training query at depth 200, in bm25.query_shards jobs (up to --train-run-max passages:
@@ -230,9 +229,7 @@ def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_
         entry = {"counts": counts, "wall_seconds": None if collect else round(wall, 1), "jobs": len(recs),
                  "stages": by_stage(recs),
                  "disk_mb": round(sum(f.stat().st_size for f in (work / "artifacts").rglob("*") if f.is_file()) / 2**20, 1)}
-        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-        results.setdefault("scale", {}).setdefault(part, {})[str(size)] = entry
-        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        keep_result(("scale", part, str(size)), entry)
         print(json.dumps({"part": part, "size": size, "wall_seconds": entry["wall_seconds"], "jobs": len(recs)}), flush=True)
         if part == "data":
             shutil.rmtree(work)   # up to GBs a size; the numbers are kept

@@ -143,7 +143,8 @@ def main(argv=None) -> int:
 def keep(results: dict, parts: int) -> None:
     """benchmarks/results.json, scale.wikipedia: each size's jobs, and the largest part's CPU time and peak RSS with
     their growth exponents over the sizes (log-log slope, as benchmarks/scale.py fits the MS MARCO stages)."""
-    from scale import RESULTS, exponent
+    from scale import exponent
+    from workflow_helpers import keep_result
 
     sizes = sorted(results, key=lambda k: int(k[1:]))
     words = [results[k]["stats"].get("words") or int(k[1:]) for k in sizes]
@@ -154,9 +155,7 @@ def keep(results: dict, parts: int) -> None:
     entry = {"parts": parts, "sizes": {k: {"bytes": results[k]["bytes"], "jobs": results[k]["jobs"]} for k in sizes},
              "largest_part": {"sizes": sizes, "cpu_seconds": cpu, "peak_rss_mb": rss,
                               "time_exponent": exponent(words, cpu), "memory_exponent": exponent(words, rss)}}
-    stored = json.loads(RESULTS.read_text())
-    stored.setdefault("scale", {})["wikipedia"] = entry
-    RESULTS.write_text(json.dumps(stored, indent=2) + "\n")
+    keep_result(("scale", "wikipedia"), entry)
     print(json.dumps(entry["largest_part"]), flush=True)
 
 

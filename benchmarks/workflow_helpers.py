@@ -1,12 +1,15 @@
 """Helpers for driving the workflow itself, shared by tests and benchmarks (pytest finds this folder through its
-pythonpath setting): a fresh copy to run in (with or without a snapshot of src/), and the job counts of a Snakemake plan."""
+pythonpath setting): a fresh copy to run in (with or without a snapshot of src/), the job counts of a Snakemake plan,
+and the benchmarks' results file."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks/results.json"
 WORKFLOW_FILES = ("Snakefile", "params.yaml", "workflow", "data", "config", "profiles", "envs")
 
 
@@ -52,3 +55,13 @@ def spaced_python(folder: Path) -> Path:
     (spaced / "lib").symlink_to(venv / "lib")
     shutil.copy(venv / "pyvenv.cfg", spaced / "pyvenv.cfg")
     return spaced / "bin/python"
+
+
+def keep_result(keys: tuple[str, ...], value) -> None:
+    """Set one entry of benchmarks/results.json (under nested `keys`), leaving every other as it is."""
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    where = results
+    for key in keys[:-1]:
+        where = where.setdefault(key, {})
+    where[keys[-1]] = value
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")

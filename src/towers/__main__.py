@@ -1,8 +1,9 @@
 import os
 import sys
 
-if os.environ.get("TOWERS_WARM") and len(sys.argv) > 1:   # a local run's warm-start server (towers.warm)
-    from .warm import ENV, forward
+from .warm import ENV, forward   # light: the server's heavy imports happen in the server
+
+if os.environ.get(ENV) and len(sys.argv) > 1:   # a local run's warm-start server answers for this stage
     status = forward(os.environ[ENV], sys.argv[1:])
     if status is not None:
         sys.exit(status)

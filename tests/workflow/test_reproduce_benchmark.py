@@ -39,3 +39,15 @@ def test_record_of_finds_the_stage_record_beside_any_output(tmp_path):
     (tmp_path / "artifacts/a/corpus/stats.json.meta.json").write_text(json.dumps({"seconds": 3.5}))
     assert reproduce.record_of(tmp_path, ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"]) == {"seconds": 3.5}
     assert reproduce.record_of(tmp_path, ["artifacts/a/dense/ckpt/all/model/"]) is None
+
+
+def test_keep_result_sets_one_nested_entry_and_leaves_the_rest(tmp_path, monkeypatch):
+    import workflow_helpers
+
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({"machine": {"cpu_count": 2}, "scale": {"data": {"1000": 1}}}))
+    monkeypatch.setattr(workflow_helpers, "RESULTS", results)
+    workflow_helpers.keep_result(("scale", "wikipedia"), {"parts": 4})
+    workflow_helpers.keep_result(("reproduce",), {"clean_run_seconds": 1.0})
+    assert json.loads(results.read_text()) == {"machine": {"cpu_count": 2}, "reproduce": {"clean_run_seconds": 1.0},
+                                               "scale": {"data": {"1000": 1}, "wikipedia": {"parts": 4}}}
