@@ -305,7 +305,11 @@ def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None, segment: int
     `segment` > 0 (a model's doc_segment; RepBERT footnote 2: 1) sets the segment id of every doc
     token (attention mask 1) to it, so doc tokens get their own segment embedding; 0 leaves the
     tokenizer's ids as they are. A tokenizer without segment ids (the hasher) is left alone."""
-    batch = _tokenize_docs(tokenizer, docs, max_length, dev)
+    return with_segment(_tokenize_docs(tokenizer, docs, max_length, dev), segment)
+
+
+def with_segment(batch: dict, segment: int) -> dict:
+    """A doc batch with every real token's segment id set to `segment` (0: left as tokenised)."""
     if segment and "token_type_ids" in batch:
         batch["token_type_ids"] = batch["attention_mask"].to(batch["token_type_ids"].dtype) * segment
     return batch

@@ -155,6 +155,30 @@ def test_lengths_counted_in_steps_are_the_lengths_of_one_call(tower):
     assert list(token_lengths(tok, pairs, "doc", 12, step=2)) == whole
 
 
+def test_texts_tokenised_once_are_padded_as_the_tokenizer_pads_them(tower, monkeypatch):
+    """Tokenised.batch gives the tensors the towers' own tokenising gives (texts and pairs, any order of
+    rows, segment ids included), so encoding from it writes the same bytes."""
+    from towers.models import tokenize_docs, tokenize_queries
+    from towers.retrieval.encode import Tokenised
+
+    model, tok = tower
+    pairs = [(t, t[::-1]) for t in TEXTS * 2]
+    for items, kind in ((TEXTS * 2, "query"), (pairs, "doc")):
+        tokenised = Tokenised(tok, items, kind, 12, step=3)
+        assert Tokenised.fits(tok, items, kind)
+        for idx in (np.array([1, 4, 0]), np.array([3]), np.arange(len(items))[::-1]):
+            chunk = [items[i] for i in idx]
+            expected = (tokenize_queries(tok, chunk, 12, "cpu") if kind == "query"
+                        else tokenize_docs(tok, chunk, 12, "cpu"))
+            got = tokenised.batch(idx, "cpu")
+            assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
+    assert not Tokenised.fits(tok, ["a text", ("a", "pair")], "doc")   # a task mixture: batch by batch
+    once = [encode(model, tok, pairs, "doc", 12, 4, segment=segment) for segment in (0, 1)]
+    monkeypatch.setattr(Tokenised, "fits", staticmethod(lambda *_: False))   # the batch-by-batch tokenising
+    per_batch = [encode(model, tok, pairs, "doc", 12, 4, segment=segment) for segment in (0, 1)]
+    assert [a.tobytes() for a in once] == [b.tobytes() for b in per_batch] and once[0].tobytes() != once[1].tobytes()
+
+
 def test_a_corpus_in_one_chunk_is_written_as_one_encoding_saved_whole(tmp_path, tower):
     """encode_corpus's bytes when the corpus fits a chunk: np.save of encode() over every text, as before
     chunking; smaller chunks sort (and so batch) differently, which moves floats by rounding only."""

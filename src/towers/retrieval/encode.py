@@ -5,7 +5,7 @@ embeddings are put back in input order. A corpus is encoded in chunks of SORT_CH
 sorted on its own (`encode_corpus`), so memory does not grow with the corpus."""
 from __future__ import annotations
 
-from itertools import islice
+from itertools import chain, islice
 from typing import Callable, Iterable
 
 import numpy as np
@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from ..io import StageError, atomic_open
-from ..models import prepare_texts, tokenize_docs, tokenize_queries
+from ..models import prepare_texts, tokenize_docs, tokenize_queries, with_segment
 from ..runtime import device
 from .matrix import NpyWriter
 
@@ -25,20 +25,65 @@ def length_order(lengths: list[int]) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
 
 
+def _tokenize(tokenizer, part: list, pairs: bool, max_length: int) -> dict:
+    """Token ids of texts (or text pairs, the second text truncated first), unpadded: as the towers'
+    inputs are tokenised (models.tokenize_queries, tokenize_docs) before padding."""
+    if not pairs:
+        return tokenizer(part, truncation=True, max_length=max_length)
+    return tokenizer([s for s, _ in part], [p for _, p in part], truncation="longest_first", max_length=max_length)
+
+
+def _are_pairs(items: list, kind: str) -> bool:
+    return kind != "query" and bool(items) and not isinstance(items[0], str)
+
+
 def token_lengths(tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP) -> np.ndarray:
     """Each item's token count after truncation, tokenised `step` items at a time: a text's tokens do not
     depend on its neighbours, and the token lists of a whole corpus would not fit in memory."""
     lengths = np.zeros(len(items), dtype=np.int64)
-    pairs = kind != "query" and bool(items) and not isinstance(items[0], str)
+    pairs = _are_pairs(items, kind)
     for start in range(0, len(items), step):
-        part = items[start:start + step]
-        if not pairs:
-            ids = tokenizer(part, truncation=True, max_length=max_length)["input_ids"]
-        else:
-            ids = tokenizer([s for s, _ in part], [p for _, p in part], truncation="longest_first",
-                            max_length=max_length)["input_ids"]
-        lengths[start:start + len(part)] = [len(one) for one in ids]
+        ids = _tokenize(tokenizer, items[start:start + step], pairs, max_length)["input_ids"]
+        lengths[start:start + len(ids)] = [len(one) for one in ids]
     return lengths
+
+
+class Tokenised:
+    """Every item's token ids from one pass (`step` items at a time), kept as flat arrays and padded a batch
+    at a time as the tokenizer pads (right, pad ids, mask 0): a corpus is tokenised once, not once for its
+    lengths and again for its batches (tokenising was a third of an encoding job)."""
+
+    def __init__(self, tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP):
+        pairs = _are_pairs(items, kind)
+        self.pad_ids = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
+        columns: dict[str, list[np.ndarray]] = {}
+        lengths = []
+        for start in range(0, len(items), step):
+            part = _tokenize(tokenizer, items[start:start + step], pairs, max_length)
+            lengths.extend(len(one) for one in part["input_ids"])
+            for key, rows in part.items():
+                columns.setdefault(key, []).append(np.fromiter(chain.from_iterable(rows), dtype=np.int32))
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.columns = {key: np.concatenate(parts) for key, parts in columns.items()}
+
+    @staticmethod
+    def fits(tokenizer, items: list, kind: str) -> bool:
+        """A Hugging Face tokenizer padding on the right, and items all texts or all pairs (a task mixture
+        and the bag-of-words hasher are tokenised batch by batch instead)."""
+        if getattr(tokenizer, "padding_side", None) != "right" or getattr(tokenizer, "pad_token_id", None) is None:
+            return False
+        return kind == "query" or len({isinstance(item, str) for item in items}) <= 1
+
+    def batch(self, idx: np.ndarray, dev) -> dict:
+        width = int(self.lengths[idx].max())
+        batch = {}
+        for key, flat in self.columns.items():
+            padded = np.full((len(idx), width), self.pad_ids.get(key, 0), dtype=np.int64)
+            for row, i in enumerate(idx):
+                padded[row, :self.lengths[i]] = flat[self.starts[i]:self.starts[i + 1]]
+            batch[key] = torch.from_numpy(padded).to(dev)
+        return batch
 
 
 @torch.no_grad()
@@ -51,15 +96,26 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
     items = prepare_texts(items, prefix, lowercase)
     dev = device()
     tower = tower.to(dev).eval()
-    order = (length_order(token_lengths(tokenizer, items, kind, max_length)) if sort_by_length
-             else np.arange(len(items)))
+    tokenised = Tokenised(tokenizer, items, kind, max_length) if sort_by_length and Tokenised.fits(
+        tokenizer, items, kind) else None
+    if tokenised is not None:
+        order = length_order(tokenised.lengths)
+    elif sort_by_length:
+        order = length_order(token_lengths(tokenizer, items, kind, max_length))
+    else:
+        order = np.arange(len(items))
     out = None   # sized by the first batch: the head (linear, MLP or none) decides the width
     use_amp = dev.type == "cuda"
     for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None):
         idx = order[start:start + batch_size]
-        chunk = [items[i] for i in idx]
-        batch = (tokenize_queries(tokenizer, chunk, max_length, dev) if kind == "query"
-                 else tokenize_docs(tokenizer, chunk, max_length, dev, segment))
+        if tokenised is not None:
+            batch = tokenised.batch(idx, dev)
+            if kind != "query":
+                batch = with_segment(batch, segment)
+        else:
+            chunk = [items[i] for i in idx]
+            batch = (tokenize_queries(tokenizer, chunk, max_length, dev) if kind == "query"
+                     else tokenize_docs(tokenizer, chunk, max_length, dev, segment))
         with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
             vectors = tower(**batch).float().cpu().numpy()
         if out is None:
