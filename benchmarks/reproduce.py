@@ -11,6 +11,10 @@ that is process start-up (issue 28).
                                              with warm starts off, then on, twice over (`warm_start`, towers.warm):
                                              wall seconds of each, and whether every output came back
                                              byte-identical (key `warm_start`)
+    benchmarks/reproduce.py --run DIR --commit REV   the same clean build of an older commit (a baseline)
+    benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
+                                             identical or not, and how many cells of a table moved
+                                             (key `reproduce_before_after`)
 
 Per paper minutes are the wall time of building that paper's targets after the papers before it, so jobs
 shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them."""
@@ -34,8 +38,10 @@ from towers.reports import papers as paper_list  # noqa: E402
 from workflow_helpers import keep_result  # noqa: E402
 
 
-def run(folder: Path, cores: int) -> None:
+def run(folder: Path, cores: int, commit: str | None = None) -> None:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(folder)], check=True)
+    if commit:
+        subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
     times = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
                                       check=True).stdout.strip(), "cores": cores, "steps": []}
     record = folder / "reproduce-times.json"
@@ -52,7 +58,8 @@ def run(folder: Path, cores: int) -> None:
 
     step("setup", ["make", "setup"])
     snakemake = [str(folder / ".venv/bin/snakemake"), "--cores", str(cores)]
-    for paper in paper_list.load(root=folder).values():
+    papers_of = folder if (folder / paper_list.PAPERS_FILE).exists() else ROOT   # before papers.yaml: same targets
+    for paper in paper_list.load(root=papers_of).values():
         step(paper["id"], [*snakemake, *paper_list.targets(paper)])
     step("rest", [*snakemake, "all", "check"])
 
@@ -100,13 +107,13 @@ def model_stack_import_seconds(folder: Path) -> float:
                                                   text=True, check=True).stdout) for _ in range(3))
 
 
-def cells_moved(folder: Path, tables: list[str]) -> dict[str, int]:
-    """Per rebuilt table CSV that differs from this checkout's: how many of its cells differ."""
+def cells_moved(folder: Path, tables: list[str], against: Path = ROOT) -> dict[str, int]:
+    """Per rebuilt table CSV that differs from this checkout's (or `against`'s): how many of its cells differ."""
     import pandas as pd
 
     moved = {}
     for table in tables:
-        old, new = pd.read_csv(ROOT / table, dtype=str), pd.read_csv(folder / table, dtype=str)
+        old, new = pd.read_csv(against / table, dtype=str), pd.read_csv(folder / table, dtype=str)
         if old.shape != new.shape or list(old.columns) != list(new.columns):
             moved[table] = -1   # the shape itself changed
         else:
@@ -196,6 +203,23 @@ def warm_starts(folder: Path, jobs: int, cores: int) -> dict:
             "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
 
 
+def before_after(old: Path, new: Path) -> dict:
+    """The tracked results (tables, their JSON twins, figures and their CSVs, claims, check; not the records
+    beside them, which hold times) of two finished builds, file by file."""
+    tracked = [f for f in subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True,
+                                         check=True).stdout.split() if not f.endswith(".meta.json")]
+    missing = [f for f in tracked if not (old / f).exists() or not (new / f).exists()]
+    compared = [f for f in tracked if f not in missing]
+    moved = [f for f in compared if (old / f).read_bytes() != (new / f).read_bytes()]
+    commits = [json.loads((d / "reproduce-times.json").read_text())["commit"] if (d / "reproduce-times.json").exists()
+               else subprocess.run(["git", "rev-parse", "HEAD"], cwd=d, capture_output=True, text=True).stdout.strip()
+               for d in (old, new)]
+    return {"before": commits[0], "after": commits[1], "compared": len(compared),
+            "identical": len(compared) - len(moved), "moved": moved, "missing": missing,
+            "cells_moved": cells_moved(new, [f for f in moved if f.endswith(".csv")], against=old),
+            "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="a folder that does not exist yet")
@@ -204,13 +228,17 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=8, help="--warm: encoding jobs, and as many dense searches")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
+    parser.add_argument("--commit", help="--run: build this commit instead of HEAD")
+    parser.add_argument("--before-after", type=Path, nargs=2, metavar=("OLD", "NEW"))
     args = parser.parse_args()
     if args.run:
-        run(args.run, args.cores)
+        run(args.run, args.cores, args.commit)
     if args.analyse:
         save(args.key, analyse(args.analyse))
     if args.warm:
         save("warm_start", warm_starts(args.warm, args.jobs, args.cores))
+    if args.before_after:
+        save("reproduce_before_after", before_after(*args.before_after))
 
 
 def save(key: str, measured: dict) -> None:

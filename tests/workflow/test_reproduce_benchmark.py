@@ -51,3 +51,17 @@ def test_keep_result_sets_one_nested_entry_and_leaves_the_rest(tmp_path, monkeyp
     workflow_helpers.keep_result(("reproduce",), {"clean_run_seconds": 1.0})
     assert json.loads(results.read_text()) == {"machine": {"cpu_count": 2}, "reproduce": {"clean_run_seconds": 1.0},
                                                "scale": {"data": {"1000": 1}, "wikipedia": {"parts": 4}}}
+
+
+def test_before_after_compares_two_builds_file_by_file(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    for folder, cell in ((old, "0.25"), (new, "0.26")):
+        (folder / "results").mkdir(parents=True)
+        (folder / "results/table1.csv").write_text(f"method,R@1,R@10\na,{cell},0.5\nb,0.1,0.2\n")
+        (folder / "results/table2.csv").write_text("method,R@1\na,0.3\n")
+        (folder / "reproduce-times.json").write_text(json.dumps({"commit": folder.name}))
+    (old / "results/table1.json").write_text("{}")   # in one build only
+    found = reproduce.before_after(old, new)
+    assert (found["before"], found["after"]) == ("old", "new")
+    assert found["compared"] == 2 and found["identical"] == 1 and found["moved"] == ["results/table1.csv"]
+    assert found["cells_moved"] == {"results/table1.csv": 1} and "results/table1.json" in found["missing"]
