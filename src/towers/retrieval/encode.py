@@ -40,12 +40,7 @@ def _are_pairs(items: list, kind: str) -> bool:
 def token_lengths(tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP) -> np.ndarray:
     """Each item's token count after truncation, tokenised `step` items at a time: a text's tokens do not
     depend on its neighbours, and the token lists of a whole corpus would not fit in memory."""
-    lengths = np.zeros(len(items), dtype=np.int64)
-    pairs = _are_pairs(items, kind)
-    for start in range(0, len(items), step):
-        ids = _tokenize(tokenizer, items[start:start + step], pairs, max_length)["input_ids"]
-        lengths[start:start + len(ids)] = [len(one) for one in ids]
-    return lengths
+    return Tokenised(tokenizer, items, kind, max_length, step).lengths
 
 
 class Tokenised:
@@ -55,7 +50,8 @@ class Tokenised:
 
     def __init__(self, tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP):
         pairs = _are_pairs(items, kind)
-        self.pad_ids = {"input_ids": tokenizer.pad_token_id, "token_type_ids": tokenizer.pad_token_type_id}
+        self.pad_ids = {"input_ids": getattr(tokenizer, "pad_token_id", 0),
+                        "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
         columns: dict[str, list[np.ndarray]] = {}
         lengths = []
         for start in range(0, len(items), step):
@@ -96,14 +92,10 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
     items = prepare_texts(items, prefix, lowercase)
     dev = device()
     tower = tower.to(dev).eval()
-    tokenised = Tokenised(tokenizer, items, kind, max_length) if sort_by_length and Tokenised.fits(
-        tokenizer, items, kind) else None
-    if tokenised is not None:
-        order = length_order(tokenised.lengths)
-    elif sort_by_length:
-        order = length_order(token_lengths(tokenizer, items, kind, max_length))
-    else:
-        order = np.arange(len(items))
+    tokenised = Tokenised(tokenizer, items, kind, max_length) if sort_by_length else None
+    order = length_order(tokenised.lengths) if tokenised is not None else np.arange(len(items))
+    if not Tokenised.fits(tokenizer, items, kind):
+        tokenised = None   # its lengths only: batches tokenised one by one
     out = None   # sized by the first batch: the head (linear, MLP or none) decides the width
     use_amp = dev.type == "cuda"
     for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None):
