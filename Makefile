@@ -21,7 +21,7 @@ $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/insta
 setup: $(VENV)/.installed
 
 reproduce: setup
-	$(VENV)/bin/snakemake all check --cores $(CORES)
+	$(VENV)/bin/snakemake all check results/report.html --cores $(CORES)
 
 # two workers (pytest-xdist), a test file to a worker: test_workflow.py (the tiny end-to-end run) on one,
 # the other files beside it; the 25 slowest tests are listed at the end

@@ -2,15 +2,21 @@
 that is process start-up (issue 28).
 
     benchmarks/reproduce.py --run DIR        clone this checkout's HEAD into DIR, `make setup`, then build each
-                                             paper's targets in papers.yaml order, then `all check` (what
-                                             `make reproduce` builds); times go to DIR/reproduce-times.json
+                                             paper's targets in papers.yaml order, then `all check` and the
+                                             report (what `make reproduce` builds); times go to
+                                             DIR/reproduce-times.json
     benchmarks/reproduce.py --analyse DIR    read those times, Snakemake's logs and the stage records; compare
                                              the tables and figures with this checkout's; write the key
-                                             `reproduce` of benchmarks/results.json
+                                             `reproduce` of benchmarks/results.json (--key another;
+                                             --before KEY sets an earlier run's totals beside it)
     benchmarks/reproduce.py --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
                                              with warm starts off, then on, twice over (`warm_start`, towers.warm):
                                              wall seconds of each, and whether every output came back
                                              byte-identical (key `warm_start`)
+    benchmarks/reproduce.py --scheduler DIR  in a build of a commit before towers.scheduler's fix, Chang et al.'s
+                                             dense searches and evaluations rerun with Snakemake's scheduler as
+                                             it is and with the fix, alternated: wall seconds, and Snakemake's
+                                             own CPU seconds and threads (key `scheduler_load`)
     benchmarks/reproduce.py --run DIR --commit REV   the same clean build of an older commit (a baseline)
     benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
@@ -24,6 +30,7 @@ import argparse
 import hashlib
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports import papers as paper_list  # noqa: E402
-from workflow_helpers import keep_result  # noqa: E402
+from workflow_helpers import RESULTS, keep_result, watched  # noqa: E402
 
 
 def run(folder: Path, cores: int, commit: str | None = None) -> None:
@@ -61,7 +68,7 @@ def run(folder: Path, cores: int, commit: str | None = None) -> None:
     papers_of = folder if (folder / paper_list.PAPERS_FILE).exists() else ROOT   # before papers.yaml: same targets
     for paper in paper_list.load(root=papers_of).values():
         step(paper["id"], [*snakemake, *paper_list.targets(paper)])
-    step("rest", [*snakemake, "all", "check"])
+    step("rest", [*snakemake, "all", "check", "results/report.html"])
 
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
@@ -121,16 +128,32 @@ def cells_moved(folder: Path, tables: list[str], against: Path = ROOT) -> dict[s
     return moved
 
 
-def analyse(folder: Path) -> dict:
+# A stage forked from the warm-start server is at most this old at main (0.04-0.07 s seen); one in a process of
+# its own is 0.3-0.6 s old (interpreter, imports). For records written before they said so (`warm_start`).
+FORK_AGE = 0.15
+
+
+def forked(meta: dict) -> bool:
+    """Whether a job's stage ran in a fork of the warm-start server (torch's import not paid, not in its seconds)."""
+    if "warm_start" in meta:
+        return meta["warm_start"]
+    return bool(meta.get("torch_loaded")) and meta.get("startup_seconds") is not None and \
+        meta["startup_seconds"] < FORK_AGE
+
+
+def analyse(folder: Path, before: dict | None = None) -> dict:
+    """The build's times, per paper and per rule; `before`: an earlier run's analysis to set beside it."""
     times = json.loads((folder / "reproduce-times.json").read_text())
     steps = {s["name"]: s for s in times["steps"]}
     logs = sorted((folder / ".snakemake/log").glob("*.snakemake.log"))
     torch_import = model_stack_import_seconds(folder)
     rules: dict[str, dict] = {}
+    warm_jobs = 0
     for job in (j for log in logs for j in jobs_of(log)):
         meta = record_of(folder, job["outputs"]) or {}
         process = meta.get("startup_seconds") or 0.0
-        imports = torch_import if meta.get("torch_loaded") else 0.0
+        warm_jobs += forked(meta)
+        imports = torch_import if meta.get("torch_loaded") and not forked(meta) else 0.0
         work = max(0.0, meta.get("seconds", job["wall"]) - imports) if meta else job["wall"]
         row = rules.setdefault(job["rule"], {"jobs": 0, "wall_seconds": 0.0, "work_seconds": 0.0, "startup_seconds": 0.0,
                                              "cpu_seconds": 0.0, "process_startup_seconds": 0.0})
@@ -150,7 +173,7 @@ def analyse(folder: Path) -> dict:
     tracked = [f for f in tracked if f not in missing]
     not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
     moved = [f for f in tracked if not (ROOT / f).exists() or (folder / f).read_bytes() != (ROOT / f).read_bytes()]
-    return {
+    measured = {
         "commit": times["commit"], "cores": times["cores"],
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
         "clean_run_goal_seconds": 5400,
@@ -160,6 +183,7 @@ def analyse(folder: Path) -> dict:
         "job_seconds": round(job_seconds, 1),
         "startup_share_of_job_seconds": round(startup / job_seconds, 3),
         "startup_seconds": round(startup, 1),
+        "warm_started_jobs": warm_jobs,
         "model_stack_import_seconds": round(torch_import, 2),
         "per_rule": {name: {k: round(v, 1) if isinstance(v, float) else v for k, v in row.items()}
                      for name, row in sorted(rules.items(), key=lambda kv: -kv[1]["wall_seconds"])},
@@ -171,8 +195,34 @@ def analyse(folder: Path) -> dict:
         "cells_moved": cells_moved(folder, [f for f in moved if f.endswith(".csv") and (ROOT / f).exists()]),
         "how": "benchmarks/reproduce.py --run DIR && benchmarks/reproduce.py --analyse DIR; start-up of a job: its "
                "wall (Snakemake log) less its stage's work (record seconds less the torch + transformers import "
-               "when the stage loaded torch); jobs without a record count as work",
+               "when the stage loaded torch in a process of its own, not in a fork of the warm-start server); jobs "
+               "without a record count as work",
     }
+    if before:
+        measured["before"] = {k: before[k] for k in ("commit", "clean_run_seconds", "per_paper_minutes", "jobs",
+                                                      "job_seconds", "startup_share_of_job_seconds", "startup_seconds")}
+        measured["machine"] = machine_speed(measured["per_rule"], before["per_rule"])
+    return measured
+
+
+# Training stages: the same work at both commits of the issue-28 comparison (src/towers/training unchanged), so
+# their CPU seconds compare the two machines rather than the two commits
+SAME_WORK_RULES = ("pretrain_two_tower", "pretrain_mlm", "pretrain_mlm_nsp", "finetune", "train_margin_threet",
+                   "train_margin_quadbert", "train_negatives", "train_ltre", "train_repbert", "train_cross_encoder")
+
+
+def machine_speed(now: dict, before: dict) -> dict:
+    """How much slower this machine did the same work than the earlier run's: the work CPU seconds (CPU less
+    process start-up) of SAME_WORK_RULES, where both runs ran the same jobs."""
+    same = [r for r in SAME_WORK_RULES if r in now and r in before and now[r]["jobs"] == before[r]["jobs"]]
+
+    def work_cpu(rows, rules=same):
+        return sum(max(0.0, rows[r]["cpu_seconds"] - rows[r]["process_startup_seconds"]) for r in rules)
+
+    return {"rules": same, "work_cpu_seconds": round(work_cpu(now), 1),
+            "before_work_cpu_seconds": round(work_cpu(before), 1),
+            "slower_by": round(work_cpu(now) / work_cpu(before), 3),
+            "per_rule_slower_by": {r: round(work_cpu(now, [r]) / max(1e-9, work_cpu(before, [r])), 2) for r in same}}
 
 
 def sha256(path: Path) -> str:
@@ -203,6 +253,48 @@ def warm_starts(folder: Path, jobs: int, cores: int) -> dict:
             "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
 
 
+def scheduler_load(folder: Path, cores: int) -> dict:
+    """Snakemake's own load while jobs wait for cores: every dense search of the build's enwiki-mini models and
+    its evaluation forced to rerun, with Snakemake's scheduler as it is (the build's own workflow/rules/common.smk,
+    from before the fix) and with towers.scheduler's fix (this checkout's), alternated."""
+    runs = sorted((folder / "artifacts/enwiki-mini/dense").glob("*/*/run-flat.trec"))
+    targets = [f"artifacts/enwiki-mini/eval/{run.parent.parent.name}/{run.parent.name}/flat.json" for run in runs]
+    built = {t: sha256(folder / t) for t in targets}
+    common = folder / "workflow/rules/common.smk"
+    kept = common.read_text()
+    rules = {"as_is": subprocess.run(["git", "show", "HEAD:workflow/rules/common.smk"], cwd=folder, check=True,
+                                     capture_output=True, text=True).stdout,
+             "fixed": (ROOT / "workflow/rules/common.smk").read_text()}
+    if "keep_one_pending_look" in rules["as_is"]:
+        sys.exit(f"{folder} was built at a commit that has the fix already: build one from before it")
+    shutil.copy(ROOT / "src/towers/scheduler.py", folder / "src/towers/scheduler.py")
+    command = [str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", "dense_search", "--cores", str(cores)]
+    seen: dict[str, list[dict]] = {"as_is": [], "fixed": []}
+    try:
+        for setting in ("as_is", "fixed", "as_is", "fixed"):
+            common.write_text(rules[setting])
+            done = watched(command, folder)
+            if done.pop("returncode"):
+                sys.exit(f"{setting}: snakemake failed: {done['stderr'][-1000:]}")
+            seen[setting].append({k: v for k, v in done.items() if k != "stderr"})
+            moved = [t for t in targets if sha256(folder / t) != built[t]]
+            if moved:
+                sys.exit(f"{setting}: {len(moved)} evaluations differ from the build's, first {moved[0]}")
+    finally:
+        common.write_text(kept)
+
+    def median(setting, key):
+        return statistics.median(run[key] for run in seen[setting])
+
+    return {"jobs": 2 * len(targets), "cores": cores, "as_is": seen["as_is"], "fixed": seen["fixed"],
+            "wall_ratio_fixed_to_as_is": round(median("fixed", "wall") / median("as_is", "wall"), 3),
+            "snakemake_cpu_ratio_fixed_to_as_is": round(median("fixed", "cpu") / max(0.1, median("as_is", "cpu")), 3),
+            "outputs_byte_identical": True,
+            "how": "benchmarks/reproduce.py --scheduler DIR after --run DIR at a commit before the fix: the same jobs "
+                   "forced to rerun with Snakemake's scheduler as it is and with towers.scheduler's fix, alternated; "
+                   "Snakemake's own CPU seconds and threads from psutil"}
+
+
 def before_after(old: Path, new: Path) -> dict:
     """The tracked results (tables, their JSON twins, figures and their CSVs, claims, check; not the records
     beside them, which hold times) of two finished builds, file by file."""
@@ -225,18 +317,24 @@ def main() -> None:
     parser.add_argument("--run", type=Path, help="a folder that does not exist yet")
     parser.add_argument("--analyse", type=Path)
     parser.add_argument("--warm", type=Path, help="a folder --run finished")
+    parser.add_argument("--scheduler", type=Path, help="a folder --run built (Chang et al.'s step at least)")
     parser.add_argument("--jobs", type=int, default=8, help="--warm: encoding jobs, and as many dense searches")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
+    parser.add_argument("--before", metavar="KEY", help="--analyse: an earlier run's key of benchmarks/results.json "
+                        "to set beside this one (under `before`)")
     parser.add_argument("--commit", help="--run: build this commit instead of HEAD")
     parser.add_argument("--before-after", type=Path, nargs=2, metavar=("OLD", "NEW"))
     args = parser.parse_args()
     if args.run:
         run(args.run, args.cores, args.commit)
     if args.analyse:
-        save(args.key, analyse(args.analyse))
+        before = json.loads(RESULTS.read_text())[args.before] if args.before else None
+        save(args.key, analyse(args.analyse, before))
     if args.warm:
         save("warm_start", warm_starts(args.warm, args.jobs, args.cores))
+    if args.scheduler:
+        save("scheduler_load", scheduler_load(args.scheduler, args.cores))
     if args.before_after:
         save("reproduce_before_after", before_after(*args.before_after))
 

@@ -1,11 +1,14 @@
 """Helpers for driving the workflow itself, shared by tests and benchmarks (pytest finds this folder through its
 pythonpath setting): a fresh copy to run in (with or without a snapshot of src/), the job counts of a Snakemake plan,
-and the benchmarks' results file."""
+the benchmarks' results file, and a run watched for its own CPU and threads."""
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import subprocess
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,3 +68,25 @@ def keep_result(keys: tuple[str, ...], value) -> None:
         where = where.setdefault(key, {})
     where[keys[-1]] = value
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def watched(command: list, cwd) -> dict:
+    """Run `command` (a Snakemake, say) to its end: its exit status and standard error, wall seconds, and the
+    CPU seconds and most threads of that process itself, not its children (psutil, every 0.1 s)."""
+    import psutil
+
+    began = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as stderr:   # a file, not a pipe: a full pipe would stop the process
+        process = subprocess.Popen([str(c) for c in command], cwd=cwd, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   text=True)
+        seen, cpu, threads = psutil.Process(process.pid), 0.0, 0
+        while process.poll() is None:
+            try:
+                times = seen.cpu_times()
+                cpu, threads = times.user + times.system, max(threads, seen.num_threads())
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.1)
+        stderr.seek(0)
+        return {"returncode": process.wait(), "stderr": stderr.read(), "wall": round(time.perf_counter() - began, 1),
+                "cpu": round(cpu, 1), "threads": threads}

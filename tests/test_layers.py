@@ -2,7 +2,8 @@
 to a lower one, never up and never sideways into another part of the same layer, and no module is over MAX_LINES.
 
     io                          shared file handling: imports nothing of the project
-    ground                      runtime, tokenizer, params_check, settings, digests, cache
+    ground                      runtime, tokenizer, params_check, settings, digests, cache; scheduler (a fix to
+                                Snakemake's, applied by the workflow)
     models, losses
     parts                       checkpoint, datasets, retrieval, verdicts
     training, reports
@@ -19,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "towers"
 MAX_LINES = 450
 LAYERS = [
     {"towers", "io"},
-    {"runtime", "tokenizer", "params_check", "settings", "digests", "cache"},
+    {"runtime", "tokenizer", "params_check", "settings", "digests", "cache", "scheduler"},
     {"models", "losses"},
     {"checkpoint", "datasets", "retrieval", "verdicts"},
     {"training", "reports"},

@@ -68,6 +68,8 @@ def test_a_forked_stage_writes_and_says_what_its_own_process_does(server, tmp_pa
     assert outputs["own"] == outputs["warm"]
     meta = json.loads((tmp_path / "warm.trec.meta.json").read_text())
     assert meta["arguments"]["out"] == "warm.trec"   # ran in the job's folder, with its arguments
+    # the record says which paid torch's import (the reproduce benchmark splits start-up from work by it)
+    assert meta["warm_start"] and not json.loads((tmp_path / "own.trec.meta.json").read_text())["warm_start"]
 
 
 def test_exit_statuses_and_error_lines_come_back(server, tmp_path):

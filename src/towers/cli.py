@@ -104,7 +104,19 @@ def disk_full(err: BaseException, output) -> str | None:
     return f"error: {where}: no space left on the device while writing it ({type(err).__name__}); free space and rerun"
 
 
-def main(argv=None) -> int:
+def kernels() -> dict:
+    """Which vector instructions the loaded torch and Faiss compute with (AVX2, AVX512, ...): trained models and
+    searches differ at float level between them, so a rebuild repeats byte for byte only where they match."""
+    found = {}
+    if "torch" in sys.modules:
+        found["torch_cpu_kernels"] = sys.modules["torch"].backends.cpu.get_cpu_capability()
+    if "faiss" in sys.modules:
+        found["faiss_kernels"] = sys.modules["faiss"].get_compile_options().strip()
+    return found
+
+
+def main(argv=None, warm_start: bool = False) -> int:
+    """Run one stage; `warm_start`: forked from the warm-start server (towers.warm), torch already imported."""
     args = parser().parse_args(argv)
     began, started_for = time.perf_counter(), process_age()
     parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1   # started by the launcher: data-parallel training
@@ -146,10 +158,12 @@ def main(argv=None) -> int:
     cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.verdicts.cells.cell), a list
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
-            # start-up before main; whether the stage loaded torch (its import is inside "seconds")
-            "startup_seconds": started_for, "torch_loaded": "torch" in sys.modules,
+            # start-up before main; whether the stage loaded torch (its import is inside "seconds" unless the
+            # stage was forked from the warm-start server, which had imported it)
+            "startup_seconds": started_for, "torch_loaded": "torch" in sys.modules, "warm_start": warm_start,
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
                                  "mwparserfromhell")}
+    meta.update(kernels())
     if cells is not None:
         meta["cells"] = cells
     if output is not None:   # a stage that only checks writes nothing

@@ -85,7 +85,7 @@ def _run_stage(request: dict, fds: list[int]) -> int:
     sys.argv = ["towers", *request["argv"]]
     from .cli import main
     try:
-        return main(request["argv"]) or 0
+        return main(request["argv"], warm_start=True) or 0
     except SystemExit as stop:   # argparse's usage errors
         return stop.code if isinstance(stop.code, int) else (print(stop.code, file=sys.stderr) or 1)
     except KeyboardInterrupt:   # Ctrl-C: the traceback, then die of SIGINT, as Python itself does

@@ -65,3 +65,24 @@ def test_before_after_compares_two_builds_file_by_file(tmp_path):
     assert (found["before"], found["after"]) == ("old", "new")
     assert found["compared"] == 2 and found["identical"] == 1 and found["moved"] == ["results/table1.csv"]
     assert found["cells_moved"] == {"results/table1.csv": 1} and "results/table1.json" in found["missing"]
+
+
+def test_a_job_forked_from_the_warm_start_server_paid_no_import():
+    assert reproduce.forked({"warm_start": True, "torch_loaded": True, "startup_seconds": 0.4})
+    assert not reproduce.forked({"warm_start": False, "torch_loaded": True, "startup_seconds": 0.05})
+    # records from before they said so: a fork is young at main and always has torch loaded
+    assert reproduce.forked({"torch_loaded": True, "startup_seconds": 0.05})
+    assert not reproduce.forked({"torch_loaded": True, "startup_seconds": 0.45})
+    assert not reproduce.forked({"torch_loaded": False, "startup_seconds": 0.05})
+    assert not reproduce.forked({})
+
+
+def test_machine_speed_compares_the_same_work_on_both_runs():
+    def row(jobs, cpu, startup):
+        return {"jobs": jobs, "cpu_seconds": cpu, "process_startup_seconds": startup}
+
+    before = {"finetune": row(4, 110.0, 10.0), "train_ltre": row(2, 50.0, 0.0), "encode_candidates": row(3, 30.0, 0.0)}
+    now = {"finetune": row(4, 150.0, 0.0), "train_ltre": row(3, 90.0, 0.0), "encode_candidates": row(3, 90.0, 0.0)}
+    speed = reproduce.machine_speed(now, before)
+    # train_ltre ran other jobs; encode_candidates is not the same work across the two commits
+    assert speed["rules"] == ["finetune"] and speed["slower_by"] == 1.5 and speed["per_rule_slower_by"] == {"finetune": 1.5}

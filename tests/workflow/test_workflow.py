@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from towers.verdicts import claims as checker
-from workflow_helpers import copy_workflow as copy_workflow_files, job_counts
+from workflow_helpers import copy_workflow as copy_workflow_files, job_counts, watched
 
 from conftest import FIXTURES
 
@@ -47,10 +47,19 @@ def snakemake(workdir, *args):
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     work = copy_workflow(tmp_path_factory.mktemp("e2e"))
-    done = snakemake(work, *PAPER_TARGETS, *ZEROSHOT_TARGETS, "results/claims.csv", "results/report.html", "check",
-                     "--cores", 2, "--configfile", "fixtures/tiny.yaml")
-    assert done.returncode == 0, done.stderr[-3000:]   # `check` passed: every cell as data/expected/tiny.csv has it
+    done = watched([*SNAKEMAKE, *PAPER_TARGETS, *ZEROSHOT_TARGETS, "results/claims.csv", "results/report.html", "check",
+                    "--cores", 2, "--configfile", "fixtures/tiny.yaml"], work)
+    assert done["returncode"] == 0, done["stderr"][-3000:]   # `check` passed: every cell as data/expected/tiny.csv has it
+    (work / "snakemake-use.json").write_text(json.dumps({k: done[k] for k in ("wall", "cpu", "threads")}))
     return work
+
+
+@pytest.mark.slow
+def test_snakemakes_own_threads_stay_few_over_the_tiny_run(tiny_run):
+    """Some 200 jobs on 2 cores: without towers.scheduler's fix, applied by the workflow, Snakemake's scheduler
+    adds a timer thread with nearly every finished job (test_scheduler.py)."""
+    use = json.loads((tiny_run / "snakemake-use.json").read_text())
+    assert use["threads"] <= 40, use
 
 
 @pytest.mark.slow

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import time
 
+from towers.scheduler import keep_one_pending_look
+
 # --- software ---------------------------------------------------------------------------------------
 
 # The pip route (default) runs every stage with the interpreter snakemake runs in (the project's venv); with
@@ -40,6 +42,12 @@ TRAIN_ENV = f"{ENVS}/gpu.yaml" if TRAIN_JOB.get("gpu", 0) else CPU_ENV
 TRAIN_PROCESSES = max(1, TRAIN_JOB.get("gpu", 0))
 TRAIN = TOWERS if TRAIN_PROCESSES == 1 else f"{PY} -m towers.training.distributed {TRAIN_PROCESSES}"
 JAVA_ENV = f"{ENVS}/java.yaml"
+
+# --- the scheduler ----------------------------------------------------------------------------------
+
+# At most one pending re-check of the ready jobs: Snakemake's own scheduler adds a timer with every finished job
+# while others wait for cores, and its growing busyness takes a share of the cores (towers.scheduler).
+keep_one_pending_look()
 
 wildcard_constraints:
     dataset="[a-z0-9-]+",

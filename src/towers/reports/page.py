@@ -281,7 +281,8 @@ def environment() -> dict[str, str]:
     except OSError:
         revision = "git is not installed"
     return {"python": platform.python_version(), **versions,
-            "machine": f"{platform.platform()}, {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()})",
+            "machine": f"{platform.platform()}, {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), "
+                       f"torch computing with {torch.backends.cpu.get_cpu_capability()} kernels",
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "git commit": revision}
 
 
