@@ -76,10 +76,13 @@ bench: setup
 
 # Expected values from this build (after `make reproduce`, or any profile with CONFIG=...): review the diff of
 # data/expected/ before committing it. CONFIG=tests/fixtures/tiny.yaml rewrites the tiny profile's (exact) file.
+# ALSO=<files>: the same profile's expected values built on other machines (another kind of CPU), combined with
+# this build's: each cell centred between them, its tolerance at least their range (docs/verdicts.md).
 CONFIG ?=
+ALSO ?=
 expected: setup
 	$(VENV)/bin/snakemake results/expected-values.csv --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG))
-	$(PY) -m towers.ci keep-expected $(if $(CONFIG),--configfile $(CONFIG))
+	$(PY) -m towers.ci keep-expected $(if $(CONFIG),--configfile $(CONFIG)) $(if $(ALSO),--also $(ALSO))
 
 clean:
 	rm -rf artifacts logs .snakemake

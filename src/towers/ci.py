@@ -11,7 +11,8 @@ through a DVC remote (towers.cache). With `--folder` (CI: a folder its cache kee
 holds the pointer to the last pushed build (artifacts.dvc), and the DVC remote itself where neither
 `--remote-url` (CI: DVC_REMOTE_URL) nor the project's default remote names one.
 
-`keep-expected` (`make expected`): a build's expected values become the profile's committed file.
+`keep-expected` (`make expected`): a build's expected values become the profile's committed file (with `--also`,
+combined with those of builds on other machines).
 
 `dvc-yaml` (`make dvc-yaml`): dvc.yaml written from data/papers/papers.yaml (DVC cannot read that file's lists
 itself); `--check` only says whether the committed one is that."""
@@ -109,14 +110,29 @@ def push_build(folder: Path | None, url: str | None) -> None:
         dvc("gc", "--workspace", "--cloud", "--remote", remote, "--force", "--quiet")
 
 
-def keep_expected(built: Path, params: Path, overlay: Path | None) -> Path:
+def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Path] = ()) -> Path:
     """Copy `built` (results/expected-values.csv) over the expected-values file of the profile that params.yaml
-    and the overlay name (check.expected); a profile whose expected values are the papers' own refuses."""
+    and the overlay name (check.expected); a profile whose expected values are the papers' own refuses. `also`:
+    expected values of the same profile built on other machines, combined with this build's
+    (towers.verdicts.checks.across_builds)."""
     config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
     target = Path(config["check"]["expected"])
     if target.suffix != ".csv":
         sys.exit(f"error: {target}: a policy of paper values, not written from a build")
-    shutil.copyfile(built, target)
+    if not also:
+        shutil.copyfile(built, target)
+        return target
+    from .io import StageError
+    from .verdicts import checks
+
+    try:
+        combined = checks.across_builds([checks.read_expected(path) for path in (built, *also)])
+    except StageError as err:
+        sys.exit(f"error: {err}")
+    except ValueError as err:
+        sys.exit(f"error: {also[0]}: {err}")
+    with atomic_path(target) as tmp:
+        combined.to_csv(tmp, index=False)
     return target
 
 
@@ -208,6 +224,8 @@ def main(argv=None) -> None:
     keep.add_argument("--built", type=Path, default=Path("results/expected-values.csv"))
     keep.add_argument("--params", type=Path, default=Path("params.yaml"))
     keep.add_argument("--configfile", type=Path, help="the overlay the build ran with, if any")
+    keep.add_argument("--also", type=Path, nargs="+", default=[],
+                      help="expected values of the same profile built on other machines, to combine with this build's")
     generate = sub.add_parser("dvc-yaml", help="write dvc.yaml from data/papers/papers.yaml")
     generate.add_argument("--check", action="store_true", help="only say whether dvc.yaml is up to date (exit 1: not)")
     args = parser.parse_args(argv)
@@ -222,7 +240,7 @@ def main(argv=None) -> None:
             sys.exit("error: dvc.yaml: not what data/papers/papers.yaml makes; run `make dvc-yaml`")
         print("dvc.yaml: up to date" if fresh else "dvc.yaml: written from data/papers/papers.yaml")
     elif args.command == "keep-expected":
-        print(f"{args.built} -> {keep_expected(args.built, args.params, args.configfile)}")
+        print(f"{args.built} -> {keep_expected(args.built, args.params, args.configfile, args.also)}")
     elif args.command == "cache-pull":
         pull_build(args.folder, args.remote_url)
     elif args.command == "cache-push":

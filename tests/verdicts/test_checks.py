@@ -59,3 +59,35 @@ def test_check_status_reads_the_check_and_leaves_its_record(tmp_path):
     assert (tmp_path / "check.csv.meta.json").exists()
     pd.DataFrame({"table": ["t"], "row": ["r"], "column": ["c"], "status": ["FAIL"]}).to_csv(csv, index=False)
     assert run_stage("check-status", "--csv", str(csv)).returncode == 1
+
+
+def _expected(rows) -> pd.DataFrame:
+    return pd.DataFrame([dict(zip(["table", "row", "column", "kind", "expected", "tolerance", "basis"], r)) for r in rows],
+                        columns=checks.COLUMNS)
+
+
+def test_builds_on_two_machines_centre_each_cell_between_them_and_cover_their_range():
+    avx2 = _expected([("t", "a", "RR@10", "metric", 0.060, 0.01, "bootstrap over 60 steps"),
+                      ("t", "b", "RR@10", "metric", 0.500, 0.03, "bootstrap over 60 steps"),
+                      ("t", "c", "pairs", "count", 10.0, 1e-6, "exact: deterministic"),
+                      ("t", "only", "RR@10", "metric", 0.2, 0.01, "bootstrap over 60 steps")])
+    avx512 = _expected([("t", "a", "RR@10", "metric", 0.092, 0.012, "bootstrap over 60 steps"),
+                        ("t", "b", "RR@10", "metric", 0.510, 0.02, "bootstrap over 60 steps"),
+                        ("t", "c", "pairs", "count", 10.0, 1e-6, "exact: deterministic")])
+    both = checks.across_builds([avx2, avx512]).set_index("row")
+    assert both.loc["a", "expected"] == pytest.approx(0.076) and both.loc["a", "tolerance"] == pytest.approx(0.032)
+    assert both.loc["a", "basis"] == "spread over 2 builds on different machines"
+    assert both.loc["b", "expected"] == pytest.approx(0.505) and both.loc["b", "tolerance"] == 0.03   # theirs is wider
+    assert both.loc["b", "basis"] == "bootstrap over 60 steps"
+    assert both.loc["c", "expected"] == 10.0 and both.loc["only", "expected"] == 0.2
+    # each build, checked against the combination, passes every cell
+    for build in (avx2, avx512):
+        for r in build.itertuples():
+            assert checks.status(r.expected - both.loc[r.row, "expected"], both.loc[r.row, "tolerance"]) == "OK"
+
+
+def test_a_count_that_differs_between_builds_is_refused():
+    one = _expected([("t", "c", "pairs", "count", 10.0, 1e-6, "exact: deterministic")])
+    other = _expected([("t", "c", "pairs", "count", 11.0, 1e-6, "exact: deterministic")])
+    with pytest.raises(ValueError, match="t, c, pairs: a count that differs"):
+        checks.across_builds([one, other])

@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from scipy import stats
@@ -209,3 +210,17 @@ def test_make_expected_keeps_a_builds_values_as_the_profiles_file_and_refuses_pa
     with pytest.raises(SystemExit, match="paper.yaml: a policy of paper values"):
         keep_expected(built, params, overlay)
     assert not (tmp_path / "paper.yaml").exists()
+
+
+def test_make_expected_with_another_machines_file_combines_the_two(tmp_path):
+    from towers.ci import keep_expected
+
+    header = "table,row,column,kind,expected,tolerance,basis\n"
+    built, other = tmp_path / "expected-values.csv", tmp_path / "mini.csv"
+    built.write_text(header + "t,a,RR@10,metric,0.06,0.01,bootstrap over 60 steps\n")
+    other.write_text(header + "t,a,RR@10,metric,0.09,0.01,bootstrap over 60 steps\n")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"check": {"expected": str(other), "basis": "estimate"}}))
+    assert keep_expected(built, params, None, also=[other]) == other   # the committed file, read before it is written
+    written = pd.read_csv(other)
+    assert written.loc[0, "expected"] == pytest.approx(0.075) and written.loc[0, "tolerance"] == pytest.approx(0.03)

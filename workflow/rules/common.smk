@@ -1,7 +1,8 @@
 # Shared by every rule file (includes share one namespace) and included first. The software each stage runs
-# with, global wildcard patterns, the clean-up before a run, shell quoting and stage flags, the profile marker
-# every table depends on, dataset lookups, and the models and files more than one paper's rules name. What one
-# rule file alone needs sits in workflow/helpers/ under that file's name, included at the top of the rule file.
+# with, a fix to Snakemake's scheduler, global wildcard patterns, the clean-up before a run, shell quoting and
+# stage flags, the profile marker every table depends on, dataset lookups, and the models and files more than
+# one paper's rules name. What one rule file alone needs sits in workflow/helpers/ under that file's name,
+# included at the top of the rule file.
 
 import json
 import os
