@@ -18,6 +18,7 @@ that is process start-up (issue 28).
                                              it is and with the fix, alternated: wall seconds, and Snakemake's
                                              own CPU seconds and threads (key `scheduler_load`)
     benchmarks/reproduce.py --run DIR --commit REV   the same clean build of an older commit (a baseline)
+    benchmarks/reproduce.py --resume DIR     go on with a --run the machine stopped (steps_resumed names it)
     benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
                                              (key `reproduce_before_after`)
@@ -45,30 +46,51 @@ from towers.reports import papers as paper_list  # noqa: E402
 from workflow_helpers import RESULTS, keep_result, watched  # noqa: E402
 
 
-def run(folder: Path, cores: int, commit: str | None = None) -> None:
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(folder)], check=True)
-    if commit:
-        subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
-    times = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
-                                      check=True).stdout.strip(), "cores": cores, "steps": []}
+def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False) -> None:
     record = folder / "reproduce-times.json"
+    if resume:
+        times = json.loads(record.read_text())
+    else:
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(folder)], check=True)
+        if commit:
+            subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
+        times = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
+                                          check=True).stdout.strip(), "cores": cores, "steps": []}
+    done_steps = {s["name"] for s in times["steps"] if not s["rc"] and not s.get("interrupted")}
+    snakemake = [str(folder / ".venv/bin/snakemake"), "--cores", str(cores)]
 
     def step(name: str, cmd: list[str]) -> None:
+        if name in done_steps:
+            return
+        log_path = folder / f"reproduce-{name}.log"
+        if resume and log_path.exists():
+            keep_interrupted(folder, times, name, log_path)
+            subprocess.run([*snakemake, "--unlock"], cwd=folder, check=True, capture_output=True)
+            cmd = [*cmd, "--rerun-incomplete"]
         began = time.time()
-        with open(folder / f"reproduce-{name}.log", "w") as log:
+        with open(log_path, "w") as log:
             done = subprocess.run(cmd, cwd=folder, stdout=log, stderr=subprocess.STDOUT)
         times["steps"].append({"name": name, "began": began, "seconds": round(time.time() - began, 1),
                                "rc": done.returncode})
         record.write_text(json.dumps(times, indent=1) + "\n")
         if done.returncode:
-            sys.exit(f"{name} failed (exit {done.returncode}): see {folder}/reproduce-{name}.log")
+            sys.exit(f"{name} failed (exit {done.returncode}): see {log_path}")
 
     step("setup", ["make", "setup"])
-    snakemake = [str(folder / ".venv/bin/snakemake"), "--cores", str(cores)]
     papers_of = folder if (folder / paper_list.PAPERS_FILE).exists() else ROOT   # before papers.yaml: same targets
     for paper in paper_list.load(root=papers_of).values():
         step(paper["id"], [*snakemake, *paper_list.targets(paper)])
     step("rest", [*snakemake, "all", "check", "results/report.html"])
+
+
+def keep_interrupted(folder: Path, times: dict, name: str, log_path: Path) -> None:
+    """A step the machine stopped in the middle (no time recorded): its part counts from the end of the step
+    before it to its log's last write, marked interrupted; its log moves aside for the analysis."""
+    last = times["steps"][-1]
+    began = last["began"] + last["seconds"]
+    times["steps"].append({"name": name, "began": began, "seconds": round(log_path.stat().st_mtime - began, 1),
+                           "rc": None, "interrupted": True})
+    log_path.rename(folder / f"reproduce-{name}.interrupted-{len(times['steps'])}.log")
 
 
 STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
@@ -144,7 +166,7 @@ def forked(meta: dict) -> bool:
 def analyse(folder: Path, before: dict | None = None) -> dict:
     """The build's times, per paper and per rule; `before`: an earlier run's analysis to set beside it."""
     times = json.loads((folder / "reproduce-times.json").read_text())
-    steps = {s["name"]: s for s in times["steps"]}
+    steps = steps_of(times)
     logs = sorted((folder / ".snakemake/log").glob("*.snakemake.log"))
     torch_import = model_stack_import_seconds(folder)
     rules: dict[str, dict] = {}
@@ -166,6 +188,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
     job_seconds = sum(r["wall_seconds"] for r in rules.values())
     startup = sum(r["startup_seconds"] for r in rules.values())
     build = [s for name, s in steps.items() if name != "setup"]
+    resumed = [s["name"] for s in times["steps"] if s.get("interrupted")]
     tracked = subprocess.run(["git", "ls-files", "results"], cwd=folder, capture_output=True, text=True,
                              check=True).stdout.split()
     built_after = steps["setup"]["began"] + steps["setup"]["seconds"]
@@ -189,6 +212,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
                      for name, row in sorted(rules.items(), key=lambda kv: -kv[1]["wall_seconds"])},
         "results_files": len(tracked), "results_not_rebuilt": not_rebuilt, "results_missing": missing,
         "steps_failed": [s["name"] for s in build if s["rc"]],
+        "steps_resumed": resumed,
         "results_moved_against": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                                                 text=True).stdout.strip(),
         "results_moved": moved,
@@ -203,6 +227,19 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
                                                       "job_seconds", "startup_share_of_job_seconds", "startup_seconds")}
         measured["machine"] = machine_speed(measured["per_rule"], before["per_rule"])
     return measured
+
+
+def steps_of(times: dict) -> dict[str, dict]:
+    """Each step of a run by name; a step the machine stopped and --resume finished sums its parts' seconds (the
+    jobs the stop killed count twice, once in the part they died in and once when they reran)."""
+    steps: dict[str, dict] = {}
+    for part in times["steps"]:
+        if part["name"] in steps:
+            steps[part["name"]] = {**part, "began": steps[part["name"]]["began"],
+                                   "seconds": round(steps[part["name"]]["seconds"] + part["seconds"], 1)}
+        else:
+            steps[part["name"]] = dict(part)
+    return steps
 
 
 # Training stages: the same work at both commits of the issue-28 comparison (src/towers/training unchanged), so
@@ -315,6 +352,8 @@ def before_after(old: Path, new: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="a folder that does not exist yet")
+    parser.add_argument("--resume", type=Path, help="go on with a --run the machine stopped: steps that finished "
+                        "are kept, the stopped one counts its part and reruns what did not finish")
     parser.add_argument("--analyse", type=Path)
     parser.add_argument("--warm", type=Path, help="a folder --run finished")
     parser.add_argument("--scheduler", type=Path, help="a folder --run built (Chang et al.'s step at least)")
@@ -328,6 +367,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.run:
         run(args.run, args.cores, args.commit)
+    if args.resume:
+        run(args.resume, args.cores, resume=True)
     if args.analyse:
         before = json.loads(RESULTS.read_text())[args.before] if args.before else None
         save(args.key, analyse(args.analyse, before))

@@ -109,3 +109,22 @@ def test_the_server_stops_with_snakemake_and_stages_then_run_alone(server, tmp_p
     alone = towers(["fuse-runs"], tmp_path, name)
     _, err = alone.communicate(timeout=60)
     assert alone.returncode == 2 and "required" in err
+
+
+def test_without_idle_the_server_outlives_a_quiet_spell_and_stops_with_snakemake():
+    # a run's first jobs may start on their own before the server listens and keep it jobless for minutes; an
+    # idle limit of 60 s once left LTRe's whole step without warm starts (75 jobs paying torch's import)
+    name = uuid.uuid4().hex
+    snakemake = subprocess.Popen(["sleep", "300"])
+    process = subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(snakemake.pid)])
+    try:
+        assert wait_for(lambda: listening(name)), "the server never listened"
+        time.sleep(3)
+        assert process.poll() is None and listening(name)
+        snakemake.kill()
+        snakemake.wait()
+        assert process.wait(timeout=30) == 0
+    finally:
+        for p in (process, snakemake):
+            p.kill()
+            p.wait()

@@ -5,7 +5,8 @@ environment, arguments and standard streams (passed over a Unix socket), and han
 
 Where no server answers (a cluster node, TOWERS_WARM unset, conda environments, a server gone), a stage runs
 in its own process as before. The Snakefile starts a server for local runs (params `warm_start`); it stops
-when Snakemake is gone, or after a minute without a job.
+when Snakemake is gone (or, given --idle, after that long without a job: not by default, since a run's first
+jobs may start before the server listens and keep it jobless for minutes).
 
     python -m towers.warm NAME --watch PID [--idle SECONDS]
 """
@@ -134,7 +135,7 @@ def _read_request(conn) -> tuple[dict, list[int]]:
     return json.loads(data), list(fds)
 
 
-def serve(name: str, watch: int, idle: float) -> None:
+def serve(name: str, watch: int, idle: float = float("inf")) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"   # each fork sets its job's count; the server itself never computes
     import torch  # noqa: F401  (the point of the server: imported once, shared by every fork)
     import transformers  # noqa: F401
@@ -206,7 +207,8 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m towers.warm", description=__doc__.splitlines()[0])
     parser.add_argument("name")
     parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
-    parser.add_argument("--idle", type=float, default=60.0, help="stop after this many seconds without a job")
+    parser.add_argument("--idle", type=float, default=float("inf"),
+                        help="also stop after this many seconds without a job (default: only when Snakemake is gone)")
     args = parser.parse_args(argv)
     serve(args.name, args.watch, args.idle)
 

@@ -1,5 +1,6 @@
 """benchmarks/reproduce.py reads Snakemake's own log: each finished job's rule, outputs and wall seconds."""
 import json
+import os
 
 import reproduce
 
@@ -86,3 +87,16 @@ def test_machine_speed_compares_the_same_work_on_both_runs():
     speed = reproduce.machine_speed(now, before)
     # train_ltre ran other jobs; encode_candidates is not the same work across the two commits
     assert speed["rules"] == ["finetune"] and speed["slower_by"] == 1.5 and speed["per_rule_slower_by"] == {"finetune": 1.5}
+
+
+def test_a_stopped_step_counts_its_part_and_the_rerun(tmp_path):
+    times = {"steps": [{"name": "setup", "began": 100.0, "seconds": 50.0, "rc": 0}]}
+    log = tmp_path / "reproduce-paper.log"
+    log.write_text("half a build\n")
+    os.utime(log, (400.0, 400.0))   # the machine stopped at 400 s, 250 s into the step
+    reproduce.keep_interrupted(tmp_path, times, "paper", log)
+    assert not log.exists() and (tmp_path / "reproduce-paper.interrupted-2.log").exists()
+    times["steps"].append({"name": "paper", "began": 1000.0, "seconds": 100.0, "rc": 0})
+    steps = reproduce.steps_of(times)
+    assert steps["paper"]["seconds"] == 350.0 and steps["paper"]["began"] == 150.0 and steps["paper"]["rc"] == 0
+    assert steps["setup"]["seconds"] == 50.0
