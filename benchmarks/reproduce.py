@@ -167,7 +167,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
     """The build's times, per paper and per rule; `before`: an earlier run's analysis to set beside it."""
     times = json.loads((folder / "reproduce-times.json").read_text())
     steps = steps_of(times)
-    logs = sorted((folder / ".snakemake/log").glob("*.snakemake.log"))
+    logs = build_logs(folder, times)
     torch_import = model_stack_import_seconds(folder)
     rules: dict[str, dict] = {}
     warm_jobs = 0
@@ -227,6 +227,15 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
                                                       "job_seconds", "startup_share_of_job_seconds", "startup_seconds")}
         measured["machine"] = machine_speed(measured["per_rule"], before["per_rule"])
     return measured
+
+
+def build_logs(folder: Path, times: dict) -> list[Path]:
+    """Snakemake's logs of the timed steps: those last written while they ran, not of runs after them (a rerun
+    or an `expected` in the same folder)."""
+    began = times["steps"][0]["began"]
+    ended = max(s["began"] + s["seconds"] for s in times["steps"]) + 5   # the log's last line, a moment after
+    return sorted(log for log in (folder / ".snakemake/log").glob("*.snakemake.log")
+                  if began <= log.stat().st_mtime <= ended)
 
 
 def steps_of(times: dict) -> dict[str, dict]:

@@ -100,3 +100,15 @@ def test_a_stopped_step_counts_its_part_and_the_rerun(tmp_path):
     steps = reproduce.steps_of(times)
     assert steps["paper"]["seconds"] == 350.0 and steps["paper"]["began"] == 150.0 and steps["paper"]["rc"] == 0
     assert steps["setup"]["seconds"] == 50.0
+
+
+def test_only_the_timed_steps_logs_are_read(tmp_path):
+    logs = tmp_path / ".snakemake/log"
+    logs.mkdir(parents=True)
+    times = {"steps": [{"name": "setup", "began": 1000.0, "seconds": 50.0, "rc": 0},
+                       {"name": "paper", "began": 1050.0, "seconds": 100.0, "rc": 0}]}
+    for name, written in (("before", 900.0), ("paper", 1149.0), ("rerun", 2000.0)):
+        log = logs / f"{name}.snakemake.log"
+        log.write_text("")
+        os.utime(log, (written, written))
+    assert [log.name for log in reproduce.build_logs(tmp_path, times)] == ["paper.snakemake.log"]
