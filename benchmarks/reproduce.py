@@ -19,6 +19,8 @@ that is process start-up (issue 28).
                                              own CPU seconds and threads (key `scheduler_load`)
     benchmarks/reproduce.py --run DIR --commit REV   the same clean build of an older commit (a baseline)
     benchmarks/reproduce.py --resume DIR     go on with a --run the machine stopped (steps_resumed names it)
+    benchmarks/reproduce.py --rerun-step NAME DIR   force a finished step's jobs to rerun (after copying a fix
+                                             into DIR): its seconds then and now, warm starts, identical results
     benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
                                              (key `reproduce_before_after`)
@@ -299,6 +301,39 @@ def warm_starts(folder: Path, jobs: int, cores: int) -> dict:
             "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
 
 
+def model_records(folder: Path, outputs: list[str]) -> list[dict]:
+    """The stage records of those jobs whose stage ran with torch loaded (forked ones always do)."""
+    return [meta for meta in (record_of(folder, [output]) for output in outputs) if meta and meta.get("torch_loaded")]
+
+
+def rerun_step(folder: Path, name: str, cores: int) -> dict:
+    """Every job a finished step of the build ran, forced to rerun with this checkout's code as the build has it
+    (copy fixes in first): the step's wall seconds then and now, warm starts before and after, and which of the
+    paper's result files came back byte-identical."""
+    jobs = jobs_of(folder / f"reproduce-{name}.log")
+    outputs = [job["outputs"][0] for job in jobs]
+    paper = paper_list.load(root=folder)[name]
+    targets = paper_list.targets(paper)
+    results = sorted({f for f in subprocess.run(["git", "ls-files", *{str(Path(t).parent) for t in targets}],
+                                                cwd=folder, capture_output=True, text=True, check=True).stdout.split()
+                      if not f.endswith(".meta.json")})
+    kept = {f: sha256(folder / f) for f in results}
+    warm_before = sum(forked(meta) for meta in model_records(folder, outputs))
+    began = time.perf_counter()
+    subprocess.run([str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", *outputs, "--cores", str(cores),
+                    "--quiet"], cwd=folder, check=True, capture_output=True)
+    seconds = round(time.perf_counter() - began, 1)
+    records = model_records(folder, outputs)
+    return {"step": name, "jobs": len(jobs), "seconds_in_run": steps_of(json.loads(
+                (folder / "reproduce-times.json").read_text()))[name]["seconds"],
+            "seconds_rerun": seconds, "jobs_with_torch_loaded": len(records), "forked_warm_before": warm_before,
+            "forked_warm_rerun": sum(forked(meta) for meta in records),
+            "results_byte_identical": [f for f in results if sha256(folder / f) == kept[f]],
+            "results_moved": [f for f in results if sha256(folder / f) != kept[f]],
+            "how": f"benchmarks/reproduce.py --rerun-step {name} DIR: the jobs of reproduce-{name}.log forced to "
+                   "rerun (snakemake <its targets> --forcerun <each job's first output>), nothing else running"}
+
+
 def scheduler_load(folder: Path, cores: int) -> dict:
     """Snakemake's own load while jobs wait for cores: every dense search of the build's enwiki-mini models and
     its evaluation forced to rerun, with Snakemake's scheduler as it is (the build's own workflow/rules/common.smk,
@@ -366,6 +401,9 @@ def main() -> None:
     parser.add_argument("--analyse", type=Path)
     parser.add_argument("--warm", type=Path, help="a folder --run finished")
     parser.add_argument("--scheduler", type=Path, help="a folder --run built (Chang et al.'s step at least)")
+    parser.add_argument("--rerun-step", nargs=2, metavar=("NAME", "DIR"), help="force every job of a finished "
+                        "build's step to rerun (a fix copied into DIR first): its time then and now (key "
+                        "reproduce_rerun_<NAME>)")
     parser.add_argument("--jobs", type=int, default=8, help="--warm: encoding jobs, and as many dense searches")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
@@ -385,6 +423,9 @@ def main() -> None:
         save("warm_start", warm_starts(args.warm, args.jobs, args.cores))
     if args.scheduler:
         save("scheduler_load", scheduler_load(args.scheduler, args.cores))
+    if args.rerun_step:
+        name, folder = args.rerun_step
+        save(f"reproduce_rerun_{name}", rerun_step(Path(folder), name, args.cores))
     if args.before_after:
         save("reproduce_before_after", before_after(*args.before_after))
 

@@ -30,7 +30,7 @@ import yaml
 
 from . import cache
 from .cache import DVC, dvc
-from .io import atomic_path
+from .io import StageError, atomic_path
 from .params_check import merge_configs
 
 POINTER = Path(f"{cache.ARTIFACTS}.dvc")
@@ -122,15 +122,14 @@ def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Pa
     if not also:
         shutil.copyfile(built, target)
         return target
-    from .io import StageError
     from .verdicts import checks
 
     try:
         combined = checks.across_builds([checks.read_expected(path) for path in (built, *also)])
     except StageError as err:
         sys.exit(f"error: {err}")
-    except ValueError as err:
-        sys.exit(f"error: {also[0]}: {err}")
+    except ValueError as err:   # builds that disagree: no one file is at fault
+        sys.exit(f"error: {', '.join(map(str, (built, *also)))}: {err}")
     with atomic_path(target) as tmp:
         combined.to_csv(tmp, index=False)
     return target

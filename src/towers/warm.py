@@ -135,7 +135,7 @@ def _read_request(conn) -> tuple[dict, list[int]]:
     return json.loads(data), list(fds)
 
 
-def serve(name: str, watch: int, idle: float = float("inf")) -> None:
+def serve(name: str, watch: int, idle: float) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"   # each fork sets its job's count; the server itself never computes
     import torch  # noqa: F401  (the point of the server: imported once, shared by every fork)
     import transformers  # noqa: F401
