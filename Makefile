@@ -7,13 +7,13 @@ PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce test test-fast test-extended test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
+.PHONY: setup reproduce test test-fast test-extended test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# torch first and pinned: anything unpinned would pull a multi-GB CUDA build. Faiss: the CPU build
-	# (FAISS=faiss-gpu-cu12==1.15.1 on a CUDA 12 machine)
+	# (FAISS=faiss-gpu==1.15.1 on a CUDA 12 machine)
 	$(PY) -m pip install -q torch==2.13.0 $(FAISS)
 	PYTHON=$(PY) bash envs/install-project.sh
 	touch $@
@@ -38,6 +38,11 @@ test-fast: setup
 # learning rate failing the check after the whole tiny end-to-end run, which makes this the longer of the two)
 test-extended: setup
 	$(VENV)/bin/python -m pytest -q -m extended tests
+
+# the paper-scale GPU path against the CPU (tests/gpu: bf16 training steps, fp16 encoding beside fp32 on the CPU), on a
+# CUDA machine; make test runs them too and they skip without CUDA (TOWERS_GPU_DRY_RUN=1 runs both sides on the CPU)
+test-gpu: setup
+	$(VENV)/bin/python -m pytest -q -m gpu tests/gpu
 
 # the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/retrieval/test_reference.py,
 # about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets

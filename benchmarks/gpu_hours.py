@@ -130,8 +130,15 @@ def measure_cpu(threads: int = 2, repeats: int = 3) -> dict[str, float]:
             "forward_large": forward_flops(2 * 512, 512, "large") / seconds(lambda: forward(large, 2, 512))}
 
 
-def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: dict[str, float]) -> dict:
-    """Per table: planned jobs, PFLOPs by kind, CPU-hours here, GPU-hours at GPU_FLOPS."""
+def hours(flops: dict[str, float], rates: dict[str, float] | None) -> float:
+    """Hours to do `flops` (by kind) at `rates` (FLOP/s by kind), or at GPU_FLOPS for every kind."""
+    return sum(v / (rates[k] if rates else GPU_FLOPS) for k, v in flops.items()) / 3600
+
+
+def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: dict[str, float],
+             gpu_rates: dict[str, float] | None = None) -> dict:
+    """Per table: planned jobs, PFLOPs by kind, CPU-hours here, GPU-hours at `gpu_rates` (measured on a GPU by
+    gpu_throughput.py) or, without them, at GPU_FLOPS."""
     out = {}
     for target in targets:
         flops: dict[str, float] = {}
@@ -139,8 +146,7 @@ def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: 
         for rule, command in jobs:
             for kind, value in job_work(rule, command, lengths).items():
                 flops[kind] = flops.get(kind, 0.0) + value
-        total = sum(flops.values())
         out[target] = {"jobs": len(jobs), "pflops": {k: round(v / 1e15, 1) for k, v in flops.items()},
-                       "cpu_hours_here": round(sum(v / rates[k] for k, v in flops.items()) / 3600),
-                       "gpu_hours": round(total / GPU_FLOPS / 3600, 1)}
+                       "cpu_hours_here": round(hours(flops, rates)),
+                       "gpu_hours": round(hours(flops, gpu_rates), 1)}
     return out

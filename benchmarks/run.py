@@ -213,11 +213,16 @@ def gpu_hours() -> dict:
     rates = estimate.measure_cpu()
     paper = {**yaml.safe_load((ROOT / "params.yaml").read_text()), **yaml.safe_load((ROOT / "config/paper.yaml").read_text())}
     lengths = {p["id"]: params_value(paper, p["doc_length"]) for p in PAPERS.values() if "doc_length" in p}
+    # GPU rates measured on a GPU (benchmarks/gpu_check.sh, kept under gpu.throughput) replace the assumed one
+    measured = json.loads((ROOT / "benchmarks/results.json").read_text()).get("gpu", {}).get("throughput", {})
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
         fresh_copy(tmp)
-        tables = estimate.estimate(Path(tmp), PAPER_TABLES, lengths, rates)
-    return {"assumptions": estimate.__doc__.split("\n\n", 1)[1].replace("\n", " "),
-            "gpu_flops_assumed": estimate.GPU_FLOPS, "cpu_flops_measured": {k: round(v / 1e9, 1) for k, v in rates.items()},
+        tables = estimate.estimate(Path(tmp), PAPER_TABLES, lengths, rates, measured.get("flops"))
+    gpu = ({"gpu_flops_measured": {k: round(v / 1e12, 1) for k, v in measured["flops"].items()},
+            "gpu_flops_unit": f"TFLOP/s, one {measured['device']}"} if measured.get("flops")
+           else {"gpu_flops_assumed": estimate.GPU_FLOPS})
+    return {"assumptions": estimate.__doc__.split("\n\n", 1)[1].replace("\n", " "), **gpu,
+            "cpu_flops_measured": {k: round(v / 1e9, 1) for k, v in rates.items()},
             "cpu_flops_unit": "GFLOP/s, 2 threads", "doc_lengths": lengths, "tables": tables}
 
 

@@ -16,7 +16,8 @@ def in_batch_softmax(query: torch.Tensor, doc: torch.Tensor, doc_keys: list | No
     (same key), the copy is masked out of the other row's denominator instead of counted as negative.
     In data-parallel training `query` is one rank's share, rows first .. first + len(query) of the
     batch, while `doc` (and `doc_keys`) hold the whole batch."""
-    scores = query @ doc.T / temperature
+    with torch.autocast(device_type=query.device.type, enabled=False):   # float32: under bf16 autocast a matmul
+        scores = query.float() @ doc.float().T / temperature            # would round scores of hundreds by 1-4
     own = torch.arange(first, first + len(query), device=scores.device)
     if doc_keys is not None:
         same = torch.tensor([[a == b for b in doc_keys] for a in doc_keys[first:first + len(query)]],

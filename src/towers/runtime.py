@@ -11,7 +11,14 @@ import torch.distributed as dist
 
 
 def device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    """The GPU when torch sees one, else the CPU; TOWERS_DEVICE=cpu keeps a stage on the CPU of a GPU machine
+    (the GPU checks compare the two on one machine)."""
+    chosen = os.environ.get("TOWERS_DEVICE", "")
+    if chosen not in ("", "cpu", "cuda"):
+        raise ValueError(f"TOWERS_DEVICE must be cpu or cuda, not {chosen!r}")
+    if chosen == "cpu" or not torch.cuda.is_available():
+        return torch.device("cpu")
+    return torch.device("cuda")
 
 
 def started() -> bool:

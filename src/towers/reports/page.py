@@ -26,7 +26,7 @@ import pandas as pd
 from ..io import atomic_path, read_json
 from .papers import in_words
 
-PACKAGES = ["torch", "transformers", "tokenizers", "faiss-cpu", "faiss-gpu-cu12", "pyserini", "ir_measures",
+PACKAGES = ["torch", "transformers", "tokenizers", "faiss-cpu", "faiss-gpu", "pyserini", "ir_measures",
             "pytrec-eval-terrier", "scipy", "statsmodels", "pandas", "snakemake", "dvc"]
 
 VERDICT_STYLE = {"holds": ("#1e7b34", "#e3f4e6"), "same direction, not significant": ("#8a5a00", "#fff1d0"),

@@ -108,7 +108,9 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
             chunk = [items[i] for i in idx]
             batch = (tokenize_queries(tokenizer, chunk, max_length, dev) if kind == "query"
                      else tokenize_docs(tokenizer, chunk, max_length, dev, segment))
-        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
+        # no weight cache: autocast keys its cache by weight, not dtype, so fp16 copies cached by a refresh
+        # inside a bf16 training step (ANCE's) would be handed back to that step's forward
+        with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp, cache_enabled=False):
             vectors = tower(**batch).float().cpu().numpy()
         if out is None:
             out = np.zeros((len(items), vectors.shape[1]), dtype=np.float32)

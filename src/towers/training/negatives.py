@@ -117,7 +117,8 @@ def train(model: TwoTower, tokenizer, data: TrainingData, docs: Sequence, cfg: N
         if method == "nce":
             d = distributed.gather(model.doc(**tokenize_docs(tokenizer, [docs[r] for r in positives[mine]],
                                                              model.config["doc_length"], segment=segment)))
-            scores = q.float() @ d.float().T
+            with torch.autocast(device_type=q.device.type, enabled=False):   # float32: a matmul would be bf16
+                scores = q.float() @ d.float().T
             in_batch_relevant = torch.tensor([[positives[j] in relevant[i] for j in range(size)] for i in picks[mine]],
                                              device=scores.device)
             hardest = hardest_in_batch(scores, in_batch_relevant)

@@ -1,0 +1,31 @@
+"""What the GPU checks share: the dry-run switch, the skip without CUDA, and the record of each check.
+
+TOWERS_GPU_DRY_RUN=1 runs the device side on the CPU too (the harness, here); =bf16 runs it on the CPU under
+CPU bf16 autocast (training only: how far bf16 moves the curves, without a GPU). TOWERS_GPU_RECORD=<file>
+appends one JSON line per check."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+DRY_RUN = os.environ.get("TOWERS_GPU_DRY_RUN", "")
+if DRY_RUN not in ("", "0", "1", "bf16"):
+    raise ValueError(f"TOWERS_GPU_DRY_RUN must be 1 or bf16, not {DRY_RUN!r}")
+DRY_RUN = "" if DRY_RUN == "0" else DRY_RUN
+
+marks = [pytest.mark.gpu,
+         pytest.mark.skipif(not torch.cuda.is_available() and not DRY_RUN,
+                            reason="no CUDA device (TOWERS_GPU_DRY_RUN=1 runs both sides on the CPU)")]
+
+
+def record(key: str, name: str, **values) -> None:
+    """One line of the record: {key: name, "device": ..., **values}."""
+    path = os.environ.get("TOWERS_GPU_RECORD")
+    if path:
+        device = {"1": "cpu (dry run)", "bf16": "cpu (dry run, bf16 autocast)"}.get(DRY_RUN) \
+            or torch.cuda.get_device_name(0)
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({key: name, "device": device, **values}) + "\n")

@@ -1,0 +1,153 @@
+"""Encoding and searching on the GPU against the CPU (docs/gpu.md; make test-gpu).
+
+The paper profile encodes in fp16 on the GPU (retrieval/encode.py) and places Faiss indexes there when
+Faiss's GPU build is installed (vector_index.to_device). Both must give what fp32 on the CPU gives: every
+vector within cosine 0.999 of its CPU twin, and the same ranked lists up to ties. The encoder is BERT-base
+shaped (random weights: no hub here), the texts synthetic with lengths spread over the doc length.
+Skips without CUDA; TOWERS_GPU_DRY_RUN=1 runs the device side on the CPU too (checks the harness here).
+TOWERS_GPU_RECORD=<file> appends one JSON line per check."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from gpu_side import DRY_RUN, marks, record as keep
+
+pytestmark = marks
+
+MIN_COSINE = 0.999
+DEPTH = 10
+
+
+def record(check: str, **values) -> None:
+    keep("check", check, **values)
+
+
+def on_device(monkeypatch, fn):
+    """fn() with the stage's device the GPU (the CPU in a dry run), and its seconds."""
+    if DRY_RUN:
+        monkeypatch.setenv("TOWERS_DEVICE", "cpu")
+    else:
+        monkeypatch.delenv("TOWERS_DEVICE", raising=False)
+    began = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - began
+
+
+def on_cpu(monkeypatch, fn):
+    monkeypatch.setenv("TOWERS_DEVICE", "cpu")
+    began = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - began
+
+
+def synthetic_texts(rng, count: int, words: list[str], shortest: int, longest: int) -> list[str]:
+    return [" ".join(rng.choice(words, size=int(rng.integers(shortest, longest + 1)))) for _ in range(count)]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    from towers.tokenizer import train_wordpiece
+
+    rng = np.random.default_rng(7)
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    words = ["".join(rng.choice(letters, size=int(rng.integers(2, 9)))) for _ in range(3000)]
+    folder = tmp_path_factory.mktemp("tokenizer")
+    train_wordpiece(synthetic_texts(rng, 400, words, 20, 60), folder, 4000, 1, True)
+    return {"tokenizer": folder, "docs": synthetic_texts(rng, 192, words, 5, 100),
+            "queries": synthetic_texts(rng, 48, words, 2, 12)}
+
+
+def bert_base_tower(vocab: int, pooling: str, embedding_dim: int | None):
+    from transformers import BertConfig, BertModel
+
+    from towers.models import Tower
+
+    torch.manual_seed(0)
+    encoder = BertModel(BertConfig(vocab_size=vocab, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                   intermediate_size=3072, max_position_embeddings=512))
+    return Tower(encoder, pooling, embedding_dim).eval()
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def rankings_equal_up_to_ties(scores: np.ndarray, cpu_ids: np.ndarray, device_ids: np.ndarray,
+                              tie: float) -> tuple[bool, float]:
+    """Every rank where the two lists differ holds documents whose CPU scores are within `tie`; and the share
+    of queries whose lists are identical."""
+    for q in range(len(cpu_ids)):
+        for a, b in zip(cpu_ids[q], device_ids[q]):
+            if a != b and abs(scores[q, a] - scores[q, b]) > tie:
+                return False, float(np.mean((cpu_ids == device_ids).all(1)))
+    return True, float(np.mean((cpu_ids == device_ids).all(1)))
+
+
+@pytest.mark.parametrize("pooling,embedding_dim,doc_length", [("cls", 128, 288), ("mean", None, 256)])
+def test_fp16_encoding_matches_fp32_cpu(monkeypatch, corpus, pooling, embedding_dim, doc_length):
+    """Chang et al. (CLS + linear head, docs of 288) and RepBERT (mean pooling, no head, docs of 256)."""
+    import faiss
+    from transformers import AutoTokenizer
+
+    from towers.retrieval.encode import encode
+
+    tokenizer = AutoTokenizer.from_pretrained(corpus["tokenizer"])
+    tower = bert_base_tower(len(tokenizer), pooling, embedding_dim)
+
+    def both():
+        docs = encode(tower, tokenizer, corpus["docs"], "doc", doc_length, 64, desc=None)
+        queries = encode(tower, tokenizer, corpus["queries"], "query", 32, 64, desc=None)
+        return docs, queries
+
+    (cpu_docs, cpu_queries), cpu_s = on_cpu(monkeypatch, both)
+    (dev_docs, dev_queries), dev_s = on_device(monkeypatch, both)
+    doc_cos, query_cos = cosines(cpu_docs, dev_docs), cosines(cpu_queries, dev_queries)
+
+    def ranked(docs, queries):
+        index = faiss.IndexFlatIP(docs.shape[1])
+        index.add(docs)
+        return index.search(queries, DEPTH)[1]
+
+    cpu_ids, dev_ids = ranked(cpu_docs, cpu_queries), ranked(dev_docs, dev_queries)
+    scores = cpu_queries @ cpu_docs.T
+    # a tie: two CPU scores closer than fp16's rounding of the vectors moves a score (0.1% of its scale)
+    tie = 1e-3 * float(np.abs(scores).max())
+    equal, identical = rankings_equal_up_to_ties(scores, cpu_ids, dev_ids, tie)
+    record("encode_fp16", pooling=pooling, embedding_dim=embedding_dim, doc_length=doc_length,
+           docs=len(cpu_docs), queries=len(cpu_queries), min_doc_cosine=float(doc_cos.min()),
+           min_query_cosine=float(query_cos.min()), rankings_equal_up_to_ties=equal, tie=tie,
+           queries_identical_top10=identical, cpu_seconds=round(cpu_s, 2), device_seconds=round(dev_s, 2))
+    assert doc_cos.min() >= MIN_COSINE, f"doc vector cosine {doc_cos.min():.5f} < {MIN_COSINE}"
+    assert query_cos.min() >= MIN_COSINE, f"query vector cosine {query_cos.min():.5f} < {MIN_COSINE}"
+    assert equal, f"top-{DEPTH} lists differ beyond ties of {tie:.4g} (identical for {identical:.0%} of queries)"
+
+
+def test_faiss_index_on_the_gpu_searches_as_on_the_cpu(monkeypatch):
+    """vector_index.to_device places a flat and an IVF index on the GPU; both return the CPU's results."""
+    from towers.retrieval import vector_index
+
+    if vector_index.gpu_count() == 0 and not DRY_RUN:
+        import faiss
+
+        record("faiss_gpu", installed=False, faiss_version=faiss.__version__)
+        pytest.skip("Faiss's GPU build is not installed (faiss-cpu has no StandardGpuResources)")
+    rng = np.random.default_rng(3)
+    docs = rng.standard_normal((20_000, 128)).astype(np.float32)
+    queries = rng.standard_normal((200, 128)).astype(np.float32)
+    for factory, nprobe in (("Flat", None), ("IVF64,Flat", 8)):
+        cpu_index = vector_index.build(docs, factory)
+        placed = vector_index.to_device(cpu_index)
+        on_gpu = type(placed).__name__.startswith("Gpu")
+        cpu_scores, cpu_ids = vector_index.search(cpu_index, queries, DEPTH, nprobe)
+        dev_scores, dev_ids = vector_index.search(placed, queries, DEPTH, nprobe)
+        tie = 1e-4 * float(np.abs(cpu_scores).max())
+        full = queries @ docs.T
+        equal, identical = rankings_equal_up_to_ties(full, cpu_ids, dev_ids, tie)
+        record("faiss_gpu", installed=True, factory=factory, placed_on_gpu=on_gpu, equal_up_to_ties=equal,
+               queries_identical=identical, max_score_diff=float(np.abs(cpu_scores - dev_scores).max()))
+        assert on_gpu or DRY_RUN, f"{factory}: to_device kept the index on the CPU"
+        assert equal, f"{factory}: GPU search differs beyond ties (identical for {identical:.0%} of queries)"
