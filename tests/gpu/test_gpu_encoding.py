@@ -1,4 +1,4 @@
-"""Encoding and searching on the GPU against the CPU (docs/gpu.md; make test-gpu).
+"""Encoding, reranking and searching on the GPU against the CPU (docs/gpu.md; make test-gpu).
 
 The paper profile encodes in fp16 on the GPU (retrieval/encode.py) and places Faiss indexes there when
 Faiss's GPU build is installed (vector_index.to_device). Both must give what fp32 on the CPU gives: every
@@ -124,6 +124,33 @@ def test_fp16_encoding_matches_fp32_cpu(monkeypatch, corpus, pooling, embedding_
     assert doc_cos.min() >= MIN_COSINE, f"doc vector cosine {doc_cos.min():.5f} < {MIN_COSINE}"
     assert query_cos.min() >= MIN_COSINE, f"query vector cosine {query_cos.min():.5f} < {MIN_COSINE}"
     assert equal, f"top-{DEPTH} lists differ beyond ties of {tie:.4g} (identical for {identical:.0%} of queries)"
+
+
+def test_fp16_reranking_matches_fp32_cpu(monkeypatch, corpus):
+    """A BERT-base-shaped 2-label cross-encoder (monoBERT's head; random weights) reorders each query's 6
+    candidates in fp16 on the GPU as in fp32 on the CPU, up to ties."""
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from towers.retrieval.rerank import score_pairs
+
+    tokenizer = AutoTokenizer.from_pretrained(corpus["tokenizer"])
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(vocab_size=len(tokenizer), num_labels=2)).eval()
+    per_query = 6
+    pairs = [(q, corpus["docs"][(i * per_query + j) % len(corpus["docs"])])
+             for i, q in enumerate(corpus["queries"][:32]) for j in range(per_query)]
+    cpu, cpu_s = on_cpu(monkeypatch, lambda: score_pairs(model, tokenizer, pairs, 256, 64, desc=None))
+    dev, dev_s = on_device(monkeypatch, lambda: score_pairs(model, tokenizer, pairs, 256, 64, desc=None))
+    cpu, dev = cpu.reshape(-1, per_query), dev.reshape(-1, per_query)
+    # a tie: two CPU scores closer than fp16 moves one. Vectors keep cosine 0.9999996 (the encoding check), so a
+    # random head's log-odds move by about 1e-3; 1% of the scores' spread, at least 2e-3
+    tie = max(2e-3, 0.01 * float(cpu.max() - cpu.min()))
+    cpu_order, dev_order = np.argsort(-cpu, axis=1), np.argsort(-dev, axis=1)
+    equal, identical = rankings_equal_up_to_ties(cpu, cpu_order, dev_order, tie)
+    record("rerank_fp16", pairs=len(pairs), max_score_diff=float(np.abs(cpu - dev).max()),
+           score_spread=float(cpu.max() - cpu.min()), rankings_equal_up_to_ties=equal, tie=tie,
+           queries_identical=identical, cpu_seconds=round(cpu_s, 2), device_seconds=round(dev_s, 2))
+    assert equal, f"reranked lists differ beyond ties of {tie:.4g} (identical for {identical:.0%} of queries)"
 
 
 def test_faiss_index_on_the_gpu_searches_as_on_the_cpu(monkeypatch):
