@@ -2,19 +2,21 @@
 # The GPU checklist in one go (docs/gpu.md): the gpu-marked tests (every training regime bf16 against fp32 on
 # the CPU, fp16 encoding, Faiss on the GPU) and the throughput at the papers' shapes. Writes into $1:
 # env.txt, tests.log, gpu_checks.jsonl (one record a check), gpu_throughput.json.
-# Packages the machine lacks come as wheels in .whl/ (faiss-cpu; transformers of requirements.lock, used only
-# if it imports beside the machine's own hub client, else the machine's transformers runs and env.txt says so).
+# Packages the machine lacks come as wheels in .whl/ (faiss-cpu, ir_measures, pytrec_eval-terrier; transformers of
+# requirements.lock, used only if it imports beside the machine's own hub client, else the machine's own runs and
+# env.txt says so).
 set -u
 out=${1:?usage: benchmarks/gpu_check.sh OUT_DIR}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
 py=${PYTHON:-python3}
-if ls .whl/faiss_cpu-*.whl >/dev/null 2>&1; then
-    $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/faiss_cpu-*.whl
+wheels=$(ls .whl/*.whl 2>/dev/null | grep -v /transformers-)
+if [ -n "$wheels" ]; then
+    $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site $wheels
 fi
 path=/tmp/site
 if ls .whl/transformers-*.whl >/dev/null 2>&1; then
-    $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/hf .whl/transformers-*.whl
+    $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hf .whl/transformers-*.whl
     PYTHONPATH=/tmp/hf $py -c "from transformers import BertModel, AutoTokenizer" 2>>"$out/env.txt" && path=/tmp/hf:$path
 fi
 export PYTHONPATH=$path:$PWD/src:$PWD/benchmarks:$PWD/tests

@@ -153,6 +153,65 @@ def test_fp16_reranking_matches_fp32_cpu(monkeypatch, corpus):
     assert equal, f"reranked lists differ beyond ties of {tie:.4g} (identical for {identical:.0%} of queries)"
 
 
+def test_the_dense_stages_on_the_gpu_give_the_cpus_run(monkeypatch, corpus, tmp_path):
+    """encode-candidates, build-index, dense-search and evaluate through their command lines (as Snakemake runs
+    them), once with TOWERS_DEVICE=cpu and once on the GPU: vectors within cosine 0.999, runs equal up to ties."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from conftest import run_stage
+    from towers.io import read_run
+    from towers.models import TwoTower
+
+    tokenizer = AutoTokenizer.from_pretrained(corpus["tokenizer"])
+    config = {"pooling": "cls", "embedding_dim": 128, "shared": True, "query_length": 32, "doc_length": 256,
+              "doc_text": "contents"}
+    TwoTower(bert_base_tower(len(tokenizer), "cls", 128), None, config).save(tmp_path / "model", tokenizer)
+    docs = corpus["docs"]
+    (tmp_path / "candidates.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": t}) + "\n"
+                                                       for i, t in enumerate(docs)))
+    # query i: the opening words of doc 4i, its one relevant document
+    queries = {f"q{i}": " ".join(docs[4 * i].split()[:6]) for i in range(len(docs) // 4)}
+    (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in queries.items()))
+    (tmp_path / "qrels.txt").write_text("".join(f"q{i} 0 d{4 * i} 1\n" for i in range(len(queries))))
+
+    def stages(side: str):
+        out = tmp_path / side
+        out.mkdir()
+        steps = [["encode-candidates", "--model", tmp_path / "model", "--candidates", tmp_path / "candidates.jsonl",
+                  "--embeddings", out / "e.npy", "--ids", out / "e.ids", "--batch-size", 64],
+                 ["build-index", "--embeddings", out / "e.npy", "--factory", "Flat", "--out", out / "i.faiss"],
+                 ["dense-search", "--model", tmp_path / "model", "--index", out / "i.faiss", "--ids", out / "e.ids",
+                  "--queries", tmp_path / "queries.tsv", "--run", out / "run.trec", "--depth", len(docs)],
+                 ["evaluate", "--run", out / "run.trec", "--qrels", tmp_path / "qrels.txt", "--queries",
+                  tmp_path / "queries.tsv", "--metrics", "RR@10", "nDCG@10", "--out", out / "metrics.json"]]
+        for step in steps:
+            done = run_stage(*step)
+            assert done.returncode == 0, f"{side}: {step[0]} failed:\n{done.stderr[-3000:]}"
+        return out
+
+    cpu_out, cpu_s = on_cpu(monkeypatch, lambda: stages("cpu"))
+    dev_out, dev_s = on_device(monkeypatch, lambda: stages("device"))
+    cpu_vectors, dev_vectors = np.load(cpu_out / "e.npy"), np.load(dev_out / "e.npy")
+    doc_cos = cosines(cpu_vectors, dev_vectors)
+    cpu_run, dev_run = read_run(cpu_out / "run.trec"), read_run(dev_out / "run.trec")
+    # every document is in both runs (depth: the corpus), so the CPU's score of any document the GPU ranks is known;
+    # a tie: two documents whose CPU scores are closer than 0.1% of the scores' scale
+    cpu_scores = {q: dict(ranked) for q, ranked in cpu_run.items()}
+    tie = 1e-3 * max(abs(s) for ranked in cpu_run.values() for _, s in ranked)
+    differs = [(q, a, b) for q in cpu_run for (a, _), (b, _) in zip(cpu_run[q][:DEPTH], dev_run[q][:DEPTH]) if a != b]
+    beyond = [(q, a, b) for q, a, b in differs if abs(cpu_scores[q][a] - cpu_scores[q][b]) > tie]
+    metrics = [json.loads((out / "metrics.json").read_text()) for out in (cpu_out, dev_out)]
+    record("dense_stages", docs=len(docs), queries=len(queries), min_doc_cosine=float(doc_cos.min()),
+           top10_rank_differences=len(differs), beyond_ties=len(beyond), tie=tie,
+           cpu_metrics=metrics[0]["metrics"], device_metrics=metrics[1]["metrics"],
+           cpu_seconds=round(cpu_s, 2), device_seconds=round(dev_s, 2))
+    assert doc_cos.min() >= MIN_COSINE, f"doc vector cosine {doc_cos.min():.5f} < {MIN_COSINE}"
+    assert set(cpu_run) == set(dev_run) and all(len(cpu_run[q]) == len(dev_run[q]) for q in cpu_run)
+    assert not beyond, f"{len(beyond)} ranks differ beyond ties of {tie:.4g}: {beyond[:5]}"
+
+
 def test_faiss_index_on_the_gpu_searches_as_on_the_cpu(monkeypatch):
     """vector_index.to_device places a flat and an IVF index on the GPU; both return the CPU's results."""
     from towers.retrieval import vector_index
