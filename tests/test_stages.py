@@ -314,3 +314,18 @@ def test_a_stage_refuses_to_write_an_output_another_live_stage_holds(tmp_path):
         holder.wait()
     assert run_stage(*args).returncode == 0 and out.exists()
     assert not (out.parent / f".{out.name}.lock").exists()
+
+
+def test_towers_device_keeps_a_stage_on_the_cpu_and_refuses_other_values(monkeypatch):
+    import pytest
+    import torch
+
+    from towers.runtime import device
+
+    monkeypatch.setenv("TOWERS_DEVICE", "cpu")
+    assert device() == torch.device("cpu")
+    monkeypatch.setenv("TOWERS_DEVICE", "gpu")
+    with pytest.raises(ValueError, match="TOWERS_DEVICE must be cpu or cuda"):
+        device()
+    monkeypatch.delenv("TOWERS_DEVICE")
+    assert device().type == ("cuda" if torch.cuda.is_available() else "cpu")
