@@ -317,7 +317,6 @@ def test_a_stage_refuses_to_write_an_output_another_live_stage_holds(tmp_path):
 
 
 def test_towers_device_keeps_a_stage_on_the_cpu_and_refuses_other_values(monkeypatch):
-    import pytest
     import torch
 
     from towers.runtime import device
