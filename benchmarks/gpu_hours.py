@@ -91,29 +91,40 @@ def table_jobs(workdir: Path, target: str) -> list[tuple[str, str]]:
     return [(rule, next(iter(re.findall(r"^Shell command: (.*)$", block, re.M)), "")) for rule, block in planned_jobs(plan)]
 
 
+def bert(shape: str):
+    """A BERT of SHAPES[shape] with random weights (no hub here)."""
+    from transformers import BertConfig, BertModel
+
+    layers, hidden = SHAPES[shape]
+    return BertModel(BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64,
+                                intermediate_size=4 * hidden, max_position_embeddings=512))
+
+
+def median_seconds(fn, repeats: int, warmup: int = 1, wait=lambda: None) -> float:
+    """Median seconds of one call of fn after `warmup` calls; `wait` (a GPU's synchronize) ends each timing."""
+    for _ in range(warmup):
+        fn()
+    wait()
+    times = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        fn()
+        wait()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times)
+
+
 def measure_cpu(threads: int = 2, repeats: int = 3) -> dict[str, float]:
     """FLOP/s this CPU reaches: BERT-base training and forward, BERT-large forward (random weights)."""
     import torch
-    from transformers import BertConfig, BertModel
 
     torch.set_num_threads(threads)
     torch.manual_seed(0)
 
-    def model(shape):
-        layers, hidden = SHAPES[shape]
-        return BertModel(BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64,
-                                    intermediate_size=4 * hidden, max_position_embeddings=512))
-
     def seconds(fn):
-        fn()   # warm-up
-        times = []
-        for _ in range(repeats):
-            began = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - began)
-        return statistics.median(times)
+        return median_seconds(fn, repeats)
 
-    base, large = model("base"), model("large")
+    base, large = bert("base"), bert("large")
     ids = lambda batch, length: torch.randint(1000, 20000, (batch, length))   # noqa: E731
 
     def train_step():

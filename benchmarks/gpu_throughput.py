@@ -15,10 +15,10 @@ import gc
 import json
 import statistics
 import sys
-import time
 
 import torch
 
+import gpu_hours
 from gpu_hours import forward_flops
 
 TRAIN_SHAPES = [(64, 288, 64), (64, 288, 256), (32, 256, 64), (32, 256, 256)]   # query, doc length, batch
@@ -26,25 +26,12 @@ ENCODE_SHAPES = [(288, 256), (256, 256), (64, 1024)]                            
 
 
 def bert(shape: str):
-    from transformers import BertConfig, BertModel
-
-    layers, hidden = {"base": (12, 768), "large": (24, 1024)}[shape]
-    return BertModel(BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=hidden // 64,
-                                intermediate_size=4 * hidden, max_position_embeddings=512)).cuda()
+    return gpu_hours.bert(shape).cuda()
 
 
 def timed(step, warmup: int = 3, repeats: int = 10) -> float:
     """Median seconds of one call, the GPU waited for."""
-    for _ in range(warmup):
-        step()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        step()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times)
+    return gpu_hours.median_seconds(step, repeats, warmup, wait=torch.cuda.synchronize)
 
 
 def ids(batch: int, length: int) -> dict:

@@ -7,6 +7,14 @@ import torch.nn.functional as F
 from .settings import LOSSES, METRICS, REDUCTIONS, check_choice
 
 
+def inner_products(query: torch.Tensor, doc: torch.Tensor) -> torch.Tensor:
+    """Every query's inner product with every doc, in float32 even under the training loop's bf16 autocast
+    (which would compute a matmul of float32 inputs in bf16): scores of unnormalised vectors reach the
+    hundreds, where bf16's ~3 digits round by 1-4 and blur a softmax or a hinge."""
+    with torch.autocast(device_type=query.device.type, enabled=False):
+        return query.float() @ doc.float().T
+
+
 def in_batch_softmax(query: torch.Tensor, doc: torch.Tensor, doc_keys: list | None = None,
                      temperature: float = 1.0, first: int = 0) -> torch.Tensor:
     """Sampled softmax over in-batch documents (Chang et al. eq. 3 with D = the batch's documents).
@@ -16,8 +24,7 @@ def in_batch_softmax(query: torch.Tensor, doc: torch.Tensor, doc_keys: list | No
     (same key), the copy is masked out of the other row's denominator instead of counted as negative.
     In data-parallel training `query` is one rank's share, rows first .. first + len(query) of the
     batch, while `doc` (and `doc_keys`) hold the whole batch."""
-    with torch.autocast(device_type=query.device.type, enabled=False):   # float32: under bf16 autocast a matmul
-        scores = query.float() @ doc.float().T / temperature            # would round scores of hundreds by 1-4
+    scores = inner_products(query, doc) / temperature
     own = torch.arange(first, first + len(query), device=scores.device)
     if doc_keys is not None:
         same = torch.tensor([[a == b for b in doc_keys] for a in doc_keys[first:first + len(query)]],

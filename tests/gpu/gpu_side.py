@@ -21,6 +21,15 @@ marks = [pytest.mark.gpu,
                             reason="no CUDA device (TOWERS_GPU_DRY_RUN=1 runs both sides on the CPU)")]
 
 
+def run_on(patch, cpu: bool) -> None:
+    """The stages that follow run on the CPU (TOWERS_DEVICE=cpu: runtime.device() reads it on every call), or on
+    the GPU (the CPU in a dry run)."""
+    if cpu or DRY_RUN:
+        patch.setenv("TOWERS_DEVICE", "cpu")
+    else:
+        patch.delenv("TOWERS_DEVICE", raising=False)
+
+
 def record(key: str, name: str, **values) -> None:
     """One line of the record: {key: name, "device": ..., **values}."""
     path = os.environ.get("TOWERS_GPU_RECORD")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_side import DRY_RUN, marks, record as keep
+from gpu_side import DRY_RUN, marks, record as keep, run_on
 
 pytestmark = marks
 
@@ -26,22 +26,16 @@ def record(check: str, **values) -> None:
     keep("check", check, **values)
 
 
-def on_device(monkeypatch, fn):
-    """fn() with the stage's device the GPU (the CPU in a dry run), and its seconds."""
-    if DRY_RUN:
-        monkeypatch.setenv("TOWERS_DEVICE", "cpu")
-    else:
-        monkeypatch.delenv("TOWERS_DEVICE", raising=False)
+def on_device(monkeypatch, fn, cpu: bool = False):
+    """fn() with the stages on the GPU (the CPU in a dry run, or with `cpu`), and its seconds."""
+    run_on(monkeypatch, cpu)
     began = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - began
 
 
 def on_cpu(monkeypatch, fn):
-    monkeypatch.setenv("TOWERS_DEVICE", "cpu")
-    began = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - began
+    return on_device(monkeypatch, fn, cpu=True)
 
 
 def synthetic_texts(rng, count: int, words: list[str], shortest: int, longest: int) -> list[str]:
@@ -76,15 +70,13 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
-def rankings_equal_up_to_ties(scores: np.ndarray, cpu_ids: np.ndarray, device_ids: np.ndarray,
-                              tie: float) -> tuple[bool, float]:
-    """Every rank where the two lists differ holds documents whose CPU scores are within `tie`; and the share
-    of queries whose lists are identical."""
-    for q in range(len(cpu_ids)):
-        for a, b in zip(cpu_ids[q], device_ids[q]):
-            if a != b and abs(scores[q, a] - scores[q, b]) > tie:
-                return False, float(np.mean((cpu_ids == device_ids).all(1)))
-    return True, float(np.mean((cpu_ids == device_ids).all(1)))
+def rankings_equal_up_to_ties(scores, cpu_ids, device_ids, tie: float) -> tuple[bool, float, list, list]:
+    """Whether every rank where the two lists differ holds documents whose CPU scores (`scores[q][doc]`) are
+    within `tie`; the share of queries whose lists are identical; the differing (query, CPU doc, device doc)
+    ranks, and those of them beyond a tie."""
+    differs = [(q, a, b) for q in range(len(cpu_ids)) for a, b in zip(cpu_ids[q], device_ids[q]) if a != b]
+    beyond = [(q, a, b) for q, a, b in differs if abs(scores[q][a] - scores[q][b]) > tie]
+    return not beyond, 1 - len({q for q, _, _ in differs}) / len(cpu_ids), differs, beyond
 
 
 @pytest.mark.parametrize("pooling,embedding_dim,doc_length", [("cls", 128, 288), ("mean", None, 256)])
@@ -116,7 +108,7 @@ def test_fp16_encoding_matches_fp32_cpu(monkeypatch, corpus, pooling, embedding_
     scores = cpu_queries @ cpu_docs.T
     # a tie: two CPU scores closer than fp16's rounding of the vectors moves a score (0.1% of its scale)
     tie = 1e-3 * float(np.abs(scores).max())
-    equal, identical = rankings_equal_up_to_ties(scores, cpu_ids, dev_ids, tie)
+    equal, identical, _, _ = rankings_equal_up_to_ties(scores, cpu_ids, dev_ids, tie)
     record("encode_fp16", pooling=pooling, embedding_dim=embedding_dim, doc_length=doc_length,
            docs=len(cpu_docs), queries=len(cpu_queries), min_doc_cosine=float(doc_cos.min()),
            min_query_cosine=float(query_cos.min()), rankings_equal_up_to_ties=equal, tie=tie,
@@ -146,7 +138,7 @@ def test_fp16_reranking_matches_fp32_cpu(monkeypatch, corpus):
     # random head's log-odds move by about 1e-3; 1% of the scores' spread, at least 2e-3
     tie = max(2e-3, 0.01 * float(cpu.max() - cpu.min()))
     cpu_order, dev_order = np.argsort(-cpu, axis=1), np.argsort(-dev, axis=1)
-    equal, identical = rankings_equal_up_to_ties(cpu, cpu_order, dev_order, tie)
+    equal, identical, _, _ = rankings_equal_up_to_ties(cpu, cpu_order, dev_order, tie)
     record("rerank_fp16", pairs=len(pairs), max_score_diff=float(np.abs(cpu - dev).max()),
            score_spread=float(cpu.max() - cpu.min()), rankings_equal_up_to_ties=equal, tie=tie,
            queries_identical=identical, cpu_seconds=round(cpu_s, 2), device_seconds=round(dev_s, 2))
@@ -196,19 +188,22 @@ def test_the_dense_stages_on_the_gpu_give_the_cpus_run(monkeypatch, corpus, tmp_
     cpu_vectors, dev_vectors = np.load(cpu_out / "e.npy"), np.load(dev_out / "e.npy")
     doc_cos = cosines(cpu_vectors, dev_vectors)
     cpu_run, dev_run = read_run(cpu_out / "run.trec"), read_run(dev_out / "run.trec")
+    assert set(cpu_run) == set(dev_run) and all(len(cpu_run[q]) == len(dev_run[q]) for q in cpu_run)
     # every document is in both runs (depth: the corpus), so the CPU's score of any document the GPU ranks is known;
     # a tie: two documents whose CPU scores are closer than 0.1% of the scores' scale
-    cpu_scores = {q: dict(ranked) for q, ranked in cpu_run.items()}
     tie = 1e-3 * max(abs(s) for ranked in cpu_run.values() for _, s in ranked)
-    differs = [(q, a, b) for q in cpu_run for (a, _), (b, _) in zip(cpu_run[q][:DEPTH], dev_run[q][:DEPTH]) if a != b]
-    beyond = [(q, a, b) for q, a, b in differs if abs(cpu_scores[q][a] - cpu_scores[q][b]) > tie]
+
+    def top(run):
+        return [[doc for doc, _ in run[q][:DEPTH]] for q in cpu_run]
+
+    _, _, differs, beyond = rankings_equal_up_to_ties([dict(ranked) for ranked in cpu_run.values()], top(cpu_run),
+                                                      top(dev_run), tie)
     metrics = [json.loads((out / "metrics.json").read_text()) for out in (cpu_out, dev_out)]
     record("dense_stages", docs=len(docs), queries=len(queries), min_doc_cosine=float(doc_cos.min()),
            top10_rank_differences=len(differs), beyond_ties=len(beyond), tie=tie,
            cpu_metrics=metrics[0]["metrics"], device_metrics=metrics[1]["metrics"],
            cpu_seconds=round(cpu_s, 2), device_seconds=round(dev_s, 2))
     assert doc_cos.min() >= MIN_COSINE, f"doc vector cosine {doc_cos.min():.5f} < {MIN_COSINE}"
-    assert set(cpu_run) == set(dev_run) and all(len(cpu_run[q]) == len(dev_run[q]) for q in cpu_run)
     assert not beyond, f"{len(beyond)} ranks differ beyond ties of {tie:.4g}: {beyond[:5]}"
 
 
@@ -232,7 +227,7 @@ def test_faiss_index_on_the_gpu_searches_as_on_the_cpu(monkeypatch):
         dev_scores, dev_ids = vector_index.search(placed, queries, DEPTH, nprobe)
         tie = 1e-4 * float(np.abs(cpu_scores).max())
         full = queries @ docs.T
-        equal, identical = rankings_equal_up_to_ties(full, cpu_ids, dev_ids, tie)
+        equal, identical, _, _ = rankings_equal_up_to_ties(full, cpu_ids, dev_ids, tie)
         record("faiss_gpu", installed=True, factory=factory, placed_on_gpu=on_gpu, equal_up_to_ties=equal,
                queries_identical=identical, max_score_diff=float(np.abs(cpu_scores - dev_scores).max()))
         assert on_gpu or DRY_RUN, f"{factory}: to_device kept the index on the CPU"

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_side import DRY_RUN, marks, record as keep
+from gpu_side import DRY_RUN, marks, record as keep, run_on
 
 pytestmark = marks
 
@@ -71,10 +71,7 @@ def side(name: str, train, tmp_path) -> tuple[list[float], float]:
 
     on_cpu = name == "cpu" or bool(DRY_RUN)
     with pytest.MonkeyPatch.context() as patch:
-        if on_cpu:
-            patch.setenv("TOWERS_DEVICE", "cpu")   # runtime.device() reads it on every call
-        else:
-            patch.delenv("TOWERS_DEVICE", raising=False)
+        run_on(patch, on_cpu)
         if name == "device" and DRY_RUN == "bf16":
             patch.setattr(loop, "run", cpu_bf16(loop.run))
         log = tmp_path / f"{name}.jsonl"

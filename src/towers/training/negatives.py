@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..io import StageError
-from ..losses import pairwise_count, pairwise_loss
+from ..losses import inner_products, pairwise_count, pairwise_loss
 from ..models import TwoTower, tokenize_docs, tokenize_queries
 from ..retrieval import vector_index
 from ..retrieval.encode import encode
@@ -117,8 +117,7 @@ def train(model: TwoTower, tokenizer, data: TrainingData, docs: Sequence, cfg: N
         if method == "nce":
             d = distributed.gather(model.doc(**tokenize_docs(tokenizer, [docs[r] for r in positives[mine]],
                                                              model.config["doc_length"], segment=segment)))
-            with torch.autocast(device_type=q.device.type, enabled=False):   # float32: a matmul would be bf16
-                scores = q.float() @ d.float().T
+            scores = inner_products(q, d)
             in_batch_relevant = torch.tensor([[positives[j] in relevant[i] for j in range(size)] for i in picks[mine]],
                                              device=scores.device)
             hardest = hardest_in_batch(scores, in_batch_relevant)

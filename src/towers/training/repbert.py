@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..losses import multilabel_margin
+from ..losses import inner_products, multilabel_margin
 from ..settings import Schedule
 from . import inbatch, loop
 
@@ -35,11 +35,8 @@ def train(model, tokenizer, pairs: list[dict], valid_pairs: list[dict], docs: di
     encoder folder or hub name, or a saved two-tower model to continue: `start_key` names it in the
     checkpoint fingerprint."""
     def loss(q: torch.Tensor, d: torch.Tensor, rows: list[dict], first: int) -> torch.Tensor:
-        # scores in float32 even under the loop's bf16 autocast: the margin is 1 and inner products
-        # of unnormalised 768-d means are large, so bf16's ~3 digits would blur the hinge
-        with torch.autocast(device_type=q.device.type, enabled=False):
-            scores = q.float() @ d.float().T
-        return multilabel_margin(scores, positives_matrix(rows, qrels)[first:first + len(q)])
+        # float32 scores: the margin is 1 and inner products of unnormalised 768-d means are large
+        return multilabel_margin(inner_products(q, d), positives_matrix(rows, qrels)[first:first + len(q)])
 
     def as_rows(chosen: list[dict]) -> list[dict]:
         return [{**pair, "doc": docs[pair["doc_id"]]} for pair in chosen]
