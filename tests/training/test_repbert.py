@@ -198,6 +198,36 @@ def test_relevance_is_the_logit_or_the_log_odds_of_label_1():
     assert relevance(torch.tensor([[0.25], [-3.0]])).tolist() == [0.25, -3.0]
 
 
+def test_cross_encoder_examples_by_row_are_the_examples_by_id(tmp_path):
+    """The stage's compact examples (rows of the candidates, the run read into rows) against the id-based ones:
+    same queries, order, positives and negatives; a relevant document missing from the candidates is one line."""
+    from towers.io import StageError, read_run
+    from towers.training import cross_encoder
+    from towers.training.sampling import CandidateTexts
+
+    ids = [f"d{i}" for i in (3, 1, 4, 0, 5, 9, 2, 6, 8, 7)]   # rows in another order than the ids
+    candidates = tmp_path / "candidates.jsonl"
+    candidates.write_text("".join(json.dumps({"id": d, "contents": f"text of {d}"}) + "\n" for d in ids))
+    qrels = {"q0": {"d1": 1, "d0": 2, "d2": 0}, "q1": {"d5": 1}, "q2": {"d7": 1}, "q3": {}}
+    run = tmp_path / "first.trec"   # q1's ranks out of file order; q2 has no negative within depth 3
+    run.write_text("".join(f"{q} Q0 {d} {r} {10 - r} bm25\n" for q, hits in
+                           {"q0": "d2 d0 d9 d1 d8", "q1": "d6 d5 d3", "q2": "d7", "q3": "d4 d5"}.items()
+                           for r, d in enumerate(hits.split(), 1)).replace("q1 Q0 d6 1", "q1 Q0 d6 4"))
+    splits = [{"q0": "first", "q1": "second", "q2": "third"}, {"q3": "fourth", "q0": "first"}]
+    texts = CandidateTexts(candidates)
+    by_row = cross_encoder.examples_by_row(splits, qrels, run, texts, depth=3)
+    by_id = [cross_encoder.training_examples(split, qrels, read_run(run), depth=3) for split in splits]
+    as_ids = [[{**e, "positives": [ids[r] for r in e["positives"]], "negatives": [ids[r] for r in e["negatives"]]}
+               for e in examples] for examples in by_row]
+    assert as_ids == by_id
+    assert [[e["qid"] for e in examples] for examples in by_row] == [["q0", "q1"], ["q0"]]
+    assert by_id[0][0]["negatives"] == ["d2", "d9"] and by_id[0][1]["negatives"] == ["d3", "d6"]
+    assert texts[by_row[0][0]["positives"][0]] == "text of d0"
+    assert cross_encoder.examples_key(by_row[0]) != cross_encoder.examples_key(by_row[1])
+    with pytest.raises(StageError, match=r"qrels.txt: relevant document d11 of query q1 is not in .*candidates.jsonl"):
+        cross_encoder.examples_by_row(splits, {**qrels, "q1": {"d11": 1}}, run, texts, 3, "qrels.txt")
+
+
 @pytest.mark.extended
 def test_train_cross_encoder_then_rerank_keeps_the_top_k_reordered_and_repeatably(setup):
     ce = setup / "ce"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..io import StageError, atomic_path, read_jsonl, read_qrels, read_run, require_file, sha256_of, with_relevant
+from ..io import StageError, atomic_path, read_jsonl, read_qrels, require_file, sha256_of, with_relevant
 from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
                         Settings)
 from . import arg, stage
@@ -424,20 +424,15 @@ def train_ltre(a):
 def train_cross_encoder(a):
     """A BERT sequence-pair classifier on (query, relevant) against (query, first-stage negatives)."""
     from ..training import cross_encoder
+    from ..training.sampling import CandidateTexts
 
     seed_everything(a.seed)
     settings = CrossEncoder.of(a)
-    qrels, run = read_qrels(a.qrels), read_run(a.run)
-    depth = settings.negatives_depth
-    examples = cross_encoder.training_examples(read_split(a.train), qrels, run, depth)
-    valid = cross_encoder.training_examples(read_split(a.valid), qrels, run, depth)
+    passages = CandidateTexts(a.candidates, "contents")   # row -> passage, read when a step asks
+    examples, valid = cross_encoder.examples_by_row([read_split(a.train), read_split(a.valid)], read_qrels(a.qrels),
+                                                    a.run, passages, settings.negatives_depth, a.qrels)
     if not examples:
         raise StageError(a.train, f"no training query has both a relevant document and a negative in {a.run}")
-    positives = {d for e in examples + valid for d in e["positives"]}
-    negatives = {d for e in examples + valid for d in e["negatives"]}
-    passages = candidate_texts(a.candidates, positives | negatives, "contents")
-    require_texts(passages, positives, a.qrels, a.candidates)
-    require_texts(passages, negatives, a.run, a.candidates)
     model, tokenizer = cross_encoder.start(a.start, settings, a.seed)
     return trained(a, lambda run: cross_encoder.train(model, tokenizer, examples, valid, passages, settings, run,
                                                            start_key(a.start)),

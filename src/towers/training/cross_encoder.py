@@ -7,26 +7,66 @@ negatives of the same query and takes the softmax cross-entropy of the group (Ga
 contrastive estimation): every step compares passages of one query, which a small model learns from faster."""
 from __future__ import annotations
 
+import hashlib
+import json
+
 import numpy as np
 import torch
 
-from ..io import with_relevant
+from ..io import StageError, with_relevant
 from ..retrieval.rerank import load, relevance, tokenize_pairs, usable_length
 from ..settings import CrossEncoder
 from . import distributed, loop
+from .sampling import CandidateTexts, run_rows
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
 
 
 def training_examples(queries: dict[str, str], qrels: dict, run: dict, depth: int) -> list[dict]:
     """A split's queries with their relevant passages and the non-relevant passages of their run's
-    top-`depth` (the negatives); a query with either list empty is left out."""
+    top-`depth` (the negatives), as doc ids; a query with either list empty is left out."""
     examples = []
     for qid, text, positives in with_relevant(queries, qrels):
         negatives = [d for d, _ in run.get(qid, [])[:depth] if d not in positives]
         if positives and negatives:
             examples.append({"qid": qid, "query": text, "positives": positives, "negatives": negatives})
     return examples
+
+
+def examples_by_row(splits: list[dict[str, str]], qrels: dict, run_path, texts: CandidateTexts, depth: int,
+                    qrels_path="qrels") -> list[list[dict]]:
+    """training_examples of each split's queries by row of `texts`, the run read once for all of them straight
+    into rows (sampling.run_rows; documents the candidates lack are dropped): a query keeps a few hundred bytes
+    and its negatives 4 bytes each, where ids and (id, score) tuples took ~200 bytes a hit (~100 GB for MS MARCO's
+    training queries at depth 1000). Same examples, in the same order, as training_examples on the same inputs."""
+    qids = list(dict.fromkeys(qid for split in splits for qid in split))
+    ranked = run_rows(run_path, qids, texts.lookup, depth)
+    position = {qid: i for i, qid in enumerate(qids)}
+    found = []
+    for split in splits:
+        examples = []
+        for qid, text, positives in with_relevant(split, qrels):
+            rows = texts.lookup.rows_of(positives)   # ids sorted, as training_examples keeps them
+            if (rows < 0).any():
+                raise StageError(qrels_path, f"relevant document {positives[int(np.argmax(rows < 0))]} of query {qid} "
+                                             f"is not in {texts.path}")
+            hits = ranked[position[qid]]
+            negatives = hits[~np.isin(hits, rows)]
+            if len(rows) and len(negatives):
+                examples.append({"qid": qid, "query": text, "positives": rows, "negatives": negatives})
+        found.append(examples)
+    return found
+
+
+def examples_key(examples: list[dict]) -> str:
+    """Digest of examples by id or by row (numbers hashed as bytes: a JSON dump of MS MARCO's would take minutes)."""
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e["qid"], e["query"]]).encode())
+        for docs in (e["positives"], e["negatives"]):
+            h.update(np.asarray(docs, dtype=np.int64).tobytes() if isinstance(docs, np.ndarray)
+                     else json.dumps(list(docs)).encode())
+    return h.hexdigest()[:16]
 
 
 def draw(example: dict, rng, negatives: int = 1) -> tuple[str, ...]:
@@ -52,7 +92,8 @@ def save(model, tokenizer, folder) -> None:
 
 def train(model, tokenizer, examples: list[dict], valid: list[dict], passages: dict[str, str], settings: CrossEncoder,
           run: loop.Run, start_key: str) -> dict:
-    """examples: training_examples(); passages: doc id -> text; the model from start(), named by `start_key`."""
+    """examples: training_examples() with `passages` doc id -> text, or examples_by_row() with `passages` the
+    CandidateTexts they index; the model from start(), named by `start_key`."""
     model = model.to(loop.device())
     max_length = usable_length(model, settings.max_length)
 
@@ -84,7 +125,8 @@ def train(model, tokenizer, examples: list[dict], valid: list[dict], passages: d
         return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
 
     identity = {"train": {**settings.as_dict(), "max_length": max_length}, "seed": run.seed, "start": start_key,
-                "examples": loop.fingerprint(examples), "valid": loop.fingerprint(valid)}
+                "examples": examples_key(examples), "valid": examples_key(valid),
+                "candidates": getattr(passages, "key", None)}
     report = loop.run(model, loss_fn, settings, run, identity=identity, on_checkpoint=validate, desc="cross-encoder")
     report.update(train_queries=len(examples), valid_queries=len(valid), max_length=max_length,
                   num_labels=model.config.num_labels)
