@@ -270,13 +270,14 @@ def linear(xs, ys) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def same_jobs(series: dict, part: str) -> dict:
+def same_jobs(series: dict, part: str) -> dict | None:
     """Per size, each stage's summary with its largest job (by CPU at the largest size) replaced by that same output's
     record at every size (benchmarks/out's raw records): a stage of many variants (rerank at depth 5 or 1000, a flat
-    or an OPQ index) is fitted on one job, not on whichever variant was largest at each size."""
+    or an OPQ index) is fitted on one job, not on whichever variant was largest at each size. None where the raw
+    records are not here (another machine than the one that measured): the fit cannot be made again."""
     raw = {n: ROOT / "benchmarks/out" / f"scale-{part}-{n}.json" for n in series}
     if not all(path.exists() for path in raw.values()):
-        return series
+        return None
     jobs = {n: {r["output"]: r for r in json.loads(path.read_text())} for n, path in raw.items()}
     largest = max(series, key=int)
     out = {n: {**entry, "stages": dict(entry["stages"])} for n, entry in series.items()}
@@ -451,9 +452,13 @@ def main() -> None:
         for part in ("data", "models"):
             if part in scale:
                 sizes = {k: v for k, v in scale[part].items() if k.isdigit()}
-                rows = fit(same_jobs(sizes, part), vectors=True) if part == "models" else fit(sizes)
-                if part == "models":   # the data part measures its own stages at larger sizes
-                    measured = [d["stage"] for d in scale.get("data_fit", [])]
+                if part == "data":
+                    rows = fit(sizes)
+                else:
+                    same = same_jobs(sizes, part)   # without the raw records, the fit committed with them stays
+                    rows = fit(same, vectors=True) if same is not None else \
+                        [r for r in scale.get("models_fit", []) if not r.get("rerun")]
+                    measured = [d["stage"] for d in scale.get("data_fit", [])]   # measured there at larger sizes
                     rows = [r for r in rows if not any(m.startswith(r["stage"]) for m in measured)]
                     for stage, series in scale.get("rerun", {}).items():   # measured again, alone: that fit
                         rows = [r for r in rows if r["stage"] != stage] + [{**row, "rerun": True} for row in fit(series)]
