@@ -4,12 +4,13 @@
 
 DIR is a checkout after `make reproduce` (its artifacts and stage records). One job of each heavy rule is run
 again from its record, shortened where a whole one would take minutes (fewer training steps, a quarter of an
-encoding, reranking at depth 50), into a scratch folder: baseline (TOWERS_MALLOC=glibc) and setting in turn,
-`--pairs` times. Reported per stage: the stage's own seconds (its record, start-up excluded) and page faults,
-the median of the pair-by-pair ratios, and whether every run wrote the same bytes (the outputs, not the training
-state or step log, which records seconds). The ratios, applied to the
-work seconds of each rule in results.json's clean `reproduce`, give the minutes the setting takes off it
-(`--record` keeps all of it under `reproduce.allocator`)."""
+encoding, reranking at depth 50), into a scratch folder: glibc's defaults (TOWERS_MALLOC=glibc) and the setting
+forced on any stage (TOWERS_MALLOC=keep) in turn, `--pairs` times. Reported per stage: the stage's own seconds
+(its record, start-up excluded) and page faults, the median of the pair-by-pair ratios, and whether every run
+wrote the same bytes (the outputs, not the training state or step log, which records seconds). The ratios of
+the stages that keep the setting (towers.cli.KEEP_FREED_MEMORY, chosen from these rows), applied to the work
+seconds of their rules in results.json's clean `reproduce`, give the minutes it takes off that run (`--record`
+keeps all of it under `reproduce.allocator`)."""
 from __future__ import annotations
 
 import argparse
@@ -23,7 +24,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from workflow_helpers import RESULTS
+from workflow_helpers import RESULTS, keep_result
+
+from towers.cli import KEEP_FREED_MEMORY
 
 # stage record (under DIR) -> the reproduce rule it stands for, what its run changes, which arguments it writes
 JOBS = [
@@ -79,10 +82,7 @@ def run_once(tree: Path, argv: list[str], outputs: list[Path], baseline: bool, k
         shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink(missing_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("TOWERS_WARM", None)
-    if baseline:
-        env["TOWERS_MALLOC"] = "glibc"
-    else:
-        env.pop("TOWERS_MALLOC", None)
+    env["TOWERS_MALLOC"] = "glibc" if baseline else "keep"   # the setting tried on every stage, not only its own
     done = subprocess.run(["/usr/bin/time", "-f", "%R", *argv], cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"{' '.join(argv)}\n{done.stderr[-2000:]}")
@@ -120,18 +120,19 @@ def measure(tree: Path, pairs: int) -> list[dict]:
 
 
 def projected(rows: list[dict], reproduce: dict) -> dict:
-    """Work seconds each measured rule would lose at its median speed-up, and the wall minutes that makes on the
-    clean run's cores (the run kept them ~95% busy: its job seconds over its wall seconds)."""
+    """Work seconds each measured rule whose stage keeps freed memory (cli.KEEP_FREED_MEMORY) would lose at its
+    median speed-up, and the wall minutes that makes on the clean run's cores (the run kept them ~95% busy: its
+    job seconds over its wall seconds)."""
     per_rule = reproduce["per_rule"]
     saved = {r["rule"]: per_rule[r["rule"]]["work_seconds"] * (1 - 1 / r["speedup_median"])
-             for r in rows if r["rule"] in per_rule}
+             for r in rows if r["rule"] in per_rule and r["stage"] in KEEP_FREED_MEMORY}
     busy = reproduce["job_seconds"] / reproduce["clean_run_seconds"]
     return {"work_seconds_saved": {k: round(v, 1) for k, v in saved.items()},
             "wall_minutes_saved": round(sum(saved.values()) / busy / 60, 1),
             "clean_run_minutes_before": round(reproduce["clean_run_seconds"] / 60, 1),
             "clean_run_minutes_projected": round((reproduce["clean_run_seconds"] - sum(saved.values()) / busy) / 60, 1),
-            "not_measured": "rules without a row here keep their time (training rules share pretrain's kind of "
-                            "step, so the training rows bound them)"}
+            "applied_to": list(KEEP_FREED_MEMORY),
+            "not_counted": "the other rules keep their time: their stages keep glibc's defaults"}
 
 
 def main(argv=None) -> int:
@@ -141,13 +142,11 @@ def main(argv=None) -> int:
     p.add_argument("--record", action="store_true")
     a = p.parse_args(argv)
     rows = measure(a.tree.resolve(), a.pairs)
-    results = json.loads(RESULTS.read_text())
-    summary = {"rows": rows, **projected(rows, results["reproduce"]),
+    summary = {"rows": rows, **projected(rows, json.loads(RESULTS.read_text())["reproduce"]),
                "how": f"benchmarks/allocator.py --tree DIR --pairs {a.pairs}"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     if a.record:
-        results["reproduce"]["allocator"] = summary
-        RESULTS.write_text(json.dumps(results, indent=1) + "\n")
+        keep_result(("reproduce", "allocator"), summary)
     return 0 if all(r["byte_identical"] for r in rows) else 1
 
 

@@ -119,13 +119,18 @@ def kernels() -> dict:
 # glibc's malloc hands each tensor above its (adaptive) mmap threshold fresh pages from the kernel, which faults
 # them in zeroed on first touch: a tenth of an encoding job's time here. Below 256 MB a freed block is reused.
 MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, 256 << 20), "MALLOC_TRIM_THRESHOLD_": (-1, 512 << 20)}
+# where that was measured to help (benchmarks/allocator.py): forward passes over large batches. Training was
+# unchanged and dense search slower (numpy's large arrays then come from the heap, without huge pages)
+KEEP_FREED_MEMORY = ("encode-candidates", "rerank")
 
 
-def keep_freed_memory() -> bool:
-    """Apply MALLOC_SETTINGS through mallopt unless the environment sets that knob itself, or TOWERS_MALLOC=glibc
-    keeps glibc's defaults (the allocator benchmark's baseline); False where nothing was set. Only where memory
-    comes from changes, never what is computed: outputs stay byte-identical."""
-    if os.environ.get("TOWERS_MALLOC") == "glibc":
+def keep_freed_memory(stage: str | None = None) -> bool:
+    """Apply MALLOC_SETTINGS through mallopt for a stage of KEEP_FREED_MEMORY (None: any), unless the environment
+    sets that knob itself; TOWERS_MALLOC=glibc never, =keep for every stage (the allocator benchmark's two sides).
+    False where nothing was set. Only where memory comes from changes, never what is computed: outputs stay
+    byte-identical."""
+    choice = os.environ.get("TOWERS_MALLOC", "")
+    if choice == "glibc" or (choice != "keep" and stage is not None and stage not in KEEP_FREED_MEMORY):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -139,8 +144,8 @@ def keep_freed_memory() -> bool:
 
 def main(argv=None, warm_start: bool = False) -> int:
     """Run one stage; `warm_start`: forked from the warm-start server (towers.warm), torch already imported."""
-    keep_freed_memory()
     args = parser().parse_args(argv)
+    keep_freed_memory(args.stage)
     began, started_for = time.perf_counter(), process_age()
     parallel = int(os.environ.get("WORLD_SIZE", "1")) > 1   # started by the launcher: data-parallel training
     if parallel:   # (imported only then: torch is slow to import for the light stages)
