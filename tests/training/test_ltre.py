@@ -525,9 +525,11 @@ def write_run(path, hits):
     path.write_text("".join(f"{q} Q0 {d} {r} {s:.3f} tag\n" for q, d, r, s in hits))
 
 
+@pytest.mark.parametrize("in_order", [False, True], ids=["shuffled", "in-order"])
 @pytest.mark.parametrize("chunk", [3, 7, 1000])
 @pytest.mark.parametrize("depth", [1, 2, 4, 50])
-def test_run_rows_are_read_runs_ranked_rows_cut_to_depth_whatever_the_chunks(tmp_path, monkeypatch, chunk, depth):
+def test_run_rows_are_read_runs_ranked_rows_cut_to_depth_whatever_the_chunks(tmp_path, monkeypatch, chunk, depth,
+                                                                            in_order):
     from towers.io import read_run
     from towers.training import sampling
 
@@ -537,6 +539,9 @@ def test_run_rows_are_read_runs_ranked_rows_cut_to_depth_whatever_the_chunks(tmp
             for q in range(6) for r in rng.permutation(np.arange(1, 9))]
     hits += [("q2", "d3", 3, 7.0), ("q2", "d4", 3, 7.0)]   # tied ranks keep the file's order
     order = rng.permutation(len(hits))
+    if in_order:   # the training queries' order, each ranked (a run written by bm25-search), the ties as before
+        position = {q: i for i, q in enumerate(["q4", "q0", "q9", "q2", "q5", "q1", "q3"])}
+        order = sorted(order, key=lambda i: (position[hits[i][0]], hits[i][2]))
     write_run(tmp_path / "run.trec", [hits[i] for i in order])
     monkeypatch.setattr(sampling, "RUN_CHUNK", chunk)
     qids = ["q4", "q0", "q9", "q2", "q5"]   # q9 has no hits; q1 and q3 are not training queries

@@ -168,12 +168,14 @@ def run_rows(path, qids: Sequence[str], lookup: RowLookup, depth: int) -> Ragged
             row = np.full(len(chunk), -1, dtype=np.int32)
             row[keep] = lookup.rows_of(chunk["doc"].to_numpy()[keep])
             keep &= row >= 0
-            parts.append(_first_of_each(query[keep], chunk["rank"].to_numpy()[keep].astype(np.int32), row[keep], depth))
+            parts.append(_first_of_each([query[keep], chunk["rank"].to_numpy()[keep].astype(np.int32), row[keep]], depth))
     except (ValueError, pd.errors.ParserError) as err:
         raise StageError(path, f"not a TREC run 'qid Q0 docid rank score tag' ({str(err).splitlines()[0][:200]})") \
             from None
     if parts:
-        query, _, row = _first_of_each(*(np.concatenate(c) for c in zip(*parts)), depth)
+        merged = [np.concatenate(c) for c in zip(*parts)]
+        parts.clear()   # each array held once: MS MARCO's training run is ~500M hits
+        query, _, row = _first_of_each(merged, depth)
     else:
         query, row = np.zeros(0, np.int32), np.zeros(0, np.int32)
     offsets = np.zeros(len(qids) + 1, dtype=np.int64)
@@ -181,15 +183,32 @@ def run_rows(path, qids: Sequence[str], lookup: RowLookup, depth: int) -> Ragged
     return Ragged(offsets, row)
 
 
-def _first_of_each(query: np.ndarray, rank: np.ndarray, row: np.ndarray, depth: int) -> tuple:
-    """The hits sorted by query then rank (a stable sort: equal ranks keep their order, the file's), each
-    query's first `depth` kept."""
-    order = np.lexsort((rank, query))
-    query, rank, row = query[order], rank[order], row[order]
-    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]]) if len(query) else np.zeros(0, np.int64)
+def _first_of_each(arrays: list[np.ndarray], depth: int) -> tuple:
+    """The hits [query, rank, row] sorted by query then rank (a stable sort: equal ranks keep their order, the
+    file's), each query's first `depth` kept. The list is emptied, so each array is freed as it is replaced; a run
+    already in that order is not sorted, and one whose queries all fit in `depth` is not cut."""
+    query, rank, row = arrays
+    arrays.clear()
+    if not _in_order(query, rank):
+        order = np.lexsort((rank, query))
+        query = query[order]
+        rank = rank[order]
+        row = row[order]
+        del order
+    if not len(query) or np.bincount(query).max() <= depth:
+        return query, rank, row
+    starts = np.flatnonzero(np.r_[True, query[1:] != query[:-1]])
     within = np.arange(len(query)) - np.repeat(starts, np.diff(np.r_[starts, len(query)]))
     keep = within < depth
     return query[keep], rank[keep], row[keep]
+
+
+def _in_order(query: np.ndarray, rank: np.ndarray) -> bool:
+    """Sorted by query, then rank: what a stable lexsort would leave as it is."""
+    step = np.diff(query)
+    if (step < 0).any():
+        return False
+    return not ((step == 0) & (np.diff(rank) < 0)).any()
 
 
 def training_data(queries: list[dict], qrels: dict[str, dict[str, int]], doc_ids: "RowLookup | Sequence[str]",
