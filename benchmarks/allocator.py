@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from workflow_helpers import RESULTS, keep_result
 
+from towers import warm
 from towers.cli import KEEP_FREED_MEMORY
 
 # stage record (under DIR) -> the reproduce rule it stands for, what its run changes, which arguments it writes
@@ -79,15 +81,20 @@ def digest(paths: list[Path]) -> str:
 def run_once(tree: Path, argv: list[str], outputs: list[Path], baseline: bool, kept_aside: set[str]) -> dict:
     """`kept_aside`: outputs left out of the comparison (training state, and step logs that record seconds)."""
     for out in outputs:   # a training stage would resume from its own state: every run starts clean
-        shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink(missing_ok=True)
+        if out.is_dir():
+            shutil.rmtree(out)
+        else:
+            out.unlink(missing_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    env.pop("TOWERS_WARM", None)
+    env.pop(warm.ENV, None)   # a process of its own, never a fork of a warm-start server
     env["TOWERS_MALLOC"] = "glibc" if baseline else "keep"   # the setting tried on every stage, not only its own
-    done = subprocess.run(["/usr/bin/time", "-f", "%R", *argv], cwd=tree, env=env, capture_output=True, text=True)
+    faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode:
         sys.exit(f"{' '.join(argv)}\n{done.stderr[-2000:]}")
     record = json.loads(Path(f"{outputs[0]}.meta.json").read_text())
-    return {"seconds": record["seconds"], "page_faults": int(done.stderr.strip().splitlines()[-1]),
+    return {"seconds": record["seconds"],
+            "page_faults": resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults_before,
             "digest": digest([out for out in outputs if out.name not in kept_aside])}
 
 
