@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce test test-fast test-extended test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
+.PHONY: setup reproduce test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,14 @@ test-fast: setup
 # learning rate failing the check after the whole tiny end-to-end run, which makes this the longer of the two)
 test-extended: setup
 	$(VENV)/bin/python -m pytest -q -m extended tests
+
+# the workflow through a real one-node Slurm on this machine (tests/slurm: Debian's slurmctld, slurmd and munge,
+# installed with apt-get where missing and started without systemd; root only), with profiles/slurm as shipped and
+# the test cluster's overlay (tests/slurm/profile): every job through sbatch, the local executor's outputs, a job
+# cancelled and retried, the node downed and resumed mid-build, a second run submitting nothing (about 10 minutes on
+# two cores; make test-extended runs it too). Skips with one line where Slurm cannot be installed or started.
+test-slurm: setup
+	$(VENV)/bin/python -m pytest -q -s -m extended tests/slurm
 
 # the paper-scale GPU path against the CPU (tests/gpu: bf16 training steps, fp16 encoding beside fp32 on the CPU), on a
 # CUDA machine; make test runs them too and they skip without CUDA (TOWERS_GPU_DRY_RUN=1 runs both sides on the CPU)
