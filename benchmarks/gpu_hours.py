@@ -146,6 +146,39 @@ def hours(flops: dict[str, float], rates: dict[str, float] | None) -> float:
     return sum(v / (rates[k] if rates else GPU_FLOPS) for k, v in flops.items()) / 3600
 
 
+# Issue 42's measurement (not this project's benchmark): train-repbert at its paper shape on one H200
+ISSUE_42 = {"regime": "train-repbert, BERT-base, batch 52, query 20 / doc 256, bf16", "device": "NVIDIA H200",
+            "steps_per_s": 6.9}
+SMALL_BATCH = 64   # a rank's batch at or below this: launch-bound on a GPU, not FLOP-bound (issue 42)
+
+
+def flop_basis_steps_per_s(batch: int, query: int, doc: int, rate: float) -> float:
+    """Steps a second the FLOP basis implies for a two-tower step (both towers BERT-base) at `rate` FLOP/s."""
+    return rate / (3 * (forward_flops(batch * query, query, "base") + forward_flops(batch * doc, doc, "base")))
+
+
+def basis(jobs: list[tuple[str, str]], lengths: dict[str, int], gpu_rates: dict[str, float] | None) -> dict:
+    """What a table's GPU-hours rest on, and how much of them small batches make too low: the FLOP basis's hours
+    of the training jobs whose batch a GPU is at most SMALL_BATCH, and issue 42's factor for such a step."""
+    small = {}
+    for rule, command in jobs:
+        gpus = int(m.group(1)) if (m := re.search(r"towers\.training\.distributed (\d+)", command)) else 1
+        work = job_work(rule, command, lengths)
+        if "train_base" in work and int(flag(command, "batch-size", 0)) // gpus <= SMALL_BATCH:
+            small[rule] = small.get(rule, 0.0) + hours({"train_base": work["train_base"]}, gpu_rates)
+    rate = (gpu_rates or {}).get("train_base", GPU_FLOPS)
+    factor = flop_basis_steps_per_s(52, 20, 256, rate) / ISSUE_42["steps_per_s"]
+    return {"basis": "FLOP estimate: each job's FLOPs / a rate measured at batch 256, full length" if gpu_rates
+                     else "FLOP estimate: each job's FLOPs / an assumed GPU rate",
+            "small_batch_training_hours": round(sum(small.values()), 1),
+            "small_batch_rules": sorted(small),
+            "small_batch_caveat": (f"training jobs at batch <= {SMALL_BATCH} a GPU are launch-bound: issue 42 measured "
+                                   f"{ISSUE_42['regime']} at {ISSUE_42['steps_per_s']} steps/s on an {ISSUE_42['device']}, "
+                                   f"where this basis gives {flop_basis_steps_per_s(52, 20, 256, rate):.1f}: those "
+                                   f"jobs' hours are about {factor:.1f}x too low (a correction stated, not measured "
+                                   f"here; benchmarks/gpu_stages.py measures it)") if small else ""}
+
+
 def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: dict[str, float],
              gpu_rates: dict[str, float] | None = None) -> dict:
     """Per table: planned jobs, PFLOPs by kind, CPU-hours here, GPU-hours at `gpu_rates` (measured on a GPU by
@@ -159,5 +192,38 @@ def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: 
                 flops[kind] = flops.get(kind, 0.0) + value
         out[target] = {"jobs": len(jobs), "pflops": {k: round(v / 1e15, 1) for k, v in flops.items()},
                        "cpu_hours_here": round(hours(flops, rates)),
-                       "gpu_hours": round(hours(flops, gpu_rates), 1)}
+                       "gpu_hours": round(hours(flops, gpu_rates), 1), **basis(jobs, lengths, gpu_rates)}
     return out
+
+
+class GpuBusy:
+    """The GPU's busy share (nvidia-smi's utilization.gpu, sampled every 0.2 s) while the block runs: `share` over
+    the block, `share_between(t0, t1)` over part of it (perf_counter times); None without nvidia-smi (the CPU)."""
+
+    def __enter__(self):
+        import shutil
+        import threading
+
+        self.share, self.process, self.samples = None, None, []
+        if shutil.which("nvidia-smi"):
+            self.process = subprocess.Popen(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                                             "-i", "0", "-lms", "200"], stdout=subprocess.PIPE, text=True)
+            self.reader = threading.Thread(target=self._read, daemon=True)
+            self.reader.start()
+        return self
+
+    def _read(self):
+        for line in self.process.stdout:
+            if line.strip().isdigit():
+                self.samples.append((time.perf_counter(), float(line)))
+
+    def __exit__(self, *_):
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait()
+            self.reader.join(timeout=5)
+            self.share = self.share_between(float("-inf"), float("inf"))
+
+    def share_between(self, start: float, stop: float) -> float | None:
+        values = [v for t, v in self.samples if start <= t <= stop]
+        return round(statistics.mean(values) / 100, 3) if values else None

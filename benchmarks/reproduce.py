@@ -12,7 +12,9 @@ that is process start-up (issue 28).
     benchmarks/reproduce.py --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
                                              with warm starts off, then on, twice over (`warm_start`, towers.warm):
                                              wall seconds of each, and whether every output came back
-                                             byte-identical (key `warm_start`)
+                                             byte-identical (key `warm_start`); --configfile F: a
+                                             fresh_copy built on that profile (the tiny one), its src/ used;
+                                             --key K: write under K
     benchmarks/reproduce.py --scheduler DIR  in a build of a commit before towers.scheduler's fix, Chang et al.'s
                                              dense searches and evaluations rerun with Snakemake's scheduler as
                                              it is and with the fix, alternated: wall seconds, and Snakemake's
@@ -32,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import statistics
@@ -277,25 +280,34 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def warm_starts(folder: Path, jobs: int, cores: int) -> dict:
-    """Jobs of a finished build rerun as Snakemake runs them (--forcerun), warm starts off and on, interleaved."""
-    dense = sorted((folder / "artifacts/enwiki-mini/dense").glob("transformer-*/*/run-flat.trec"))
+def warm_starts(folder: Path, jobs: int, cores: int, configfiles: list[str] = ()) -> dict:
+    """Jobs of a finished build rerun as Snakemake runs them (--forcerun), warm starts off and on, interleaved.
+    `configfiles`: the build's profile (a fresh_copy built on tests/fixtures/tiny.yaml: its src/ snapshot is used)."""
+    dense = sorted(folder.glob("artifacts/*/dense/transformer-*/*/run-flat.trec"))
     encoded, searched = dense[:jobs], dense[jobs:2 * jobs]   # disjoint models: no job reruns another's input
     targets = [str((run.parent / "candidates.npy").relative_to(folder)) for run in encoded] + \
               [str(run.relative_to(folder)) for run in searched]
     built = {t: sha256(folder / t) for t in targets}
+    snapshot = folder / "src"
+    env = {**os.environ, "PYTHONPATH": str(snapshot)} if snapshot.is_dir() else None
+    snakemake = [str(folder / ".venv/bin/snakemake")] if (folder / ".venv").exists() else [sys.executable, "-m", "snakemake"]
+    profile = ["--configfile", *configfiles] if configfiles else []
     seconds: dict[str, list[float]] = {"off": [], "on": []}
     for setting in ("off", "on", "off", "on"):
         began = time.perf_counter()
-        subprocess.run([str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", *targets, "--cores", str(cores),
-                        "--quiet", "--config", f"warm_start={setting == 'on'}"], cwd=folder, check=True,
-                       capture_output=True)   # Snakemake reads True and False (capitalised) as booleans
+        done = subprocess.run([*snakemake, *targets, "--forcerun", *targets, "--cores", str(cores), "--quiet",
+                               "--config", f"warm_start={setting == 'on'}", *profile], cwd=folder,
+                              capture_output=True, text=True, env=env)   # True and False: booleans to Snakemake
+        if done.returncode:
+            sys.exit(f"warm_start={setting}: Snakemake failed:\n{done.stderr[-3000:]}")
         seconds[setting].append(round(time.perf_counter() - began, 1))
         moved = [t for t in targets if sha256(folder / t) != built[t]]
         if moved:
             sys.exit(f"warm_start={setting}: {len(moved)} outputs differ from the build's, first {moved[0]}")
+    forked_on = sum(forked(json.loads((folder / (t + ".meta.json")).read_text())) for t in targets)
     off, on = statistics.median(seconds["off"]), statistics.median(seconds["on"])
     return {"jobs": {"encode_candidates": len(encoded), "dense_search": len(searched)}, "cores": cores,
+            "profile": configfiles or "mini", "forked_warm_in_last_run": forked_on,
             "seconds_off": seconds["off"], "seconds_on": seconds["on"], "ratio_on_to_off": round(on / off, 3),
             "saved_seconds_a_job": round((off - on) * cores / len(targets), 2), "outputs_byte_identical": True,
             "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
@@ -405,6 +417,7 @@ def main() -> None:
                         "build's step to rerun (a fix copied into DIR first): its time then and now (key "
                         "reproduce_rerun_<NAME>)")
     parser.add_argument("--jobs", type=int, default=8, help="--warm: encoding jobs, and as many dense searches")
+    parser.add_argument("--configfile", nargs="+", default=[], help="--warm: the build's profile (its config files)")
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
     parser.add_argument("--before", metavar="KEY", help="--analyse: an earlier run's key of benchmarks/results.json "
@@ -420,7 +433,8 @@ def main() -> None:
         before = json.loads(RESULTS.read_text())[args.before] if args.before else None
         save(args.key, analyse(args.analyse, before))
     if args.warm:
-        save("warm_start", warm_starts(args.warm, args.jobs, args.cores))
+        save(args.key if args.key != "reproduce" else "warm_start",
+             warm_starts(args.warm, args.jobs, args.cores, args.configfile))
     if args.scheduler:
         save("scheduler_load", scheduler_load(args.scheduler, args.cores))
     if args.rerun_step:

@@ -96,3 +96,33 @@ def test_runs_written_a_query_at_a_time_and_shards_joined_equal_one_write(tmp_pa
     with pytest.raises(StageError, match="b.trec: its last line is cut short"):
         concatenate_runs(parts, tmp_path / "joined.trec")
     assert (tmp_path / "joined.trec").read_bytes() == (tmp_path / "whole.trec").read_bytes()   # left as it was
+
+
+# issue 40: a NaN score sorts nowhere (metrics that re-sort by score disagree); a repeat was taken silently
+@pytest.mark.parametrize("score", ["nan", "NaN", "inf", "-Infinity", "1e400"])
+def test_a_score_that_is_not_a_finite_number_is_one_line_naming_line_and_query(tmp_path, score):
+    path = tmp_path / "run.trec"
+    path.write_text(f"q1 Q0 d1 1 2.0 t\n\nq1 Q0 d2 2 {score} t\n")
+    with pytest.raises(StageError) as err:
+        read_run(path)
+    assert str(err.value) == f"{path}: line 3: score {score} of document d2 for query q1 is not a finite number"
+    with pytest.raises(StageError, match="line 3: score"):   # refused outside the queries kept too
+        read_run(path, qids=["q9"])
+
+
+def test_a_document_named_twice_for_a_query_is_one_line_naming_the_second(tmp_path):
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d1 1 3.0 t\nq2 Q0 d1 1 3.0 t\nq1 Q0 d2 2 2.0 t\nq1 Q0 d1 3 1.0 t\nq2 Q0 d2 2 1.0 t\n")
+    with pytest.raises(StageError) as err:
+        read_run(path)
+    assert str(err.value) == f"{path}: line 4: document d1 appears twice for query q1"
+    assert read_run(path, qids=["q2"]) == {"q2": [("d1", 3.0), ("d2", 1.0)]}   # repeats matter in the queries kept
+
+
+def test_a_pair_judged_twice_is_one_line_naming_the_second(tmp_path):
+    path = tmp_path / "qrels.txt"
+    for second in ("1", "0"):   # the same grade or another: either way one line would silently replace the other
+        path.write_text(f"q1 0 d1 1\nq2 0 d1 0\nq1 0 d2 1\nq1 0 d1 {second}\n")
+        with pytest.raises(StageError) as err:
+            read_qrels(path)
+        assert str(err.value) == f"{path}: line 4: document d1 is judged twice for query q1 (1 and {second})"

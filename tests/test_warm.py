@@ -1,5 +1,6 @@
 """The warm-start server (towers.warm): a stage forked from it writes what a process of its own writes, exits
 with its status, dies with its job, and the server stops with the Snakemake it watches."""
+import functools
 import json
 import os
 import signal
@@ -7,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
+from pathlib import Path
 
 import pytest
 
@@ -28,23 +29,27 @@ def wait_for(check, seconds=60.0):
 def listening(name):
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
         try:
-            probe.connect(warm.address(name))
+            probe.connect(name)
             return True
         except OSError:
             return False
 
 
 @pytest.fixture
-def server():
-    """A server watching a stand-in for Snakemake (a sleep): (name, server process, stand-in)."""
-    name = uuid.uuid4().hex
+def server(tmp_path):
+    """A server watching a stand-in for Snakemake (a sleep): (socket path, server process, stand-in); its
+    messages go to tmp_path/server.log."""
+    name = warm.socket_path()
     snakemake = subprocess.Popen(["sleep", "300"])
-    process = subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(snakemake.pid), "--idle", "60"])
+    with open(tmp_path / "server.log", "w") as log:
+        process = subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(snakemake.pid),
+                                    "--idle", "60"], stderr=log)
     assert wait_for(lambda: listening(name)), "the server never listened"
     yield name, process, snakemake
-    for p in (process, snakemake):
-        p.kill()
-        p.wait()
+    process.terminate()   # as `kill` would: the server clears its folder
+    assert process.wait(timeout=30) == 0 and not os.path.exists(Path(name).parent)
+    snakemake.kill()
+    snakemake.wait()
 
 
 def towers(args, tmp_path, name=None, **kw):
@@ -105,6 +110,7 @@ def test_the_server_stops_with_snakemake_and_stages_then_run_alone(server, tmp_p
     snakemake.kill()
     snakemake.wait()   # reaped, as Snakemake's own parent would
     process.wait(timeout=30)
+    assert not os.path.exists(Path(name).parent)   # its private folder goes with it
     assert warm.forward(name, ["fuse-runs"]) is None   # nothing answered: the caller runs the stage itself
     alone = towers(["fuse-runs"], tmp_path, name)
     _, err = alone.communicate(timeout=60)
@@ -114,7 +120,7 @@ def test_the_server_stops_with_snakemake_and_stages_then_run_alone(server, tmp_p
 def test_without_idle_the_server_outlives_a_quiet_spell_and_stops_with_snakemake():
     # a run's first jobs may start on their own before the server listens and keep it jobless for minutes; an
     # idle limit of 60 s once left LTRe's whole step without warm starts (75 jobs paying torch's import)
-    name = uuid.uuid4().hex
+    name = warm.socket_path()
     snakemake = subprocess.Popen(["sleep", "300"])
     process = subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(snakemake.pid)])
     try:
@@ -128,3 +134,140 @@ def test_without_idle_the_server_outlives_a_quiet_spell_and_stops_with_snakemake
         for p in (process, snakemake):
             p.kill()
             p.wait()
+
+
+# --- only its own user ------------------------------------------------------------------------------------
+# Issue 40's attacks, from a second user (uid 65534) where the test runs as root and can switch to one
+
+NOBODY = 65534
+another_user = pytest.mark.skipif(os.getuid() != 0, reason="switching to a second uid needs root")
+
+
+@functools.cache
+def python_for_nobody() -> str | None:
+    """An interpreter the second user may run (the venv's may sit under a folder only root can enter): the
+    attacks need nothing but the standard library."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3", sys.executable):
+        try:
+            if subprocess.run([candidate, "-I", "-c", "pass"], user=NOBODY, group=NOBODY, extra_groups=[], cwd="/",
+                              capture_output=True, timeout=60).returncode == 0:
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+def as_nobody(code: str, **kw):
+    if not python_for_nobody():
+        pytest.skip(f"no Python that uid {NOBODY} may run")
+    return subprocess.Popen([python_for_nobody(), "-I", "-c", code], user=NOBODY, group=NOBODY, extra_groups=[],
+                            cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def two_runs(folder):
+    for run in ("a", "b"):
+        (folder / f"{run}.trec").write_text("".join(f"q1 Q0 d{i}{run} {i} {10 - i} t\n" for i in range(1, 4)))
+
+
+def test_a_socket_folder_of_ones_own_is_private_and_credentials_are_the_kernels(tmp_path):
+    folder = tmp_path / "f"
+    folder.mkdir(mode=0o700)
+    assert warm.private_problem(folder) is None
+    folder.chmod(0o711)
+    assert "open to other users (mode 711" in warm.private_problem(folder)
+    made = Path(warm.socket_path()).parent
+    assert made.stat().st_mode & 0o777 == 0o700
+    made.rmdir()
+    a, b = socket.socketpair(socket.AF_UNIX)
+    with a, b:
+        assert warm.peer_uid(a) == os.getuid()
+        warm.require_own_peer(a, "client")   # no error: the same user
+
+
+@another_user
+def test_another_user_cannot_reach_the_server(server):
+    name, _, _ = server
+    assert name in Path("/proc/net/unix").read_text()   # its name is public; the folder that holds it is not
+    probe = as_nobody(f"import socket; socket.socket(socket.AF_UNIX).connect({name!r})")
+    _, err = probe.communicate(timeout=60)
+    assert probe.returncode != 0 and "PermissionError" in err
+
+
+@another_user
+def test_the_server_runs_nothing_for_another_user_even_where_the_socket_is_reachable(server, tmp_path):
+    name, process, _ = server
+    os.chmod(Path(name).parent, 0o711)   # as if the file permissions had failed: the credentials must still refuse
+    os.chmod(name, 0o777)
+    two_runs(tmp_path)
+    written = tmp_path / "written.trec"   # tmp_path: a folder only the build's user can write
+    request = {"argv": ["fuse-runs", "--runs", "a.trec", "b.trec", "--method", "rrf", "--out", str(written)],
+               "cwd": str(tmp_path), "env": {"PATH": "/nonexistent"}}
+    attack = as_nobody(f"""import json, socket
+conn = socket.socket(socket.AF_UNIX)
+conn.connect({name!r})
+data = json.dumps({request!r}).encode() + b"\\n"
+try:
+    socket.send_fds(conn, [data], [0, 1, 2])
+    print("reply:", conn.makefile("r").readline().strip() or "none")
+except OSError as err:
+    print("reply: none", err)
+""")
+    out, err = attack.communicate(timeout=60)
+    assert attack.returncode == 0, err   # it connected: only the server's own check stands in the way
+    assert out.startswith("reply: none")
+    time.sleep(1)
+    assert not written.exists() and process.poll() is None
+    assert f"refused a connection: the client runs as uid {NOBODY}, not as you" in (tmp_path / "server.log").read_text()
+
+
+@another_user
+def test_another_user_cannot_take_the_servers_name_first():
+    path = warm.socket_path()
+    squat = as_nobody(f"import socket; socket.socket(socket.AF_UNIX).bind({path!r})")
+    _, err = squat.communicate(timeout=60)
+    assert squat.returncode != 0 and "PermissionError" in err
+    os.rmdir(Path(path).parent)
+
+
+SQUATTER = """import os, select, socket, sys, tempfile
+folder = tempfile.mkdtemp(prefix="squat-", dir="/tmp")
+listener = socket.socket(socket.AF_UNIX)
+listener.bind(os.path.join(folder, "socket"))
+listener.listen(4)
+print(os.path.join(folder, "socket"), flush=True)
+got = 0
+while True:   # until the test closes our standard input
+    ready, _, _ = select.select([listener, sys.stdin], [], [], 60)
+    if not ready or sys.stdin in ready:
+        break
+    conn, _ = listener.accept()   # answer "pid 1, exit 0", as the squatter of issue 40 did
+    conn.settimeout(3)
+    try:
+        got += len(conn.recv(1 << 16))
+        conn.sendall(b"1\\n0\\n")
+    except OSError:
+        pass
+    conn.close()
+print("received", got, flush=True)
+"""
+
+
+@another_user
+def test_a_stage_refuses_a_server_of_another_user_and_sends_it_nothing(tmp_path, monkeypatch):
+    squatter = as_nobody(SQUATTER, stdin=subprocess.PIPE)
+    path = squatter.stdout.readline().strip()
+    try:
+        monkeypatch.setenv("HF_TOKEN", "a-secret-of-the-builds-user")
+        # the folder's owner gives it away first; where it did not, the server's credentials do
+        assert warm.forward(path, ["fuse-runs"]) is None
+        monkeypatch.setattr(warm, "private_problem", lambda folder: None)
+        assert warm.forward(path, ["fuse-runs"]) is None
+        two_runs(tmp_path)
+        job = towers(["fuse-runs", "--runs", "a.trec", "b.trec", "--method", "rrf", "--out", "o.trec"], tmp_path, path)
+        _, err = job.communicate(timeout=120)
+        assert job.returncode == 0, err   # run in its own process, and says why
+        assert f"not used, {Path(path).parent}: belongs to uid {NOBODY}, not to you" in err
+        assert not json.loads((tmp_path / "o.trec.meta.json").read_text())["warm_start"]
+    finally:
+        out, _ = squatter.communicate(timeout=60)   # closes its standard input: it says what it was sent
+    assert out.strip() == "received 0"

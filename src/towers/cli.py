@@ -158,7 +158,8 @@ def main(argv=None, warm_start: bool = False) -> int:
     try:
         # every input a stage record lists is what that stage wrote (not edited or damaged since)
         paths = path_arguments(args, NOT_ARTIFACTS)
-        checked = digests.verify([p for p in paths if not written or os.path.abspath(p) != os.path.abspath(written)])
+        checked = digests.verify([p for p in paths if not written or os.path.abspath(p) != os.path.abspath(written)],
+                                 written)
         before = digests.snapshot(paths)
         with lock:
             if written and leader:   # an old record beside an output being rebuilt would describe another one

@@ -74,8 +74,9 @@ def written(paths, record_dir, before: dict[str, tuple[int, int]]) -> dict[str, 
 class Records:
     """The records that may list a file, read once each during one check."""
 
-    def __init__(self):
+    def __init__(self, ignore=()):
         self.metas: dict[Path, dict] = {}
+        self.ignore = {os.path.abspath(r) for r in ignore}   # records about to be replaced (the running stage's own)
         self.beside: dict[Path, list[Path]] = {}
 
     def candidates(self, path: Path) -> list[Path]:
@@ -90,13 +91,21 @@ class Records:
         return list(dict.fromkeys([*(c for c in found if c.is_file()), *self.beside[path.parent]]))
 
     def meta(self, record: Path) -> dict:
+        """A record's contents; one that cannot be read stops the stage: it may list the file, and skipping it
+        would skip the check (a damaged run read as sound). A record without `written` (older builds) lists none."""
         if record not in self.metas:
             try:
                 with open(record, encoding="utf-8") as handle:
                     meta = json.load(handle)
-            except (OSError, ValueError):
-                meta = {}
-            self.metas[record] = meta if isinstance(meta, dict) and isinstance(meta.get(FIELD), dict) else {}
+                problem = "" if isinstance(meta, dict) and isinstance(meta.get(FIELD, {}), dict) else "not a stage record"
+            except OSError as err:
+                problem = err.strerror or type(err).__name__
+            except ValueError as err:   # truncated, or not JSON (UnicodeDecodeError is one too)
+                problem = f"not complete JSON: {str(err).splitlines()[0][:200]}"
+            if problem and os.path.abspath(record) not in self.ignore:
+                output = str(record)[:-len(RECORD)]
+                raise StageError(record, f"unreadable stage record ({problem}); rebuild {output}")
+            self.metas[record] = {} if problem else meta
         return self.metas[record]
 
     def find(self, path) -> tuple[dict, str, Path] | None:
@@ -113,10 +122,11 @@ class Records:
         return None if best is None else best[1:]
 
 
-def verify(paths) -> int:
+def verify(paths, output=None) -> int:
     """Check each file under `paths` that a record lists against its digest; raise StageError (one line) on the
-    first that differs. Returns how many files were checked."""
-    records, checked = Records(), 0
+    first that differs, or on a record that may list it and cannot be read (other than `output`'s own, which the
+    stage is about to replace). Returns how many files were checked."""
+    records, checked = Records([Path(str(output).rstrip("/") + RECORD)] if output else []), 0
     for path in paths:
         for f in files_under(path):
             found = records.find(f)

@@ -5,6 +5,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import socket
@@ -256,7 +257,8 @@ def write_queries(path, queries: dict[str, str]) -> None:
 
 
 def read_qrels(path) -> dict[str, dict[str, int]]:
-    """TREC qrels: qid 0 docid relevance."""
+    """TREC qrels: qid 0 docid relevance. A (query, document) pair judged twice is refused: the later line would
+    silently replace the earlier one."""
     path = require_file(path)
     qrels: dict[str, dict[str, int]] = {}
     with open(path, encoding="utf-8") as handle:
@@ -267,9 +269,14 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
             if len(parts) != 4:
                 raise StageError(path, f"line {number} is not 'qid 0 docid relevance'")
             try:
-                qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+                relevance = int(parts[3])
             except ValueError:
                 raise StageError(path, f"line {number} has a non-integer relevance") from None
+            docs = qrels.setdefault(parts[0], {})
+            if parts[2] in docs:
+                raise StageError(path, f"line {number}: document {parts[2]} is judged twice for query {parts[0]} "
+                                       f"({docs[parts[2]]} and {relevance})")
+            docs[parts[2]] = relevance
     return qrels
 
 
@@ -291,9 +298,14 @@ def _run_line(parts: list[str], path, number: int) -> tuple[str, float, int]:
     if len(parts) != 6:
         raise StageError(path, f"line {number} is not 'qid Q0 docid rank score tag'")
     try:
-        return parts[2], float(parts[4]), int(parts[3])
+        score = float(parts[4])
+        rank = int(parts[3])
     except ValueError:
         raise StageError(path, f"line {number} has a bad rank or score") from None
+    if not math.isfinite(score):   # NaN has no place in a ranking: metrics that re-sort by score would disagree
+        raise StageError(path, f"line {number}: score {parts[4]} of document {parts[2]} for query {parts[0]} "
+                               f"is not a finite number")
+    return parts[2], score, rank
 
 
 def _ranked(docs: list[tuple[str, float]], ranks: array) -> list[tuple[str, float]]:
@@ -303,10 +315,34 @@ def _ranked(docs: list[tuple[str, float]], ranks: array) -> list[tuple[str, floa
     return [docs[i] for i in sorted(range(len(docs)), key=ranks.__getitem__)]
 
 
+def check_run_lines(path, qids: Iterable[str] | None = None, skip: int = 0) -> None:
+    """Stop with read_run's line for the first bad line of a TREC run, repeats counted in the queries `qids` (None:
+    all), the first `skip` run lines passed unread: a slow pass for readers that found a problem faster but cannot
+    say on which line."""
+    wanted = None if qids is None else set(qids)
+    seen: dict[str, set[str]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            parts = line.split()
+            if not parts:
+                continue
+            if skip:
+                skip -= 1
+                continue
+            docid = _run_line(parts, path, number)[0]
+            if wanted is not None and parts[0] not in wanted:
+                continue
+            docs = seen.setdefault(parts[0], set())
+            if docid in docs:
+                raise StageError(path, f"line {number}: document {docid} appears twice for query {parts[0]}")
+            docs.add(docid)
+
+
 def read_run(path, qids: Iterable[str] | None = None) -> dict[str, list[tuple[str, float]]]:
     """TREC run: qid Q0 docid rank score tag, returned ranked per query, queries in the order the file first
     names them. With `qids`, only those queries are kept, filtered while reading: a stage that scores a split's
-    test queries out of a run of every query holds only theirs. Every line is checked either way."""
+    test queries out of a run of every query holds only theirs. Every line is checked either way; a score that
+    is not a finite number, or a document named twice for a query kept, is refused (not last wins)."""
     path = require_file(path)
     wanted = None if qids is None else set(qids)
     run: dict[str, list[tuple[str, float]]] = {}
@@ -323,6 +359,9 @@ def read_run(path, qids: Iterable[str] | None = None) -> dict[str, list[tuple[st
                 run[parts[0]], ranks[parts[0]] = [], array("q")
             run[parts[0]].append((docid, score))
             ranks[parts[0]].append(rank)
+    # repeats counted a query at a time (one small set, not one a line); the slow pass names the line
+    if any(len({doc for doc, _ in docs}) != len(docs) for docs in run.values()):
+        check_run_lines(path, run)
     return {qid: _ranked(docs, ranks[qid]) for qid, docs in run.items()}
 
 

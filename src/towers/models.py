@@ -293,8 +293,36 @@ def random_encoder(tokenizer_dir, out_dir, arch: dict, seed: int) -> None:
 
 # --- tower inputs: token ids of queries and documents, on the device --------------------------------------
 
+_BUCKETS: tuple[int, ...] = ()   # set by `length_buckets` around a training step; () pads to the longest text
+
+
+@contextlib.contextmanager
+def length_buckets(buckets: tuple[int, ...]):
+    """Within: batches tokenised here are padded on to the smallest of `buckets` that holds them (settings.Speed),
+    so a GPU sees a few shapes again and again. Padding has attention mask 0: the towers' outputs move by rounding."""
+    global _BUCKETS
+    before, _BUCKETS = _BUCKETS, tuple(sorted(buckets))
+    try:
+        yield
+    finally:
+        _BUCKETS = before
+
+
+def to_bucket(batch, tokenizer):
+    """`batch` (a tokenizer's padded tensors) padded on the right to the bucket that holds it; as it is outside
+    `length_buckets`, longer than every bucket, or from a tokenizer that does not pad on the right with a pad id."""
+    if not _BUCKETS or getattr(tokenizer, "padding_side", None) != "right" or tokenizer.pad_token_id is None:
+        return batch
+    width = batch["input_ids"].shape[1]
+    target = next((b for b in _BUCKETS if b >= width), width)
+    if target == width:
+        return batch
+    pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+    return {k: torch.nn.functional.pad(v, (0, target - width), value=pads.get(k, 0)) for k, v in batch.items()}
+
+
 def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
-    batch = tokenizer(texts, max_length=max_length, truncation=True, padding=True, return_tensors="pt")
+    batch = to_bucket(tokenizer(texts, max_length=max_length, truncation=True, padding=True, return_tensors="pt"), tokenizer)
     return {k: v.to(dev or device()) for k, v in batch.items()}
 
 
@@ -328,4 +356,4 @@ def _tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
         batch = tokenizer.pad([tokenizer(*d, max_length=max_length, truncation="longest_first") if pair
                                else tokenizer(d, max_length=max_length, truncation=True)
                                for d, pair in zip(docs, pairs)], return_tensors="pt")
-    return {k: v.to(dev or device()) for k, v in batch.items()}
+    return {k: v.to(dev or device()) for k, v in to_bucket(batch, tokenizer).items()}

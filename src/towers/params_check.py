@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
+import math
 import os
+import re
 from pathlib import Path
 
 import yaml
@@ -29,15 +32,10 @@ def merge_configs(*trees: dict) -> dict:
 
     def update(into, other):
         for key, value in other.items():
-            if isinstance(value, dict) and isinstance(into.get(key), dict):
-                update(into[key], value)
-            else:
-                into[key] = copy.deepcopy(value)
+            into[key] = update(into[key], value) if isinstance(value, dict) and isinstance(into.get(key), dict) \
+                else copy.deepcopy(value)
         return into
-    out: dict = {}
-    for tree in trees:
-        update(out, tree)
-    return out
+    return functools.reduce(update, trees, {})
 
 
 def dotted(path) -> str:
@@ -50,12 +48,10 @@ def dotted(path) -> str:
 
 def _has(tree, path) -> bool:
     for part in path:
-        if isinstance(part, int) and isinstance(tree, list) and part < len(tree):
-            tree = tree[part]
-        elif isinstance(tree, dict) and part in tree:
-            tree = tree[part]
-        else:
+        if not (isinstance(part, int) and isinstance(tree, list) and part < len(tree) or isinstance(tree, dict)
+                and part in tree):
             return False
+        tree = tree[part]
     return True
 
 
@@ -86,8 +82,7 @@ def describe(error) -> tuple[list, str]:
     """(path, one-line problem) of a jsonschema error; unknown keys said as such, not as schema dumps."""
     import jsonschema
 
-    choice = _required_choice(error)
-    if choice:
+    if choice := _required_choice(error):
         exactly = "exactly " if error.validator == "oneOf" else ""
         return list(error.absolute_path), f"needs {exactly}one of the keys {', '.join(choice)}"
     while error.context:   # the most relevant failure inside a oneOf/anyOf
@@ -96,6 +91,9 @@ def describe(error) -> tuple[list, str]:
     if error.validator == "additionalProperties" and isinstance(error.instance, dict):
         allowed = set(error.schema.get("properties", {}))
         return path, _unknown([k for k in error.instance if k not in allowed], allowed)
+    types = error.validator_value if error.validator == "type" else ()
+    if "integer" in types and isinstance(error.instance, float) and error.instance.is_integer():
+        return path, f"{error.instance!r} is a float; this key takes an integer, written as one ({int(error.instance)})"
     if "propertyNames" in error.schema_path and error.validator == "enum":   # a key this kind of dataset does not take
         return path, _unknown([error.instance], error.validator_value)
     return path, bounded(error.message.splitlines()[0] if error.message else error.validator)
@@ -106,14 +104,26 @@ def _control(c: str) -> bool:
     return (ord(c) < 32 and c not in "\t\n\r") or 127 <= ord(c) < 160
 
 
-def text_problems(tree, path=()) -> list[tuple[list, str]]:
-    """Strings holding a NUL or another control character (tabs and line ends aside): no file name, shell
-    word or table cell can carry them (a NUL ends the table job with 'embedded null byte')."""
+def _key_problem(key) -> str:
+    if isinstance(key, bool):   # YAML 1.1: a bare on/off/yes/no/true/false
+        return (f"the key {str(key).lower()} is not a name: YAML read the bare word (on, off, yes, no, true or false) "
+                f"as the boolean {str(key).lower()}; quote it, e.g. 'on'")
+    shown = "null" if key is None else bounded(key, 80)
+    return f"the key {shown} is {'a number, ' if isinstance(key, (int, float)) else ''}not a name; quote it: '{shown}'"
+
+
+def text_problems(tree, path=()) -> list[tuple[list, ...]]:
+    """Values no key takes: a string holding a NUL or another control character (tabs and line ends aside; no
+    file name, shell word or table cell can carry one), NaN or an infinity (a range test is false for NaN), a
+    mapping key that is not a string (path of its mapping, problem, path of the key: its file is named)."""
     if isinstance(tree, dict):
-        return [p for key, value in tree.items() for p in
-                text_problems(key, (*path, "(a key)")) + text_problems(value, (*path, key))]
+        keys = [(list(path), _key_problem(key), [*path, key]) for key in tree if not isinstance(key, str)]
+        return keys + [p for key, value in tree.items()
+                       for p in text_problems(key, (*path, "(a key)")) + text_problems(value, (*path, key))]
     if isinstance(tree, list):
         return [p for i, value in enumerate(tree) for p in text_problems(value, (*path, i))]
+    if isinstance(tree, float) and not math.isfinite(tree):
+        return [(list(path), f"{'.nan' if math.isnan(tree) else '-.inf' if tree < 0 else '.inf'} is not a finite number")]
     bad = next((c for c in tree if _control(c)), None) if isinstance(tree, str) else None
     if bad is not None:
         return [(list(path), f"holds the control character {bad!r} in '{bounded(tree, 120)}'")]
@@ -123,7 +133,9 @@ def text_problems(tree, path=()) -> list[tuple[list, str]]:
 def schema_problems(config: dict, schema: dict) -> list[tuple[list, str]]:
     import jsonschema
 
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(config)
+    base = jsonschema.Draft202012Validator   # `integer` as written: the schema's takes 10.0, which argparse refuses
+    integer = base.TYPE_CHECKER.redefine("integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool))
+    errors = jsonschema.validators.extend(base, type_checker=integer)(schema).iter_errors(config)
     # the deepest first (an item's own problem says more than its list's), and a misspelt key before the
     # required key it leaves missing
     return sorted((describe(e) for e in errors),
@@ -262,24 +274,24 @@ def check(config: dict, schema_path, sources: list[tuple[str, dict]]) -> None:
 
     `sources`: (name, parsed YAML) of every config file in the order they apply (params.yaml, then
     --configfile files, then --config), used to name the file that sets a wrong key."""
-    problems = text_problems(config) or schema_problems(config, load_schema(str(schema_path)))
+    problems = [p for p in [tree_problem(config)] if p] or text_problems(config) \
+        or schema_problems(config, load_schema(str(schema_path)))   # bounded first (--config): the others walk it all
     if not problems:   # names are only looked up in a config whose shape is right
         problems = reference_problems(config)
     if problems:
-        path, problem = problems[0]
+        path, problem, *key = problems[0]
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
-        raise ParamsError(f"{source_of(path, sources)}: {dotted(path)}: {problem}{more}")
+        raise ParamsError(f"{source_of(key[0] if key else path, sources)}: {_key_path(path)}: {bounded(problem)}{more}")
 
 
 def _shown(path) -> str:
     """A path as the user would write it: relative to the working directory when inside it."""
-    relative = os.path.relpath(path)
-    return str(path) if relative.startswith("..") else relative
+    return str(path) if (relative := os.path.relpath(path)).startswith("..") else relative
 
 
-# Bounds of a YAML file the project reads (params, profiles, claims): real ones are a few KB, a few levels deep.
-# Aliases are counted at their expanded size, so a few KB of nested aliases ("billion laughs") is refused
-# before anything expands it (a schema message, a deep copy).
+# Bounds of a YAML file the project reads (params, profiles, claims) and of --config values: real ones are a few
+# KB, a few levels deep. Aliases are counted at their expanded size, so a few KB of nested aliases ("billion
+# laughs") is refused before anything expands it (a schema message, a deep copy).
 MAX_YAML_BYTES = 4 << 20
 MAX_YAML_DEPTH = 64
 MAX_YAML_NODES = 100_000
@@ -287,9 +299,10 @@ SHOWN = 300   # characters of a quoted value in a one-line message
 
 
 def bounded(text, limit: int = SHOWN) -> str:
-    """One line of at most about `limit` characters (control characters shown escaped)."""
-    text = " ".join(str(text).split())
-    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[:limit + 1])
+    """One line of at most about `limit` characters (control characters shown escaped). Only the words shown
+    are joined (limit // 2 + 2 words are over limit + 1 characters): the text may be megabytes."""
+    text = " ".join(m.group() for m in itertools.islice(re.finditer(r"\S+", str(text)), limit // 2 + 2))[:limit + 1]
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -297,50 +310,67 @@ def _key_path(path) -> str:
     return bounded(dotted(path), 120) if path else "(top level)"
 
 
-def check_nodes(root) -> None:
-    """Raise ValueError (key path: problem) for a key given twice in one mapping, nesting deeper than
-    MAX_YAML_DEPTH, an alias that refers to itself, or more than MAX_YAML_NODES values once aliases expand.
-    Iterative, each node once: a document 20,000 levels deep or of 9^9 aliased values costs its own size."""
-    sizes: dict[int, int] = {}
-    stack = [(root, [], 1, False)]
+def _expansion_problem(root, entries, line=lambda node: "") -> tuple[list, str] | None:
+    """(key path, problem) for nesting deeper than MAX_YAML_DEPTH, a value that holds itself, or over MAX_YAML_NODES
+    values or MAX_YAML_BYTES characters once aliases (shared values) expand; `entries(node, path)`: each entry's (key
+    or index, key or None, value), None for a scalar. Each node once, at most MAX_YAML_NODES: a bomb costs the bound."""
+    sizes: dict[int, tuple[int, int]] = {}   # id -> (values, characters) once expanded
     open_nodes: set[int] = set()
+    visits, stack = 0, [(root, [], 1, None)]
     while stack:
-        node, path, depth, done = stack.pop()
-        if done:
-            open_nodes.discard(id(node))
-            children = [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else node.value
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in children)
-            if sizes[id(node)] > MAX_YAML_NODES:
-                raise ValueError(f"{_key_path(path)}: more than {MAX_YAML_NODES:,} values once its aliases expand "
-                                 f"(line {node.start_mark.line + 1}); write the values out, without nested aliases")
-            continue
+        node, path, depth, children = stack.pop()
         if id(node) in sizes:   # an alias of a node already counted
             continue
-        if id(node) in open_nodes:
-            raise ValueError(f"{_key_path(path)}: an alias refers to a value that holds it (line "
-                             f"{node.start_mark.line + 1})")
-        if depth > MAX_YAML_DEPTH:
-            raise ValueError(f"{_key_path(path)}: nested more than {MAX_YAML_DEPTH} levels deep (line "
-                             f"{node.start_mark.line + 1})")
-        if isinstance(node, yaml.ScalarNode):
-            sizes[id(node)] = 1
+        if children is not None:   # all counted: its own size
+            open_nodes.discard(id(node))
+            sizes[id(node)] = size = tuple(map(sum, zip((1, 0), *(sizes[id(c)] for c in children))))
+            if size[0] > MAX_YAML_NODES or size[1] > MAX_YAML_BYTES:
+                break
             continue
+        if id(node) in open_nodes:
+            return path, f"an alias refers to a value that holds it{line(node)}"
+        if depth > MAX_YAML_DEPTH:
+            return path, f"nested more than {MAX_YAML_DEPTH} levels deep{line(node)}"
+        if (items := entries(node, path)) is None:   # a scalar: a YAML node's value, or itself
+            sizes[id(node)] = (1, len(text) if isinstance(text := getattr(node, "value", node), str) else 0)
+            continue
+        visits += len(items)
+        if visits > MAX_YAML_NODES:
+            break
         open_nodes.add(id(node))
-        stack.append((node, path, depth, True))
-        if isinstance(node, yaml.MappingNode):
-            seen: dict = {}
-            for key, value in node.value:
-                name = key.value if isinstance(key, yaml.ScalarNode) else None
-                if name is not None and name != "<<":
-                    if (key.tag, name) in seen:
-                        raise ValueError(f"{_key_path([*path, bounded(name, 80)])}: the key is given twice (lines "
-                                         f"{seen[(key.tag, name)]} and {key.start_mark.line + 1}); YAML keeps "
-                                         "only one of them")
-                    seen[(key.tag, name)] = key.start_mark.line + 1
-                stack.append((key, path, depth + 1, False))
-                stack.append((value, [*path, bounded(name, 80) if name is not None else "?"], depth + 1, False))
-        else:
-            stack.extend((item, [*path, i], depth + 1, False) for i, item in enumerate(node.value))
+        stack.append((node, path, depth, [c for _, key, value in items for c in (key, value) if c is not None]))
+        stack += [(c, at, depth + 1, None) for name, key, value in items
+                  for c, at in ((key, path), (value, [*path, name])) if c is not None]
+    else:
+        return None
+    return path, (f"more than {MAX_YAML_NODES:,} values or {MAX_YAML_BYTES:,} characters once its aliases expand"
+                  f"{line(node)}; write the values out, without nested aliases")
+
+
+def check_nodes(root) -> None:
+    """Raise ValueError (key path: problem) for a key given twice in a YAML mapping, or an _expansion_problem."""
+    def entries(node, path):
+        if isinstance(node, yaml.SequenceNode):
+            return [(i, None, item) for i, item in enumerate(node.value)]
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        seen: dict = {}
+        for key, _ in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) and key.value != "<<" else None
+            if name is not None and (key.tag, name) in seen:
+                raise ValueError(f"{_key_path([*path, bounded(name, 80)])}: the key is given twice (lines "
+                                 f"{seen[(key.tag, name)]} and {key.start_mark.line + 1}); YAML keeps only one of them")
+            seen[(key.tag, name)] = key.start_mark.line + 1
+        return [(bounded(k.value, 80) if isinstance(k, yaml.ScalarNode) else "?", k, v) for k, v in node.value]
+
+    if problem := _expansion_problem(root, entries, lambda node: f" (line {node.start_mark.line + 1})"):
+        raise ValueError(f"{_key_path(problem[0])}: {problem[1]}")
+
+
+def tree_problem(root) -> tuple[list, str] | None:
+    """_expansion_problem of a parsed config (--config values, a profile's `config:`, a merged config)."""
+    return _expansion_problem(root, lambda node, _: [(k, k, v) for k, v in node.items()] if isinstance(node, dict)
+                              else [(i, None, v) for i, v in enumerate(node)] if isinstance(node, list) else None)
 
 
 def check_depth(text: str) -> None:
@@ -360,9 +390,8 @@ def check_depth(text: str) -> None:
                     path = [f[1] for f in frames[:-1]]
                     raise ValueError(f"{_key_path(path)}: nested more than {MAX_YAML_DEPTH} levels deep (line "
                                      f"{token.start_mark.line + 1})")
-            elif isinstance(token, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)):
-                if frames:
-                    frames.pop()
+            elif isinstance(token, (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)) and frames:
+                frames.pop()
             elif isinstance(token, yaml.KeyToken):
                 expect_key = True
             elif isinstance(token, yaml.ScalarToken) and expect_key and frames and frames[-1][0]:
@@ -378,18 +407,15 @@ def load_yaml(path):
     """A YAML file, parsed by libyaml where PyYAML has it (the schema takes 0.3 s in pure Python), refused
     with ValueError (one line, no file name) when it is too large, nests too deep, repeats a key or expands
     its aliases beyond MAX_YAML_NODES values (see check_nodes)."""
-    size = os.path.getsize(path)
-    if size > MAX_YAML_BYTES:
+    if (size := os.path.getsize(path)) > MAX_YAML_BYTES:
         raise ValueError(f"{size:,} bytes; a config file the project reads is at most {MAX_YAML_BYTES:,}")
     text = Path(path).read_text(encoding="utf-8-sig")
     check_depth(text)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(text)
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
+        node = loader.get_single_node()   # None: an empty file
         check_nodes(node)
-        return loader.construct_document(node)
+        return node and loader.construct_document(node)
     finally:
         loader.dispose()
 
@@ -410,15 +436,15 @@ def read_yaml(path, error=None):
         raise error(_shown(path), bounded(err)) from None
 
 
-@functools.lru_cache(maxsize=4)
-def load_schema(path) -> dict:
-    return load_yaml(path)
+load_schema = functools.lru_cache(maxsize=4)(load_yaml)   # (path) -> a schema, read once
 
 
 def load_sources(files, overrides: dict | None = None) -> list[tuple[str, dict]]:
-    """The config files (and --config values) as `check` wants them."""
-    sources = [(_shown(f), read_yaml(str(f)) or {}) for f in files]
+    """The config files (and --config values, a profile's `config:` among them) as `check` wants them."""
+    if folders := [f for f in files[1:] if os.path.isdir(f)]:   # Snakemake itself fails on one before the Snakefile
+        raise ParamsError(f"{_shown(folders[0]).rstrip('/')}/: --configfile names a folder, not a YAML file")
+    sources = [(_shown(f), read_yaml(str(f)) or {}) for f in files] + ([("--config", overrides)] if overrides else [])
     for name, tree in sources:
         if not isinstance(tree, dict):
             raise ParamsError(f"{name}: (top level): a config file is a mapping of keys, not a {type(tree).__name__}")
-    return sources + ([("--config", overrides)] if overrides else [])
+    return sources

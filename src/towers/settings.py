@@ -163,3 +163,56 @@ class CrossEncoder(Schedule):
             self.refuse("group_size", f"a listwise group needs the relevant passage and a negative, not {self.group_size}")
         if self.loss == "pointwise":   # a (relevant, negative) pair, whatever the flag said
             object.__setattr__(self, "group_size", 2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Speed(Settings):
+    """How a training step runs, not what it learns (issue 42: small batches on a GPU are bound by kernel launches).
+    Not in a checkpoint's fingerprint: a run resumed with other switches takes the same steps. Off by default;
+    the paper profile sets them (params `gpu`)."""
+    length_buckets: str = knob("", help="comma-separated lengths: a training batch is padded to the smallest that "
+                                        "holds it (shapes a GPU can reuse); '': to its longest text")
+    fused_adamw: int = knob(0, choices=(0, 1), help="1: AdamW's fused kernel (CUDA only)")
+    compile: int = knob(0, choices=(0, 1), help="1: torch.compile(mode='reduce-overhead'), CUDA graphs (CUDA only)")
+
+    def __post_init__(self):
+        super().__post_init__()
+        try:
+            buckets = self.buckets()
+        except ValueError:
+            buckets = ()
+        if self.length_buckets and (not buckets or min(buckets) < 1):
+            self.refuse("length_buckets", f"must be positive whole numbers separated by commas, not {self.length_buckets!r}")
+
+    def buckets(self) -> tuple[int, ...]:
+        return tuple(sorted(int(n) for n in self.length_buckets.split(","))) if self.length_buckets else ()
+
+    ENV = "TOWERS_SPEED"   # the workflow's switches, as these flags' words (workflow/rules/common.smk)
+
+    @classmethod
+    def flags(cls) -> tuple:
+        """As Settings.flags, each defaulting to None: a flag given wins over TOWERS_SPEED, which wins over the
+        default (read when a stage runs, not when it is imported: the warm-start server imports them once)."""
+        return tuple((flag, {**kw, "default": None}) for flag, kw in super().flags())
+
+    @classmethod
+    def of(cls, args, environ=None):
+        import argparse
+        import os
+        import shlex
+
+        parser = argparse.ArgumentParser(prog=cls.ENV, add_help=False, exit_on_error=False, allow_abbrev=False)
+        for flag, kw in cls.flags():
+            parser.add_argument(flag, **kw)
+        try:
+            env, rest = parser.parse_known_args(shlex.split((os.environ if environ is None else environ).get(cls.ENV, "")))
+        except (argparse.ArgumentError, ValueError) as error:
+            raise SettingError(cls.ENV, f"not the training stages' speed flags: {error}") from None
+        if rest:
+            raise SettingError(cls.ENV, f"not the training stages' speed flags: {' '.join(rest)}")
+        values = {}
+        for f in dataclasses.fields(cls):
+            given = getattr(args, f.name, None)
+            values[f.name] = given if given is not None else getattr(env, f.name) if getattr(env, f.name) is not None \
+                else f.default
+        return cls(**values)

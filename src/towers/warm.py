@@ -3,12 +3,18 @@ which several hundred model jobs pay again and again. One server imports them on
 starts (`python -m towers <stage>`) is forked from it instead, with the job's own working folder,
 environment, arguments and standard streams (passed over a Unix socket), and hands its exit status back.
 
-Where no server answers (a cluster node, TOWERS_WARM unset, conda environments, a server gone), a stage runs
-in its own process as before. The Snakefile starts a server for local runs (params `warm_start`); it stops
-when Snakemake is gone (or, given --idle, after that long without a job: not by default, since a run's first
-jobs may start before the server listens and keep it jobless for minutes).
+Only the user who started the server can use it, and a stage talks only to a server of its own user. The
+socket is a file in a folder that `mkdtemp` made for this run (mode 0700: nobody else can reach, bind or
+replace the socket, and its random name cannot be claimed first); each side also checks the other's
+credentials (SO_PEERCRED) before a byte of the request (argv, folder, environment) is sent or read. A stage
+that finds a server it cannot trust says so in one line and runs in its own process.
 
-    python -m towers.warm NAME --watch PID [--idle SECONDS]
+Where no server answers (a cluster node, TOWERS_WARM unset, conda environments, a server gone), a stage runs
+in its own process as before. The Snakefile starts a server for local runs (params `warm_start`, `launch`);
+it stops when Snakemake is gone (or, given --idle, after that long without a job: not by default, since a
+run's first jobs may start before the server listens and keep it jobless for minutes).
+
+    python -m towers.warm SOCKET --watch PID [--idle SECONDS]
 """
 from __future__ import annotations
 
@@ -17,33 +23,98 @@ import ctypes
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
+import stat
+import struct
+import subprocess
 import sys
+import tempfile
 import time
 import traceback
+from pathlib import Path
 
-ENV = "TOWERS_WARM"   # the server's name, set by the Snakefile for the jobs it starts
+ENV = "TOWERS_WARM"   # the server's socket, set by the Snakefile for the jobs it starts
+SOCKET = "socket"     # its file's name inside the run's private folder
+MAX_PATH = 107        # a Unix socket's path: at most 108 bytes with the closing NUL
 
 
-def address(name: str) -> str:
-    return "\0towers-warm-" + name   # Linux's abstract namespace: no socket file to leave behind
+class Untrusted(Exception):
+    """A socket, or the process behind it, that is not this user's own."""
+
+
+def private_problem(folder: Path) -> str | None:
+    """Why `folder` could let another user reach or replace a socket in it; None when it is this user's alone."""
+    try:
+        info = os.lstat(folder)
+    except OSError as err:
+        return f"{folder}: {err.strerror}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{folder}: not a folder"
+    if info.st_uid != os.getuid():
+        return f"{folder}: belongs to uid {info.st_uid}, not to you (uid {os.getuid()})"
+    if info.st_mode & 0o077:
+        return f"{folder}: open to other users (mode {stat.S_IMODE(info.st_mode):o}, not 700)"
+    return None
+
+
+def peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of a connected Unix socket, as the kernel recorded it."""
+    _pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return uid
+
+
+def require_own_peer(conn: socket.socket, what: str) -> None:
+    uid = peer_uid(conn)
+    if uid != os.getuid():
+        raise Untrusted(f"the {what} runs as uid {uid}, not as you (uid {os.getuid()})")
+
+
+def socket_path() -> str | None:
+    """A new socket path in a folder of this user's alone (mkdtemp: mode 0700, a random name made atomically), in
+    the user's runtime folder where there is one; None where no such path fits a Unix socket."""
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
+        if base and os.path.isdir(base) and len(os.path.join(base, "towers-warm-12345678", SOCKET)) <= MAX_PATH:
+            return os.path.join(tempfile.mkdtemp(prefix="towers-warm-", dir=base), SOCKET)
+    return None
+
+
+def launch(watch: int, log) -> str | None:
+    """Start a server for the process `watch` (Snakemake), its output to `log`: the socket path its jobs are
+    to be given in TOWERS_WARM, or None where no private socket path can be had (stages then start alone)."""
+    path = socket_path()
+    if path:
+        subprocess.Popen([sys.executable, "-m", "towers.warm", path, "--watch", str(watch)],
+                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    return path
 
 
 # --- the stage's side ---------------------------------------------------------------------------------
 
-def forward(name: str, argv: list[str]) -> int | None:
-    """Run `towers <argv>` in a fork of the server: its exit status, or None when no server answered (nothing
-    was started: run it here)."""
+def forward(path: str, argv: list[str]) -> int | None:
+    """Run `towers <argv>` in a fork of the server at `path`: its exit status, or None when no server of this
+    user's answered (nothing was started or sent: run it here)."""
+    if not os.path.lexists(Path(path).parent):   # the server has stopped and cleared its folder
+        return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(address(name))
+        problem = private_problem(Path(path).parent)
+        if problem:
+            raise Untrusted(problem)
+        conn.connect(path)
+        require_own_peer(conn, "warm-start server")   # before the request: it carries the job's environment
         request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode() + b"\n"
         sent = socket.send_fds(conn, [request], [0, 1, 2])
         conn.sendall(request[sent:])
         replies = conn.makefile("r")
         pid = int(replies.readline())
+    except Untrusted as err:
+        print(f"warning: {ENV}={path}: not used, {err}; the stage runs in its own process", file=sys.stderr)
+        conn.close()
+        return None
     except (OSError, ValueError):
+        conn.close()
         return None
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):   # Ctrl-C or Snakemake's kill reach the stage
         signal.signal(sig, lambda number, _frame: os.kill(pid, number))
@@ -135,7 +206,19 @@ def _read_request(conn) -> tuple[dict, list[int]]:
     return json.loads(data), list(fds)
 
 
-def serve(name: str, watch: int, idle: float) -> None:
+def serve(path: str, watch: int, idle: float) -> None:
+    folder = Path(path).parent
+    problem = private_problem(folder)
+    if problem:   # a folder others can enter: they could reach the socket or put their own in its place
+        sys.exit(f"error: {problem}: a warm-start socket belongs in a folder of your own (mode 700)")
+    signal.signal(signal.SIGTERM, lambda _number, _frame: sys.exit(0))   # a plain kill clears the folder too
+    try:
+        _serve(path, watch, idle)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _serve(path: str, watch: int, idle: float) -> None:
     os.environ["OMP_NUM_THREADS"] = "1"   # each fork sets its job's count; the server itself never computes
     import torch  # noqa: F401  (the point of the server: imported once, shared by every fork)
     import transformers  # noqa: F401
@@ -146,7 +229,7 @@ def serve(name: str, watch: int, idle: float) -> None:
     load_all()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(address(name))
+    listener.bind(path)
     listener.listen(64)
     selector = selectors.DefaultSelector()   # one thread: forking from a threaded process is unsafe
     selector.register(listener, selectors.EVENT_READ)
@@ -157,7 +240,12 @@ def serve(name: str, watch: int, idle: float) -> None:
             if key.fileobj is listener:
                 conn, _ = listener.accept()
                 try:
+                    require_own_peer(conn, "client")   # before reading: argv, folder and environment come next
                     request, fds = _read_request(conn)
+                except Untrusted as err:
+                    print(f"refused a connection: {err}", file=sys.stderr, flush=True)
+                    conn.close()
+                    continue
                 except (OSError, ValueError):
                     conn.close()
                     continue
@@ -205,12 +293,12 @@ def _alive(pid: int) -> bool:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m towers.warm", description=__doc__.splitlines()[0])
-    parser.add_argument("name")
+    parser.add_argument("socket", help="the socket's path, in a folder of your own (mode 700)")
     parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
     parser.add_argument("--idle", type=float, default=float("inf"),
                         help="also stop after this many seconds without a job (default: only when Snakemake is gone)")
     args = parser.parse_args(argv)
-    serve(args.name, args.watch, args.idle)
+    serve(args.socket, args.watch, args.idle)
 
 
 if __name__ == "__main__":

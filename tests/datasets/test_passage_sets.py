@@ -405,6 +405,22 @@ def test_bad_archives_and_beir_files(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_folder_holding_a_file_both_plain_and_gzipped_is_refused(tmp_path):
+    """corpus.jsonl beside a newer corpus.jsonl.gz: which one is meant cannot be told, so neither is read."""
+    out = ["--seed", 1, "--out-dir", tmp_path / "out/collection", "--split-dir", tmp_path / "out/splits/dev"]
+    beir = tmp_path / "beir"
+    shutil.copytree(BEIR_TINY, beir)
+    (beir / "corpus.jsonl.gz").write_bytes(gzip.compress((BEIR_TINY / "corpus.jsonl").read_bytes()))
+    assert_one_line_error(run_stage("passages-beir", "--source", beir, *out),
+                          f"{beir}: holds both corpus.jsonl and corpus.jsonl.gz; keep only the one to read")
+    ms = tmp_path / "ms"
+    shutil.copytree(MS_TINY, ms)
+    (ms / "qrels.train.tsv.gz").write_bytes(gzip.compress((MS_TINY / "qrels.train.tsv").read_bytes()))
+    assert_one_line_error(run_stage("passages-msmarco", "--source", ms, *out),
+                          f"{ms}: holds both qrels.train.tsv and qrels.train.tsv.gz; keep only the one to read")
+    assert not (tmp_path / "out").exists()
+
+
 def test_wiki_question_that_cannot_be_resolved(tmp_path, tiny_articles):
     articles, _ = tiny_articles
     path = tmp_path / "articles.jsonl"

@@ -16,6 +16,22 @@ if DRY_RUN not in ("", "0", "1", "bf16"):
     raise ValueError(f"TOWERS_GPU_DRY_RUN must be 1 or bf16, not {DRY_RUN!r}")
 DRY_RUN = "" if DRY_RUN == "0" else DRY_RUN
 
+# TOWERS_GPU_SPEED=1: the device side trains with the paper profile's switches (fixed length buckets, fused AdamW;
+# =compile adds CUDA graphs), the CPU side without: the switches' losses against the GPU checks' tolerances
+_SPEED = os.environ.get("TOWERS_GPU_SPEED", "")
+if _SPEED not in ("", "0", "1", "compile"):
+    raise ValueError(f"TOWERS_GPU_SPEED must be 1 or compile, not {_SPEED!r}")
+
+
+def _speed():
+    from towers.settings import Speed
+
+    on = _SPEED in ("1", "compile")
+    return Speed(length_buckets="16,32,48,64,128" if on else "", fused_adamw=int(on), compile=int(_SPEED == "compile"))
+
+
+SPEED = _speed()
+
 marks = [pytest.mark.gpu,
          pytest.mark.skipif(not torch.cuda.is_available() and not DRY_RUN,
                             reason="no CUDA device (TOWERS_GPU_DRY_RUN=1 runs both sides on the CPU)")]
@@ -37,4 +53,4 @@ def record(key: str, name: str, **values) -> None:
         device = {"1": "cpu (dry run)", "bf16": "cpu (dry run, bf16 autocast)"}.get(DRY_RUN) \
             or torch.cuda.get_device_name(0)
         with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({key: name, "device": device, **values}) + "\n")
+            out.write(json.dumps({key: name, "device": device, "speed": SPEED.as_dict(), **values}) + "\n")

@@ -19,7 +19,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpu_side import DRY_RUN, marks, record as keep, run_on
+from gpu_side import DRY_RUN, SPEED, marks, record as keep, run_on
+from towers.settings import Speed
 
 pytestmark = marks
 
@@ -77,7 +78,7 @@ def side(name: str, train, tmp_path) -> tuple[list[float], float]:
         log = tmp_path / f"{name}.jsonl"
         began = time.perf_counter()
         # a state folder per side: both have one fingerprint, so a shared one would resume the other's checkpoint
-        model = train(loop.Run(SEED, tmp_path / f"{name}.state", log))
+        model = train(loop.Run(SEED, tmp_path / f"{name}.state", log, speed=SPEED if name == "device" else Speed()))
         if not on_cpu:
             torch.cuda.synchronize()
         seconds = time.perf_counter() - began

@@ -131,3 +131,83 @@ def test_split_runs_are_the_single_runs_rows_of_their_queries(tmp_path):
     assert (art / "bm25/dev/test-d1000.trec").read_text().splitlines() == [x for q in test for x in lines.get(q, [])]
     assert (art / "bm25/dev/train-d3.trec").read_text().splitlines() == [x for q in train for x in lines.get(q, [])[:3]]
     assert json.loads((art / "eval/bm25/dev/lucene.json").read_text())["run"].endswith("bm25/dev/test-d1000.trec")
+
+
+def _last_line(result) -> str:
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_java_refusals_at_search_time_each_get_their_own_line(tmp_path, monkeypatch):
+    """Before, every Java exception of a search was "not a readable Lucene index, damaged or incomplete"."""
+    index = lighthouse_index(tmp_path, n=10)
+    queries = tmp_path / "q.tsv"
+    long = " ".join(f"term{i}" for i in range(1100))   # over Lucene's default maxClauseCount of 1,024
+    queries.write_text(f"q1\t{WORDS[0]}\nq2\t{long}\nq3\t{WORDS[1]}\n")
+    search = ["bm25-search", "--index", index, "--queries", queries, "--run", tmp_path / "run.trec", "--depth", 5,
+              "--threads", 1]
+    for k1, b, flag in (("inf", 0.4, "--k1"), ("nan", 0.4, "--k1"), (0.9, "nan", "--b"), (0.9, 1.5, "--b")):
+        limits = "of at least 0" if flag == "--k1" else "from 0 to 1"
+        value = k1 if flag == "--k1" else b
+        assert _last_line(run_stage(*search, "--k1", k1, "--b", b)) == \
+            f"error: {flag}: must be a finite number {limits}, not {float(value)}"
+    # the limit is raised: a long query is searched
+    assert run_stage(*search, "--k1", 0.9, "--b", 0.4).returncode == 0
+    assert {qid for qid, _ in read_run(tmp_path / "run.trec").items()} == {"q1", "q3"}
+    (tmp_path / "run.trec").unlink()
+    monkeypatch.setattr(bm25, "MAX_CLAUSES", 1024)   # past the limit: the query named
+    assert _last_line(run_stage(*search, "--k1", 0.9, "--b", 0.4)) == (
+        f"error: {queries}: query q2 has more distinct terms than Lucene searches in one query (maxClauseCount, "
+        "raised here to 1,024); shorten it")
+    assert not (tmp_path / "run.trec").exists()
+
+
+def _disk_full_line(index) -> str:
+    return f"error: {index}: no space left on the device while writing it (OSError); free space and rerun"
+
+
+def test_a_disk_that_fills_while_lucene_indexes_is_one_line(tmp_path):
+    """For real: a 2 MB tmpfs (as root; skipped where it cannot be mounted)."""
+    import os
+    import random
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(full)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        rng = random.Random(1)
+        words = [f"w{i}" for i in range(50000)]
+        (tmp_path / "c.jsonl").write_text("".join(
+            json.dumps({"id": f"d{i}", "contents": " ".join(rng.choice(words) for _ in range(60))}) + "\n"
+            for i in range(20000)))   # 9 MB
+        # a process of its own: Java's printout of the failure (Anserini's indexer threads print it) goes to its stderr
+        result = subprocess.run([sys.executable, "-m", "towers", "bm25-index", "--candidates", tmp_path / "c.jsonl",
+                                 "--index", full / "index", "--threads", "1"], capture_output=True, text=True)
+        assert result.returncode == 1 and result.stderr.strip() == _disk_full_line(full / "index"), result.stderr[-3000:]
+        assert list(full.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=False)
+
+
+def test_a_java_disk_full_is_the_oserror_it_is_and_other_java_errors_stay_as_they_are(tmp_path):
+    """Without root: the Java exception of a full disk, as jnius gives it (its cause in the stack trace)."""
+    from jnius import JavaException
+
+    from towers.cli import disk_full
+
+    bm25.start_jvm()
+    full = JavaException("JVM exception occurred: this IndexWriter is closed",
+                         "org.apache.lucene.store.AlreadyClosedException", "this IndexWriter is closed",
+                         ["org.apache.lucene.index.IndexWriter.ensureOpen(IndexWriter.java:914)", "Caused by:",
+                          "java.io.IOException: No space left on device"])
+    with pytest.raises(OSError) as caught, bm25.disk_full_as_oserror(tmp_path / "index"):
+        raise full
+    assert disk_full(caught.value, None) == _disk_full_line(tmp_path / "index")
+    other = JavaException("JVM exception occurred: boom", "java.lang.RuntimeException", "boom", [])
+    with pytest.raises(JavaException), bm25.disk_full_as_oserror(tmp_path / "index"):
+        raise other

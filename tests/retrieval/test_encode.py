@@ -195,6 +195,55 @@ def test_a_corpus_in_one_chunk_is_written_as_one_encoding_saved_whole(tmp_path, 
     assert np.allclose(np.load(tmp_path / "7.npy"), np.load(tmp_path / "whole.npy"), atol=1e-5)
 
 
+def test_chunks_prepared_in_the_background_write_the_serial_bytes(tmp_path, tower):
+    """The next chunk tokenised beside the forward passes: several hundred texts over several chunks (pairs with
+    a segment, and a prefix) give the bytes of the serial loop and of encode() chunk by chunk, as before."""
+    from towers.retrieval.encode import encode_corpus
+
+    model, tok = tower
+    rng = np.random.default_rng(0)
+    words = " ".join(TEXTS).split()
+    rows = [{"id": f"d{i}", "sentence": " ".join(rng.choice(words, rng.integers(1, 30))), "paragraph": TEXTS[i % 5]}
+            for i in range(300)]
+    doc_of = lambda r: (r["sentence"], r["paragraph"])   # noqa: E731
+    options = {"segment": 1, "prefix": "passage: ", "desc": None}
+    for overlap in (True, False):
+        encode_corpus(model, tok, iter(rows), len(rows), doc_of, tmp_path / f"{overlap}.npy", tmp_path / f"{overlap}.ids",
+                      24, 7, chunk=64, overlap=overlap, **options)
+    by_chunk = np.vstack([encode(model, tok, [doc_of(r) for r in rows[i:i + 64]], "doc", 24, 7, **options)
+                          for i in range(0, len(rows), 64)])
+    assert np.load(tmp_path / "True.npy").tobytes() == np.load(tmp_path / "False.npy").tobytes() == by_chunk.tobytes()
+    assert (tmp_path / "True.ids").read_text() == (tmp_path / "False.ids").read_text()
+    assert (tmp_path / "True.ids").read_text().split() == [r["id"] for r in rows]
+
+
+def test_an_error_reading_the_next_chunk_in_the_background_is_the_stage_error(tmp_path, tower):
+    from towers.io import StageError
+    from towers.retrieval.encode import encode_corpus
+
+    model, tok = tower
+    rows = [{"id": f"d{i}", "sentence": TEXTS[i % 5]} for i in range(20)] + [{"id": "bad"}]
+    with pytest.raises(StageError, match="candidate bad lacks"):
+        encode_corpus(model, tok, iter(rows), len(rows), lambda r: r.get("sentence") or _lacks(r), tmp_path / "e.npy",
+                      tmp_path / "e.ids", 24, 4, chunk=8, overlap=True, desc=None)
+    assert not (tmp_path / "e.npy").exists() and not (tmp_path / "e.ids").exists()
+
+
+def _lacks(row):
+    from towers.io import StageError
+
+    raise StageError("c.jsonl", f"candidate {row['id']} lacks a sentence")
+
+
+def test_the_background_thread_is_used_on_a_gpu_only(monkeypatch):
+    from towers.retrieval import encode as module
+
+    monkeypatch.setattr(module, "device", lambda: torch.device("cuda"))
+    assert module.overlaps()
+    monkeypatch.setattr(module, "device", lambda: torch.device("cpu"))
+    assert not module.overlaps()
+
+
 def test_a_shard_reads_its_own_rows_only(tmp_path):
     """Rows outside the slice are skipped unparsed: broken JSON there does not stop a shard."""
     from towers.io import count_jsonl, read_jsonl_slice

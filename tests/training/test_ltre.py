@@ -535,8 +535,9 @@ def test_run_rows_are_read_runs_ranked_rows_cut_to_depth_whatever_the_chunks(tmp
 
     rng = np.random.default_rng(depth * chunk)
     doc_ids = [f"d{i}" for i in range(20)]
-    hits = [(f"q{q}", f"d{int(rng.integers(25))}", int(r), float(10 - r))   # d20..d24 are not indexed
-            for q in range(6) for r in rng.permutation(np.arange(1, 9))]
+    drawn = [i for i in range(25) if i not in (3, 4)]   # a query names a doc once (d3, d4: the ties below)
+    hits = [(f"q{q}", f"d{int(d)}", int(r), float(10 - r))   # d20..d24 are not indexed
+            for q in range(6) for d, r in zip(rng.choice(drawn, size=8, replace=False), rng.permutation(np.arange(1, 9)))]
     hits += [("q2", "d3", 3, 7.0), ("q2", "d4", 3, 7.0)]   # tied ranks keep the file's order
     order = rng.permutation(len(hits))
     if in_order:   # the training queries' order, each ranked (a run written by bm25-search), the ties as before
@@ -558,7 +559,7 @@ def test_a_run_that_is_not_trec_is_a_one_line_error_naming_it(tmp_path):
     from towers.training import sampling
 
     (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 tag\nq1 Q0 d2 two 1.0 tag\n")
-    with pytest.raises(StageError, match="run.trec.*not a TREC run"):
+    with pytest.raises(StageError, match="run.trec: line 2 has a bad rank or score"):
         sampling.run_rows(tmp_path / "run.trec", ["q1"], sampling.RowLookup(["d1", "d2"]), 5)
 
 

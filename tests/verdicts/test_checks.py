@@ -91,3 +91,122 @@ def test_a_count_that_differs_between_builds_is_refused():
     other = _expected([("t", "c", "pairs", "count", 11.0, 1e-6, "exact: deterministic")])
     with pytest.raises(ValueError, match="t, c, pairs: a count that differs"):
         checks.across_builds([one, other])
+
+
+# --- the cells come from the tables: a record edited by hand is refused, not judged ---------------------------
+
+def _zeroshot(tmp_path):
+    """A real table: two runs evaluated and tabled by the zero-shot stage, its expected values, a claim on it."""
+    import json
+
+    from conftest import ROOT, run_stage
+
+    (tmp_path / "qrels.txt").write_text("".join(f"q{q} 0 d{q} 1\n" for q in range(8)))
+    (tmp_path / "test.tsv").write_text("".join(f"q{q}\tquestion {q}\n" for q in range(8)))
+    rows = []
+    for name, found in (("good", 6), ("bad", 2)):
+        run = tmp_path / f"{name}.trec"
+        run.write_text("".join(f"q{q} Q0 d{q if q < found else 99} 1 1.0 {name}\n" for q in range(8)))
+        assert run_stage("evaluate", "--run", run, "--qrels", tmp_path / "qrels.txt", "--queries", tmp_path / "test.tsv",
+                         "--metrics", "R@1", "--out", tmp_path / f"{name}.json").returncode == 0
+        rows += ["--row", json.dumps({"model": name, "label": name, "caveat": "", "eval": str(tmp_path / f"{name}.json")})]
+    table = tmp_path / "results/t.csv"
+    built = run_stage("zeroshot-table", "--dataset", "d", "--split", "s", "--profile", "tiny", "--note", "n",
+                      "--metrics", "R@1", *rows, "--published", json.dumps({"model": "good", "metric": "R@1",
+                                                                           "value": "0.7", "source": "x"}),
+                      "--csv", table, "--json", tmp_path / "results/t.json")
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert run_stage("expected", "--table", f"t={table}", "--basis", "exact", "--out",
+                     tmp_path / "expected.csv").returncode == 0
+    claims = tmp_path / "p.claims.yaml"
+    claims.write_text(json.dumps({"paper": "p", "title": "t", "claims": [
+        {"id": "p-1", "source": "s", "statement": "good beats bad", "table": "t", "metrics": ["R@1"],
+         "higher": {"model": "good"}, "lower": {"model": "bad"}}]}))
+
+    def check():
+        return run_stage("check", "--table", f"t={table}", "--expected", tmp_path / "expected.csv",
+                         "--csv", tmp_path / "check.csv")
+
+    def verdicts():
+        return run_stage("claims", "--claims", claims, "--schema", ROOT / "workflow/schemas/claims.schema.yaml",
+                         "--table", f"t={table}", "--profile", "tiny", "--csv", tmp_path / "claims.csv",
+                         "--json", tmp_path / "claims.json")
+
+    return table, check, verdicts
+
+
+def _edit_cell(record, field, value):
+    import json
+
+    meta = json.loads(record.read_text())
+    meta["cells"][0][field] = value   # good's R@1: 0.75 in the table, published 0.7
+    record.write_text(json.dumps(meta))
+
+
+def _one_line(result) -> str:
+    text = result.stderr.strip()
+    assert result.returncode == 1 and "Traceback" not in text and "\n" not in text, text[-2000:]
+    return text
+
+
+def test_check_and_claims_refuse_a_record_whose_cells_disagree_with_its_table(tmp_path):
+    table, check, verdicts = _zeroshot(tmp_path)
+    assert check().returncode == 0 and verdicts().returncode == 0
+    record = tmp_path / "results/t.csv.meta.json"
+    _edit_cell(record, "value", 0.5)   # before: check FAILed this cell, the table still showing 0.75
+    expected = (f"error: {record}: cell [model=good] R@1 is 0.5 here but 0.75 in {table}; the record was edited or "
+                "is stale: rebuild the table")
+    assert _one_line(check()) == expected
+    assert _one_line(verdicts()) == expected
+    _edit_cell(record, "value", 0.75)
+    _edit_cell(record, "paper", 0.9)   # the paper profile's check reads paper values as the expected ones
+    assert _one_line(check()) == (f"error: {record}: cell [model=good] R@1 has paper value 0.9 here but 0.7 in "
+                                  f"{table}; the record was edited or is stale: rebuild the table")
+    _edit_cell(record, "paper", 0.7)
+    _edit_cell(record, "row", {"model": "best"})
+    assert _one_line(check()).startswith(f"error: {record}: cell [model=best] R@1 is not in {table}; ")
+    _edit_cell(record, "row", {"model": "good"})
+    assert check().returncode == 0
+    # the per-query values come from the evaluations the record names, each as its stage wrote it
+    from towers.verdicts import cells
+
+    cells._SAMPLES.clear()   # (cached in this test process; a stage's own process starts without)
+    evaluation = tmp_path / "bad.json"
+    was = evaluation.read_text()
+    evaluation.write_text(was.replace('"R@1": 0.0', '"R@1": 1.0'))
+    assert evaluation.read_text() != was
+    assert _one_line(verdicts()).startswith(f"error: {evaluation}: changed after stage evaluate wrote it")
+
+
+def test_long_tables_and_step_windows_are_checked_too(tmp_path):
+    """Figures are long tables (a measure column, a value column); LTRe Figure 3's window means are not in its CSV
+    (it holds the smoothed curves) and are checked against the step log they average."""
+    import json
+
+    from towers.io import StageError
+    from towers.verdicts.cells import cell, load_cells
+
+    figure = tmp_path / "figure.csv"
+    figure.write_text("method,depth,value,panel,measure\nA,1,0.5,p,recall\nA,5,0.75,p,recall\nA,1,0.25,q,MRR@10\n")
+    cells = [cell({"method": "A", "depth": 1}, "recall", 0.5), cell({"method": "A", "depth": 5}, "recall", 0.75),
+             cell({"method": "A", "depth": 1}, "MRR@10", 0.25)]
+    record = tmp_path / "figure.csv.meta.json"
+    record.write_text(json.dumps({"cells": cells}))
+    assert len(load_cells({"f": figure})["f"]) == 3
+    cells[2]["value"] = 0.5
+    record.write_text(json.dumps({"cells": cells}))
+    with pytest.raises(StageError, match=r"cell \[method=A; depth=1\] MRR@10 is 0.5 here but 0.25 in "):
+        load_cells({"f": figure})
+    log = tmp_path / "steps.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "mrr": s / 100}) + "\n" for s in range(1, 11)))
+    curve = tmp_path / "curve.csv"
+    curve.write_text("method,step,value,panel,measure\nltre,1,0.01,p,MRR@10\n")
+    steps = [cell({"method": "ltre", "window": w}, "MRR@10", value,
+                  samples={"kind": "steps", "file": str(log), "field": "mrr", "window": w})
+             for w, value in (("first", 0.015), ("last", 0.095))]
+    (tmp_path / "curve.csv.meta.json").write_text(json.dumps({"cells": steps}))
+    assert len(load_cells({"c": curve})["c"]) == 2
+    steps[1]["value"] = 0.2
+    (tmp_path / "curve.csv.meta.json").write_text(json.dumps({"cells": steps}))
+    with pytest.raises(StageError, match=r"window=last\] MRR@10 is 0.2 here but 0.095 in its step log .*steps.jsonl"):
+        load_cells({"c": curve})

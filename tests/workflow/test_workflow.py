@@ -63,6 +63,16 @@ def test_snakemakes_own_threads_stay_few_over_the_tiny_run(tiny_run):
 
 
 @pytest.mark.slow
+def test_the_tiny_runs_model_jobs_were_forked_from_its_own_warm_start_server(tiny_run):
+    """The server takes only its own user (issue 40) and still serves that user's build."""
+    records = [json.loads(p.read_text()) for p in tiny_run.glob("artifacts/**/*.meta.json")]
+    model_jobs = [r for r in records if r.get("torch_loaded")]
+    forked = sum(r["warm_start"] for r in model_jobs)
+    assert model_jobs and forked >= len(model_jobs) / 2, (forked, len(model_jobs))
+    assert "refused" not in (tiny_run / "logs/warm-start.log").read_text()
+
+
+@pytest.mark.slow
 def test_tiny_dag_builds_the_table(tiny_run):
     table = pd.read_csv(tiny_run / TARGET, dtype={"split": str})
     assert list(table[["encoder", "pretraining"]].itertuples(index=False, name=None)) == [

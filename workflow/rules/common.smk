@@ -8,10 +8,10 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 
+from towers import warm
 from towers.scheduler import keep_one_pending_look
 
 # --- software ---------------------------------------------------------------------------------------
@@ -42,6 +42,12 @@ TRAIN_ENV = f"{ENVS}/gpu.yaml" if TRAIN_JOB.get("gpu", 0) else CPU_ENV
 # A training job given several GPUs runs data-parallel, one process a GPU (towers.training.distributed).
 TRAIN_PROCESSES = max(1, TRAIN_JOB.get("gpu", 0))
 TRAIN = TOWERS if TRAIN_PROCESSES == 1 else f"{PY} -m towers.training.distributed {TRAIN_PROCESSES}"
+# How training steps run on a GPU (params `gpu`, settings.Speed): each switch that is on, as the training stages'
+# flags, passed in TOWERS_SPEED before TRAIN, so the rules' commands (their code, a rerun trigger) stay as they
+# are and a profile with every switch off plans the commands it always did.
+GPU_FLAGS = " ".join(f"--{k.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, list) else int(v)}"
+                     for k, v in config.get("gpu", {}).items() if v)
+TRAIN = f"TOWERS_SPEED={shlex.quote(GPU_FLAGS)} {TRAIN}" if GPU_FLAGS else TRAIN
 JAVA_ENV = f"{ENVS}/java.yaml"
 
 # --- the scheduler ----------------------------------------------------------------------------------
@@ -111,12 +117,11 @@ def start_warm_server() -> None:
     job where it does not run (clusters, conda, `warm_start: false`), start a process of their own."""
     if not (config.get("warm_start", True) and workflow.local_exec and not workflow.touch and not CONDA):
         return
-    name = f"{os.getpid()}-{time.time_ns()}"
-    os.environ.update(TOWERS_WARM=name)   # set, not read: the jobs' shells inherit it
     os.makedirs("logs", exist_ok=True)
     with open("logs/warm-start.log", "a") as log:
-        subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(os.getpid())],
-                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        socket_path = warm.launch(os.getpid(), log)   # in a folder of this user's alone
+    if socket_path:
+        os.environ.update({warm.ENV: socket_path})   # set, not read: the jobs' shells inherit it
 
 # --- shell words and table rules --------------------------------------------------------------------
 

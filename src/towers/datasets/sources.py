@@ -64,9 +64,12 @@ class Source:
         in the order given. Each handle must be read before the next is asked for."""
         if self.kind == "folder":
             for name in names:
-                path = next((p for p in (self.path / name, self.path / f"{name}.gz") if p.is_file()), None)
-                if path is None:
+                found = [p for p in (self.path / name, self.path / f"{name}.gz") if p.is_file()]
+                if not found:
                     raise StageError(self.path, f"no {name} (or {name}.gz) in the folder")
+                if len(found) > 1:   # which one is meant cannot be told (an old copy beside a newer one)
+                    raise StageError(self.path, f"holds both {name} and {name}.gz; keep only the one to read")
+                path = found[0]
                 with open(path, "rb") as binary, open_text(binary, path.name) as handle:
                     yield name, str(path), handle
         elif self.kind == "file":

@@ -13,7 +13,10 @@ where the JVM starts (`start_jvm`)."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import math
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -21,6 +24,10 @@ from ..io import StageError, atomic_open, atomic_path, read_jsonl, read_queries,
 
 _UNAVAILABLE_JVM_OPTION = "jdk.incubator.vector"
 HITS_PER_BATCH = 200_000   # queries a batch_search call takes: this many hits over the depth (Java and Python hold one batch)
+# Lucene refuses a query of more distinct terms than its maxClauseCount (1,024 by default: TooManyClauses). A long
+# query (a passage as the query) is a legitimate BM25 query, so the limit is raised (IndexSearcher.setMaxClauseCount);
+# past this one a query is refused, by its id
+MAX_CLAUSES = 1 << 16
 
 
 def java_heap_mb(memory_mb: int) -> int:
@@ -63,12 +70,42 @@ def build_index(collection_jsonl, index_dir, threads: int = 2, heap_mb: int = 0)
         args = ["-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
                 "-input", staging, "-index", str(tmp_index), "-threads", str(threads),
                 "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet"]
-        autoclass("io.anserini.index.IndexCollection").main(args)
-        indexed = autoclass("io.anserini.index.IndexReaderUtils").getIndexStats(
-            autoclass("io.anserini.index.IndexReaderUtils").getReader(str(tmp_index))).get("documents")
+        with disk_full_as_oserror(index_dir):
+            autoclass("io.anserini.index.IndexCollection").main(args)
+            indexed = autoclass("io.anserini.index.IndexReaderUtils").getIndexStats(
+                autoclass("io.anserini.index.IndexReaderUtils").getReader(str(tmp_index))).get("documents")
         if int(indexed) != count:
             raise StageError(collection_jsonl, f"indexed {indexed} documents but the file holds {count}")
     return count
+
+
+FULL = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT}   # Java's IOException texts
+
+
+@contextlib.contextmanager
+def disk_full_as_oserror(output):
+    """A Java exception of a full disk (an IOException, often as the cause of an AlreadyClosedException) as the
+    OSError it is, naming `output`: towers.cli reports that in one line. Java's own printout of it (Anserini's
+    indexer threads print their stack traces on System.err) is held back, and shown when it was anything else."""
+    from jnius import JavaException
+    from pyserini.pyclass import autoclass
+
+    system = autoclass("java.lang.System")
+    held, err = autoclass("java.io.ByteArrayOutputStream")(), system.err
+    system.setErr(autoclass("java.io.PrintStream")(held, True))
+    full = None
+    try:
+        yield
+    except JavaException as caught:
+        text = "\n".join([str(caught), *(getattr(caught, "stacktrace", None) or [])])
+        full = next((code for words, code in FULL.items() if words in text), None)
+        if full is None:
+            raise
+        raise OSError(full, os.strerror(full), str(output)) from None
+    finally:
+        system.setErr(err)
+        if full is None and held.size():
+            print(held.toString(), end="", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -79,16 +116,25 @@ def readable_index(index_dir):
     try:
         yield
     except JavaException as err:
-        first = (str(err).strip().splitlines() or ["unreadable"])[0][:300]
-        raise StageError(index_dir, f"not a readable Lucene index, damaged or incomplete ({first})") from None
+        raise damaged(index_dir, err) from None
+
+
+def damaged(index_dir, err) -> StageError:
+    first = (str(err).strip().splitlines() or ["unreadable"])[0][:300]
+    return StageError(index_dir, f"not a readable Lucene index, damaged or incomplete ({first})")
 
 
 def searcher(index_dir, k1: float, b: float, heap_mb: int = 0):
     """Anserini's SimpleSearcher (what `LuceneSearcher` wraps) over a built index with BM25(k1, b), or one line
     saying why the index cannot be opened."""
+    for flag, value, top in (("--k1", k1, math.inf), ("--b", b, 1.0)):   # Lucene's own refusal read as a damaged index
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 <= value <= top):
+            raise StageError(flag, f"must be a finite number {'of at least 0' if top == math.inf else 'from 0 to 1'}, "
+                                   f"not {value}")
     start_jvm(heap_mb)
     from pyserini.pyclass import autoclass
 
+    autoclass("org.apache.lucene.search.IndexSearcher").setMaxClauseCount(MAX_CLAUSES)
     if not any(Path(index_dir).glob("segments_*")):
         raise StageError(index_dir, "not a Lucene index (no segments file)")
     with readable_index(index_dir):
@@ -145,13 +191,38 @@ def search(index_dir, queries_tsv, run_path, k1: float, b: float, depth: int, th
     paths = [queries_tsv] if isinstance(queries_tsv, (str, Path)) else list(queries_tsv)
     queries = query_shard(read_query_files(paths), shard, shards)
     lucene = searcher(index_dir, k1, b, heap_mb)
+    from jnius import JavaException   # (only once the JVM runs: importing jnius starts one, without Pyserini's jar)
     qids = list(queries)
     batch_size = batch_size or max(1, HITS_PER_BATCH // max(1, depth))
     with atomic_open(run_path) as run:
         for start in tqdm(range(0, len(qids), batch_size), desc="bm25 search", unit="batch", mininterval=5):
             chunk = qids[start:start + batch_size]
-            with readable_index(index_dir):   # a damaged segment may only show when it is read
+            try:
                 hits = batch_search(lucene, [queries[q] for q in chunk], chunk, depth, threads)
+            except JavaException as err:
+                raise why_not_searched(lucene, queries, chunk, depth, index_dir, paths, err) from None
             for qid in chunk:
                 write_ranking(run, qid, hits.get(qid, []), tag)
     return len(qids)
+
+
+def why_not_searched(lucene, queries: dict[str, str], chunk: list[str], depth: int, index_dir, paths,
+                     err) -> StageError:
+    """A batch Java could not search, as one line. Anserini's batch search only says how many of its queries
+    completed: each is searched alone to learn which failed and why (a query over MAX_CLAUSES distinct terms, or a
+    damaged segment, which may only show when it is read)."""
+    from jnius import JavaException
+
+    found = None
+    for qid in chunk:
+        try:
+            lucene.search(queries[qid], int(depth))
+        except JavaException as failure:
+            found = (qid, failure)
+            break
+    if found and (getattr(found[1], "classname", "") or "").endswith("TooManyClauses"):
+        qid = found[0]
+        where = next((p for p in paths if Path(p).is_file() and qid in read_queries(p)), paths[0])
+        return StageError(where, f"query {qid} has more distinct terms than Lucene searches in one query "
+                                 f"(maxClauseCount, raised here to {MAX_CLAUSES:,}); shorten it")
+    return damaged(index_dir, found[1] if found else err)

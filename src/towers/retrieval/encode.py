@@ -2,9 +2,12 @@
 
 Sorting by length before batching means each batch pads only to its own longest text; the
 embeddings are put back in input order. A corpus is encoded in chunks of SORT_CHUNK texts, each
-sorted on its own (`encode_corpus`), so memory does not grow with the corpus."""
+sorted on its own (`encode_corpus`), so memory does not grow with the corpus. While one chunk's forward passes
+run on a GPU, the next is read and tokenised in a background thread (`overlaps`), so the GPU does not wait."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from itertools import chain, islice
 from typing import Callable, Iterable
 
@@ -15,7 +18,7 @@ from tqdm import tqdm
 from ..io import StageError, atomic_open
 from ..models import prepare_texts, tokenize_docs, tokenize_queries, with_segment
 from ..runtime import device
-from .matrix import NpyWriter
+from .matrix import NpyWriter, first_nonfinite
 
 SORT_CHUNK = 65536    # texts sorted by length together; a corpus up to this size is sorted as one
 LENGTH_STEP = 4096    # texts tokenised at once for the length pass (~20 KB of token lists a passage)
@@ -82,6 +85,26 @@ class Tokenised:
         return batch
 
 
+@dataclass
+class Prepared:
+    """Texts ready for the forward passes: as the tower reads them, their tokens (None: tokenised batch by batch)
+    and the order they are batched in."""
+    items: list
+    tokenised: Tokenised | None
+    order: np.ndarray
+
+
+def prepare(tokenizer, items: list, kind: str, max_length: int, sort_by_length: bool = True, prefix: str = "",
+            lowercase: bool = False) -> Prepared:
+    """The CPU half of `encode`: texts prepared, tokenised once and ordered by length."""
+    items = prepare_texts(items, prefix, lowercase)
+    tokenised = Tokenised(tokenizer, items, kind, max_length) if sort_by_length else None
+    order = length_order(tokenised.lengths) if tokenised is not None else np.arange(len(items))
+    if not Tokenised.fits(tokenizer, items, kind):
+        tokenised = None   # its lengths only: batches tokenised one by one
+    return Prepared(items, tokenised, order)
+
+
 @torch.no_grad()
 def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size: int,
            sort_by_length: bool = True, desc: str = "encode", segment: int = 0, prefix: str = "",
@@ -89,13 +112,17 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
     """items: query strings (kind='query'), doc strings or (sentence, paragraph) tuples (kind='doc').
     `segment`: the segment id of doc tokens (the model's doc_segment; queries always have 0);
     `prefix`, `lowercase`: a pretrained checkpoint's prompt and casing (models.text_options)."""
-    items = prepare_texts(items, prefix, lowercase)
+    return forward(tower, tokenizer, prepare(tokenizer, items, kind, max_length, sort_by_length, prefix, lowercase),
+                   kind, max_length, batch_size, desc, segment)
+
+
+@torch.no_grad()
+def forward(tower, tokenizer, prepared: Prepared, kind: str, max_length: int, batch_size: int,
+            desc: str | None = "encode", segment: int = 0) -> np.ndarray:
+    """The device half of `encode`: the tower over `prepared`, a batch at a time, rows back in input order."""
+    items, tokenised, order = prepared.items, prepared.tokenised, prepared.order
     dev = device()
     tower = tower.to(dev).eval()
-    tokenised = Tokenised(tokenizer, items, kind, max_length) if sort_by_length else None
-    order = length_order(tokenised.lengths) if tokenised is not None else np.arange(len(items))
-    if not Tokenised.fits(tokenizer, items, kind):
-        tokenised = None   # its lengths only: batches tokenised one by one
     out = None   # sized by the first batch: the head (linear, MLP or none) decides the width
     use_amp = dev.type == "cuda"
     for start in tqdm(range(0, len(items), batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None):
@@ -118,6 +145,13 @@ def encode(tower, tokenizer, items: list, kind: str, max_length: int, batch_size
     return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
+def overlaps() -> bool:
+    """Whether to tokenise the next chunk beside the forward passes: on a GPU only. On the CPU the thread takes
+    turns with torch and with the jobs beside it (2 cores, a job a core): paired runs were no faster, often slower
+    (benchmarks/encode_overlap.py, benchmarks/results.json `encode_overlap`)."""
+    return device().type == "cuda"
+
+
 def shard_range(count: int, shard: int, shards: int) -> tuple[int, int]:
     """[start, stop) of part `shard` of `count` items cut into `shards` near-equal contiguous parts."""
     if shards < 1 or not 0 <= shard < shards:
@@ -127,16 +161,37 @@ def shard_range(count: int, shard: int, shards: int) -> tuple[int, int]:
 
 def encode_corpus(tower, tokenizer, rows: Iterable[dict], count: int, doc_of: Callable[[dict], object],
                   embeddings_path, ids_path, max_length: int, batch_size: int, chunk: int = SORT_CHUNK,
-                  **options) -> int:
+                  overlap: bool | None = None, desc: str | None = "encode", segment: int = 0, **options) -> int:
     """Encode `count` candidate rows (streamed) with a doc tower, `chunk` at a time, appending each chunk's
     embeddings to the .npy at `embeddings_path` and its ids to `ids_path` (both written atomically).
-    `doc_of` gives what the tower reads of a row; `options` go to `encode`. Returns the width."""
+    `doc_of` gives what the tower reads of a row; `options` go to `prepare` (sort_by_length, prefix, lowercase).
+    `overlap` (default: `overlaps()`): the next chunk is read and tokenised in a background thread meanwhile;
+    the chunks and their batches are the same either way, so are the bytes. Returns the width."""
     if count < 1:
         raise StageError(embeddings_path, "no candidates to encode")
     rows = iter(rows)
-    with NpyWriter(embeddings_path, count) as matrix, atomic_open(ids_path) as ids:
-        while part := list(islice(rows, chunk)):
-            matrix.append(encode(tower, tokenizer, [doc_of(row) for row in part], "doc", max_length, batch_size,
-                                 **options))
+
+    def next_chunk() -> tuple[list, Prepared | None]:
+        part = list(islice(rows, chunk))
+        return part, prepare(tokenizer, [doc_of(row) for row in part], "doc", max_length, **options) if part else None
+
+    overlap = overlaps() if overlap is None else overlap
+    # one worker: chunks are read in order, and the rows iterator is only ever read by one thread at a time
+    with ThreadPoolExecutor(max_workers=1) as pool, NpyWriter(embeddings_path, count) as matrix, \
+            atomic_open(ids_path) as ids:
+        pending = pool.submit(next_chunk) if overlap else None
+        while True:
+            part, prepared = pending.result() if overlap else next_chunk()
+            if not part:
+                break
+            if overlap:
+                pending = pool.submit(next_chunk)
+            vectors = forward(tower, tokenizer, prepared, "doc", max_length, batch_size, desc, segment)
+            bad = first_nonfinite(vectors)
+            if bad is not None:   # written, it would silently drop out of every ranking
+                raise StageError(embeddings_path, f"the embedding of candidate {part[bad]['id']} (row "
+                                                  f"{matrix.written + bad}) holds NaN or inf: the model gives no "
+                                                  f"usable vector for it")
+            matrix.append(vectors)
             ids.writelines(f"{row['id']}\n" for row in part)
     return matrix.width

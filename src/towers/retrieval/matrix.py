@@ -37,14 +37,40 @@ def npy_shape(path) -> tuple[tuple[int, ...], int]:
     return shape, offset
 
 
+def first_nonfinite(matrix: np.ndarray, rows: int = BLOCK_ROWS) -> int | None:
+    """The first row of `matrix` holding a NaN or inf, or None, looked at `rows` rows at a time: a memory map is
+    never copied whole. A block's sum is finite unless a value of it is not (or the sum overflows: then its rows
+    are looked at one by one), and costs less than testing every value."""
+    for start in range(0, len(matrix), rows):
+        block = matrix[start:start + rows]
+        with np.errstate(over="ignore"):
+            if np.isfinite(block.sum()):
+                continue
+        bad = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if len(bad):
+            return start + int(bad[0])
+    return None
+
+
+def require_finite(matrix: np.ndarray, path, first_row: int = 0) -> None:
+    """One line naming the first row that holds NaN or inf (counted from `first_row`): a search ranks such a row
+    nowhere, so its document would silently drop out of every ranking."""
+    bad = first_nonfinite(matrix)
+    if bad is not None:
+        raise StageError(path, f"row {first_row + bad} holds NaN or inf, not an embedding: its document would drop "
+                               f"out of every ranking")
+
+
 def read_blocks(path, rows: int = BLOCK_ROWS) -> Iterator[np.ndarray]:
-    """The matrix at `path`, `rows` rows at a time, in order."""
+    """The matrix at `path`, `rows` rows at a time, in order; a row holding NaN or inf is refused (require_finite)."""
     (count, width), offset = npy_shape(path)
     with open(path, "rb") as handle:
         handle.seek(offset)
         for start in range(0, count, rows):
             take = min(rows, count - start)
-            yield np.fromfile(handle, dtype=DTYPE, count=take * width).reshape(take, width)
+            block = np.fromfile(handle, dtype=DTYPE, count=take * width).reshape(take, width)
+            require_finite(block, path, start)
+            yield block
 
 
 class NpyWriter:

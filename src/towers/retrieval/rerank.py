@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..io import StageError
+from ..models import to_bucket
 from ..runtime import device
 
 
@@ -60,7 +61,7 @@ def tokenize_pairs(tokenizer, queries: list[str], passages: list[str], max_lengt
     """Query as segment A, passage as segment B: [CLS] q [SEP] p [SEP], the longer one truncated first."""
     batch = tokenizer(queries, passages, max_length=max_length, truncation="longest_first", padding=True,
                       return_tensors="pt")
-    return {k: v.to(dev) for k, v in batch.items()}
+    return {k: v.to(dev) for k, v in to_bucket(batch, tokenizer).items()}
 
 
 @torch.no_grad()

@@ -14,10 +14,13 @@ import numpy as np
 from ..io import StageError, require_file
 
 
-def build(embeddings: np.ndarray, factory: str):
-    """An index of `embeddings` (a 2-D float32 matrix, in memory or memory-mapped)."""
+def build(embeddings: np.ndarray, factory: str, where="embeddings"):
+    """An index of `embeddings` (a 2-D float32 matrix, in memory or memory-mapped; `where` names it in errors)."""
+    from .matrix import require_finite
+
     if embeddings.ndim != 2 or embeddings.dtype != np.float32:
         raise ValueError("embeddings must be a 2-D float32 matrix")
+    require_finite(embeddings, where)
     index = untrained(embeddings.shape[1], factory)
     train(index, embeddings, factory)
     index.add(embeddings)
@@ -31,7 +34,7 @@ def build_from_file(path, factory: str, threads: int = 0, block_rows: int = 0):
     sample above 65,536 rows. `threads` > 0 sets Faiss's OpenMP threads."""
     import faiss
 
-    from .matrix import BLOCK_ROWS, npy_shape, read_blocks
+    from .matrix import BLOCK_ROWS, first_nonfinite, npy_shape, read_blocks, require_finite
 
     if threads > 0:
         faiss.omp_set_num_threads(threads)
@@ -39,7 +42,11 @@ def build_from_file(path, factory: str, threads: int = 0, block_rows: int = 0):
     index = untrained(width, factory)
     if not index.is_trained:
         mapped = np.load(path, mmap_mode="r")
-        train(index, training_rows(index, mapped), factory)
+        rows = training_rows(index, mapped)
+        if first_nonfinite(rows) is not None:   # Faiss would refuse them without naming the row: the file's first
+            require_finite(mapped, path)
+        train(index, rows, factory)
+        del rows
         del mapped   # unmapped: the pages training touched leave the resident set
     flat = faiss.downcast_index(index)
     if isinstance(flat, faiss.IndexFlat):   # codes are the vectors: sized once, filled block by block

@@ -126,12 +126,17 @@ def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: 
     from ..models import TwoTower, text_options
     from ..retrieval import vector_index
     from ..retrieval.encode import encode
+    from ..retrieval.matrix import first_nonfinite
 
     model, tok = TwoTower.load(model_path)
     ids = require_file(ids_path).read_text().split()
     index = vector_index.load(index_path, len(ids), ids_path)
     vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
                      batch_size, desc="encode queries", **text_options(model.config, "query"))
+    bad = first_nonfinite(vectors)
+    if bad is not None:   # Faiss would rank nothing for it, silently
+        raise StageError(model_path, f"the query tower gives NaN or inf for query {list(queries)[bad]}: no usable "
+                                     f"vector to search with")
     scores, rows = vector_index.search(index, vectors, depth, nprobe)
     return {qid: [(ids[r], float(s)) for r, s in zip(rows[i], scores[i]) if r >= 0] for i, qid in enumerate(queries)}
 

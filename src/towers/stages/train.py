@@ -7,7 +7,7 @@ from typing import Callable
 
 from ..io import StageError, atomic_path, read_jsonl, read_qrels, require_file, sha256_of, with_relevant
 from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
-                        Settings)
+                        Settings, Speed)
 from . import arg, stage
 from .common import (candidate_texts, load_candidates, load_embeddings, read_split, require_texts, seed_everything,
                      set_threads)
@@ -31,7 +31,7 @@ def trained(a, train: Callable, save: Callable[[Path], None]) -> tuple:
     from ..training import loop
 
     with atomic_path(a.out) as tmp:
-        report = train(loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step))
+        report = train(loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step, Speed.of(a)))
         save(tmp)
     loop.finish(a.state_dir)
     return a.out, report
@@ -114,9 +114,10 @@ def init_random(a):
 
 
 def run_args(settings: type[Settings]) -> tuple:
-    """A training stage's flags: its regime's settings, then where it keeps its state, its seed and its step log."""
+    """A training stage's flags: its regime's settings, then where it keeps its state, its seed and its step log, and
+    how its steps run on a GPU (Speed)."""
     return (*settings.flags(), arg("--state-dir", required=True), arg("--seed", type=int, required=True),
-            arg("--log", default=None), arg("--stop-after-step", type=int, default=None))
+            arg("--log", default=None), arg("--stop-after-step", type=int, default=None), *Speed.flags())
 
 
 @stage("pretrain-mlm", arg("--candidates", required=True), arg("--tokenizer", required=True), arg("--out", required=True),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -18,8 +19,9 @@ from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..io import StageError, atomic_path, sha256_of
+from ..models import length_buckets
 from ..runtime import device  # noqa: F401  (the regimes' loop.device())
-from ..settings import Schedule
+from ..settings import Schedule, Speed
 from . import distributed
 
 
@@ -42,6 +44,7 @@ class Run:
     state_dir: str | Path
     log_path: str | Path | None = None
     stop_after_step: int | None = None
+    speed: Speed = Speed()
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -61,6 +64,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     is kept there too (steps.jsonl) and copied to `run.log_path` when the run ends or stops: a restarted job's
     outputs are removed before it runs (LTRe's log is one), so only a log beside the checkpoint still holds
     the steps before a resume.
+    `run.speed` (settings.Speed): fixed padded lengths, fused AdamW and CUDA graphs; off, the step is as it was.
     `run.stop_after_step` exits right after that step's checkpoint (used to test resuming).
     `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
     many checkpoints, and returns the weights of the best one (kept in best.pt)."""
@@ -72,7 +76,12 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     best_path = state_dir / "best.pt"
     key = fingerprint(identity)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    cuda = device().type == "cuda"
+    fused = {"fused": True} if run.speed.fused_adamw and cuda else {}   # one kernel for all tensors' updates
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **fused)
+    if run.speed.compile and cuda:
+        compile_encoders(model)
+    buckets = run.speed.buckets()
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * steps), steps)
     start, history = 0, []
     if checkpoint_path.exists():
@@ -104,16 +113,25 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         torch.manual_seed(step_seed(seed, step))
         if distributed.rank():   # every rank masks the same batch (CPU generator), GPUs differ in dropout
             torch.cuda.manual_seed(step_seed(seed, step) + distributed.rank())
-        with distributed.stepping(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp):
+        if run.speed.compile and cuda:   # a new step: the graphs may overwrite the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
+        with distributed.stepping(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp), \
+                length_buckets(buckets):
             loss = loss_fn(step)
         loss, extras = loss if isinstance(loss, tuple) else (loss, None)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()   # a gathered batch sends gradients to the other ranks' rows
         distributed.average_gradients(params)
         torch.nn.utils.clip_grad_norm_(params, 1.0)
+        lr_used = optimizer.param_groups[0]["lr"]
         optimizer.step()
         scheduler.step()
         value = round(distributed.mean_value(float(loss.detach())), 5)   # waits for the GPU: seconds cover the update
+        if not math.isfinite(value):   # the float above is read every step anyway: the check costs no GPU sync
+            if log:
+                log.close()   # the steps before stay in the state folder's log; none is published
+            raise StageError(state_dir, f"loss is {value} at step {step + 1} (lr {lr_used:.3g}, batch of "
+                                        f"{schedule.batch_size} drawn from seed {seed}); nothing was saved for this step")
         elapsed = time.perf_counter() - began
         seconds += elapsed
         record = {"step": step + 1, "loss": value, "lr": scheduler.get_last_lr()[0]}
@@ -164,6 +182,18 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
             report.update(best_step=saved["step"], stopped_at_step=history[-1]["step"] if history else start)
     model.eval()
     return report
+
+
+def compile_encoders(model: torch.nn.Module) -> None:
+    """Each transformer in `model` compiled in place with CUDA graphs (its callers, the regimes' loss functions,
+    call the submodules, not `model`): launches of a small batch's hundreds of kernels replayed as one graph."""
+    from transformers import PreTrainedModel
+
+    done: list[torch.nn.Module] = []
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and not any(module in set(d.modules()) for d in done):
+            module.compile(mode="reduce-overhead", dynamic=False)   # one graph a bucket's shape
+            done.append(module)
 
 
 def fixed_draw_valid_loss(batch_loss, rows: list, picks: list, size: int) -> dict:

@@ -16,6 +16,7 @@ from ..io import StageError
 from ..losses import CUTOFF, pairwise_count, pairwise_loss
 from ..models import tokenize_queries
 from ..retrieval import vector_index
+from ..retrieval.matrix import require_finite
 from ..settings import LearningToRetrieve
 from . import distributed, loop
 from .sampling import TrainingData, sample_negatives
@@ -111,6 +112,9 @@ def train(query_tower, tokenizer, data: TrainingData, doc_embeddings: np.ndarray
     queries, judgements, bm25_rows, n_docs = data.queries, data.judgements, data.bm25, data.n_docs
     if doc_embeddings.ndim != 2 or len(doc_embeddings) != n_docs or index.ntotal != n_docs:
         raise ValueError(f"{n_docs} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
+    # a row of NaN scores nowhere: its document would never be retrieved nor be a negative (the digest below reads
+    # every page anyway)
+    require_finite(doc_embeddings, getattr(doc_embeddings, "filename", None) or "doc embeddings")
     if method == "bm25" and bm25_rows is None:
         raise ValueError("BM25 negatives need a BM25 run")
     if method == "async" and not refresh_every:

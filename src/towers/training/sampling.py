@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..io import StageError, require_file
+from ..io import StageError, check_run_lines, require_file
 
 
 @dataclass(frozen=True)
@@ -142,19 +142,22 @@ def ranked_rows(ranked_ids: Iterable[Sequence[str]], lookup: RowLookup, depth: i
 
 
 RUN_CHUNK = 500_000   # run lines parsed at once (about 100 MB of pandas strings)
+REPEAT_BLOCK = 1 << 20   # hits checked for repeats at once (a sorted 8 MB copy of their keys)
 
 
 def run_rows(path, qids: Sequence[str], lookup: RowLookup, depth: int) -> Ragged:
     """BM25's ranked rows of each of `qids` from a TREC run file (rank order, ties in file order; docs not
     indexed dropped), cut to `depth`, read in chunks: a chunk keeps only its first `depth` hits of each query,
-    which hold every hit of the query's overall first `depth`, so memory stays near len(qids) x depth x 8 bytes."""
+    which hold every hit of the query's overall first `depth`, so memory stays near len(qids) x depth x 8 bytes.
+    A score that is not a finite number, or a document named twice among the hits kept, is refused with
+    read_run's line."""
     import pandas as pd
 
     path = require_file(path)
     position = pd.Index(list(qids))
     if not position.is_unique:
         raise ValueError("training query ids repeat")
-    parts = []
+    parts, lines_read = [], 0
     try:
         reader = pd.read_csv(path, sep=r"\s+", header=None, names=["qid", "q0", "doc", "rank", "score", "tag"],
                              dtype={"qid": str, "q0": str, "doc": str, "rank": np.int64, "score": np.float64,
@@ -163,13 +166,17 @@ def run_rows(path, qids: Sequence[str], lookup: RowLookup, depth: int) -> Ragged
         for chunk in reader:
             if chunk["tag"].eq("").any():
                 raise ValueError("a line without 6 fields")
+            if not np.isfinite(chunk["score"].to_numpy()).all():
+                raise ValueError("a score that is not a finite number")
             query = position.get_indexer(chunk["qid"]).astype(np.int32)
             keep = query >= 0
             row = np.full(len(chunk), -1, dtype=np.int32)
             row[keep] = lookup.rows_of(chunk["doc"].to_numpy()[keep])
             keep &= row >= 0
             parts.append(_first_of_each([query[keep], chunk["rank"].to_numpy()[keep].astype(np.int32), row[keep]], depth))
+            lines_read += len(chunk)
     except (ValueError, pd.errors.ParserError) as err:
+        check_run_lines(path, qids=(), skip=lines_read)   # the bad line as read_run names it, found from its chunk
         raise StageError(path, f"not a TREC run 'qid Q0 docid rank score tag' ({str(err).splitlines()[0][:200]})") \
             from None
     if parts:
@@ -180,7 +187,35 @@ def run_rows(path, qids: Sequence[str], lookup: RowLookup, depth: int) -> Ragged
         query, row = np.zeros(0, np.int32), np.zeros(0, np.int32)
     offsets = np.zeros(len(qids) + 1, dtype=np.int64)
     np.cumsum(np.bincount(query, minlength=len(qids)), out=offsets[1:])
+    repeat = _repeated(query, row, offsets, len(lookup))
+    if repeat is not None:   # last wins would not do: the document would count twice in the query's pool
+        qid, doc = qids[repeat[0]], _id_of(lookup, repeat[1])
+        check_run_lines(path, qids=[qid])
+        raise StageError(path, f"document {doc} appears twice for query {qid}")
     return Ragged(offsets, row)
+
+
+def _repeated(query: np.ndarray, row: np.ndarray, offsets: np.ndarray, width: int) -> tuple[int, int] | None:
+    """A (query, row) pair that appears twice among hits grouped by query (`offsets`), or None; checked in blocks of
+    whole queries, REPEAT_BLOCK hits or so, so the sorted keys are a bounded copy, not one of every hit."""
+    low = 0
+    while low < len(query):
+        high = int(offsets[np.searchsorted(offsets, low + REPEAT_BLOCK, side="right") - 1])
+        if high <= low:   # one query of more hits than a block: the block is that query
+            high = int(offsets[np.searchsorted(offsets, low, side="right")])
+        key = query[low:high].astype(np.int64) * max(width, 1) + row[low:high]
+        key.sort()
+        same = key[1:] == key[:-1]
+        if same.any():
+            found = int(key[int(same.argmax())])
+            return found // max(width, 1), found % max(width, 1)
+        low = high
+    return None
+
+
+def _id_of(lookup: RowLookup, row: int) -> str:
+    key = lookup.keys[int(np.flatnonzero(lookup.rows == row)[0])]
+    return key.decode() if isinstance(key, bytes) else str(key)
 
 
 def _first_of_each(arrays: list[np.ndarray], depth: int) -> tuple:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import digests
 from ..io import StageError, read_json, read_jsonl
 
 
@@ -58,6 +59,8 @@ def samples_of(source: dict) -> dict[str, float]:
     evaluation): per query, per query's time, per query's overlap with BM25, or per training step."""
     key = repr(sorted(source.items()))
     if key not in _SAMPLES:
+        # the files a record names are stage outputs: read only as their writers recorded them
+        digests.verify([f for f in source.get("files") or [source.get("file")] if f])
         _SAMPLES[key] = _read_samples(source)
     return _SAMPLES[key]
 
@@ -98,15 +101,87 @@ def _read_samples(source: dict) -> dict[str, float]:
 # --- a profile's cells, and the terms a claim compares --------------------------------------------------
 
 def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
-    """Table name (e.g. 'chang2020/table3') -> its cells, from '<csv>.meta.json'."""
+    """Table name (e.g. 'chang2020/table3') -> its cells, from '<csv>.meta.json', each value (and paper value)
+    checked against the CSV itself: the record is no protected file, and the check and the claims must judge the
+    numbers the table shows. A record that disagrees with its table is refused, naming both.
+    Where a cell's per-item values are (`samples`) can only come from the record: the table does not name them.
+    It is trusted for that; the files it names are stage outputs, checked against the digests their writers
+    recorded when they are read (samples_of)."""
     found = {}
     for name, csv in tables.items():
         meta = Path(f"{csv}.meta.json")
         record = read_json(meta)
-        if "cells" not in record:
+        if not isinstance(record, dict) or "cells" not in record:
             raise StageError(meta, "no cells in this meta record (made before tables recorded them: rebuild the table)")
+        try:
+            frame = pd.read_csv(csv, dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+            raise StageError(csv, f"cannot read the table ({str(err).strip().splitlines()[0][:200]})") from None
+        for c in record["cells"]:
+            problem = disagreement(frame, c)
+            if problem:
+                where = f"cell [{'; '.join(f'{k}={v}' for k, v in c['row'].items())}] {c['column']}"
+                raise StageError(meta, f"{where} {problem.format(table=csv)}; the record was edited or is stale: "
+                                       "rebuild the table")
         found[name] = record["cells"]
     return found
+
+
+LONG_FORM = ("measure", "metric")   # the column naming each row's measure in a long table (figures, RepBERT's fusion)
+
+
+def _same(text: str, value) -> bool:
+    """A table's text against a recorded number (or label): equal as numbers (to float noise), or both empty."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return text.strip().lower() in ("", "nan")
+    if isinstance(value, str) and text == value:
+        return True
+    try:
+        return bool(np.isclose(float(text), float(value), rtol=1e-9, atol=1e-9))
+    except (TypeError, ValueError):
+        return False
+
+
+def disagreement(frame: pd.DataFrame, found: dict) -> str:
+    """Why a recorded cell is not what the table shows ('' when it is); '{table}' stands for the table's path.
+    The cell is the table's row with its labels (those the table has as columns) in its column, or in a long
+    table the 'value' of the row whose measure is its column; its paper value in '<column> paper' (or 'paper').
+    Rows a profile repeats (one dataset standing in for two) may each hold it."""
+    rows = frame if all(key in frame.columns for key in found["row"]) else frame.iloc[:0]
+    for key, label in found["row"].items():
+        rows = rows[[_same(text, label) for text in rows[key]]] if len(rows) else rows
+    column = found["column"]
+    # the paper's value, or one published elsewhere (zero-shot table)
+    value_column = column
+    paper_column = next((c for c in (f"{column} paper", f"{column} published") if c in frame.columns), "")
+    if column not in frame.columns:
+        long = next((c for c in LONG_FORM if c in frame.columns), None)
+        if long and "value" in frame.columns:
+            rows = rows[rows[long] == column]
+            value_column, paper_column = "value", "paper"
+        else:
+            rows = rows.iloc[:0]
+    if rows.empty:
+        return steps_disagreement(found) if (found.get("samples") or {}).get("kind") == "steps" else \
+            "is not in {table}"
+    for value_of, column_of in (("value", value_column), ("paper", paper_column)):
+        if column_of in frame.columns and not any(_same(text, found.get(value_of)) for text in rows[column_of]):
+            return f"is {found.get(value_of)} here but {rows[column_of].iloc[0] or 'empty'} in {{table}}" \
+                if value_of == "value" else \
+                f"has paper value {found.get('paper')} here but {rows[column_of].iloc[0] or 'none'} in {{table}}"
+    return ""
+
+
+def steps_disagreement(found: dict) -> str:
+    """A cell the table does not show, a mean over a window of training steps (LTRe Figure 3: its CSV holds the
+    smoothed curves): checked against the step log it averages."""
+    if found["value"] is None:
+        return ""
+    values = list(samples_of(found["samples"]).values())
+    mean = float(np.mean(values)) if values else float("nan")
+    if values and abs(mean - found["value"]) <= 1e-5:   # the figure rounds to 5 places
+        return ""
+    return f"is {found['value']} here but {round(mean, 5)} in its step log {found['samples']['file']} (not in {{table}})"
 
 
 def matches(row: dict, selector: dict) -> bool:

@@ -1,0 +1,111 @@
+"""The GPU speed switches of the training loop (settings.Speed, issue 42): off, a step is what it always was; fixed
+length buckets move the losses by rounding only; fused AdamW and CUDA graphs are left out on the CPU."""
+import json
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertConfig
+
+from towers import models
+from towers.models import random_encoder
+from towers.settings import SettingError, Speed
+from towers.tokenizer import train_wordpiece
+
+from conftest import run_stage, write_lighthouse_split
+
+TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(40)]
+ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
+# train-repbert's step losses below, as the loop gave them before the switches existed (dropout on)
+BEFORE = [0.82376, 0.78661, 0.82381, 0.82802, 0.80964, 0.82614]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("speed")
+    train_wordpiece(TEXTS, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
+    random_encoder(root / "tok", root / "enc", ARCH, seed=1)
+    write_lighthouse_split(root, TEXTS, train=30)
+    config = BertConfig.from_pretrained(root / "enc")   # without dropout: its masks follow the padded shape
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    random_encoder(root / "tok", root / "enc-nodrop", ARCH, seed=1)
+    config.save_pretrained(root / "enc-nodrop")
+    return root
+
+
+def repbert_losses(root, name: str, *extra, start: str = "enc") -> list[float]:
+    out = root / name
+    done = run_stage("train-repbert", "--start", root / start, "--candidates", root / "candidates.jsonl",
+                     "--qrels", root / "qrels.txt", "--train", root / "train.tsv", "--valid", root / "valid.tsv",
+                     "--out", out, "--state-dir", f"{out}.state", "--seed", 4, "--steps", 6, "--batch-size", 8,
+                     "--lr", 1e-3, "--warmup-ratio", 0.25, "--checkpoint-every", 3, "--query-length", 16,
+                     "--doc-length", 32, "--log", f"{out}.jsonl", *extra)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line)["loss"] for line in (root / f"{name}.jsonl").read_text().splitlines()]
+
+
+def test_with_the_switches_off_the_losses_are_todays(world):
+    assert repbert_losses(world, "off") == BEFORE
+
+
+def test_fused_adamw_and_cuda_graphs_are_left_out_on_the_cpu(world, monkeypatch):
+    made = []
+    monkeypatch.setattr(torch.optim, "AdamW", lambda *a, **kw: made.append(kw) or torch.optim.Adam(*a))
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda *a, **kw: pytest.fail("compiled on the CPU"))
+    repbert_losses(world, "cpu-switches", "--fused-adamw", 1, "--compile", 1)
+    assert made and "fused" not in made[0]
+
+
+def test_length_buckets_pad_every_batch_to_a_bucket_and_move_losses_by_rounding_only(world, monkeypatch):
+    widths = []
+    padded = models.to_bucket
+
+    def seen(batch, tokenizer):
+        batch = padded(batch, tokenizer)
+        if models._BUCKETS:   # a training step's batch (validation pads as it always did)
+            widths.append(batch["input_ids"].shape[1])
+        return batch
+
+    monkeypatch.setattr(models, "to_bucket", seen)
+    off = repbert_losses(world, "nodrop-off", start="enc-nodrop")
+    assert not widths
+    on = repbert_losses(world, "nodrop-on", "--length-buckets", "12,24,40", start="enc-nodrop")
+    assert len(widths) == 12 and set(widths) <= {12, 24, 40}   # 6 steps of a query and a doc batch
+    assert on == pytest.approx(off, rel=1e-4, abs=2e-5)
+
+
+def test_to_bucket_pads_on_the_right_with_the_pad_ids_and_leaves_longer_batches(world):
+    tok = AutoTokenizer.from_pretrained(world / "tok")
+    plain = tok(["a lighthouse", "pier"], ["it was lit", "x"], padding=True, return_tensors="pt")
+    width = plain["input_ids"].shape[1]
+    assert models.to_bucket(plain, tok) is plain   # outside length_buckets
+    with models.length_buckets((4, width + 3, width + 10)):
+        got = models.to_bucket(plain, tok)
+        longer = dict(plain, input_ids=torch.zeros(2, width + 11, dtype=torch.long))
+        assert models.to_bucket(longer, tok)["input_ids"].shape[1] == width + 11
+    assert got["input_ids"].shape[1] == width + 3
+    for key, pad in (("input_ids", tok.pad_token_id), ("attention_mask", 0), ("token_type_ids", 0)):
+        assert torch.equal(got[key][:, :width], plain[key]) and (got[key][:, width:] == pad).all()
+    tok.padding_side = "left"
+    with models.length_buckets((width + 3,)):
+        assert models.to_bucket(plain, tok) is plain
+
+
+@pytest.mark.parametrize("value", ["0,16", "a,b", "16,,32"])
+def test_bad_length_buckets_are_refused_naming_the_flag(value):
+    with pytest.raises(SettingError, match="--length-buckets"):
+        Speed(length_buckets=value)
+    assert Speed(length_buckets="32,16").buckets() == (16, 32)
+
+
+def test_the_workflows_switches_come_in_the_environment_and_a_flag_wins():
+    """The paper profile passes its switches in TOWERS_SPEED (workflow/rules/common.smk), keeping the rules'
+    commands as they were; a stage's own flag still wins."""
+    from argparse import Namespace
+
+    none = Namespace(length_buckets=None, fused_adamw=None, compile=None)
+    env = {"TOWERS_SPEED": "--length-buckets 32,16 --fused-adamw 1"}
+    assert Speed.of(none, {}) == Speed()
+    assert Speed.of(none, env) == Speed(length_buckets="32,16", fused_adamw=1)
+    assert Speed.of(Namespace(length_buckets="", fused_adamw=None, compile=1), env) == Speed(fused_adamw=1, compile=1)
+    with pytest.raises(SettingError, match="TOWERS_SPEED"):
+        Speed.of(none, {"TOWERS_SPEED": "--fused-adam 1"})
