@@ -4,13 +4,15 @@
 
 DIR is a checkout after `make reproduce` (its artifacts and stage records). One job of each heavy rule is run
 again from its record, shortened where a whole one would take minutes (fewer training steps, a quarter of an
-encoding, reranking at depth 50), into a scratch folder: glibc's defaults (TOWERS_MALLOC=glibc) and the setting
-forced on any stage (TOWERS_MALLOC=keep) in turn, `--pairs` times. Reported per stage: the stage's own seconds
+encoding, reranking at depth 50), into a scratch folder: glibc's defaults and the setting forced on any stage
+(glibc's own MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ set to towers.cli.MALLOC_SETTINGS' values, which
+the stages leave alone) in turn, `--pairs` times. Reported per stage: the stage's own seconds
 (its record, start-up excluded) and page faults, the median of the pair-by-pair ratios, and whether every run
 wrote the same bytes (the outputs, not the training state or step log, which records seconds). The ratios of
-the stages that keep the setting (towers.cli.KEEP_FREED_MEMORY, chosen from these rows), applied to the work
-seconds of their rules in results.json's clean `reproduce`, give the minutes it takes off that run (`--record`
-keeps all of it under `reproduce.allocator`)."""
+the stages that keep the setting when asked (TOWERS_MALLOC=keep: towers.cli.KEEP_FREED_MEMORY, chosen from
+these rows), applied to the work seconds of their rules in results.json's clean `reproduce`, give the minutes it
+would take off that run (`--record` keeps all of it under `reproduce.allocator`). About 4 of ~148 minutes: why
+the setting is opt-in."""
 from __future__ import annotations
 
 import argparse
@@ -28,7 +30,7 @@ from pathlib import Path
 from workflow_helpers import RESULTS, keep_result
 
 from towers import warm
-from towers.cli import KEEP_FREED_MEMORY
+from towers.cli import KEEP_FREED_MEMORY, MALLOC_SETTINGS
 
 # stage record (under DIR) -> the reproduce rule it stands for, what its run changes, which arguments it writes
 JOBS = [
@@ -78,6 +80,12 @@ def digest(paths: list[Path]) -> str:
     return h.hexdigest()
 
 
+def setting_env(on: bool) -> dict[str, str]:
+    """The environment a side of the comparison adds: glibc's own knobs at cli.MALLOC_SETTINGS' values (every stage
+    takes them, as glibc reads them at start-up), or nothing (glibc's defaults)."""
+    return {name: str(value) for name, (_, value) in MALLOC_SETTINGS.items()} if on else {}
+
+
 def run_once(tree: Path, argv: list[str], outputs: list[Path], baseline: bool, kept_aside: set[str]) -> dict:
     """`kept_aside`: outputs left out of the comparison (training state, and step logs that record seconds)."""
     for out in outputs:   # a training stage would resume from its own state: every run starts clean
@@ -85,9 +93,10 @@ def run_once(tree: Path, argv: list[str], outputs: list[Path], baseline: bool, k
             shutil.rmtree(out)
         else:
             out.unlink(missing_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {k: v for k, v in os.environ.items() if k not in MALLOC_SETTINGS and k != "TOWERS_MALLOC"}
+    env["OMP_NUM_THREADS"] = "1"
     env.pop(warm.ENV, None)   # a process of its own, never a fork of a warm-start server
-    env["TOWERS_MALLOC"] = "glibc" if baseline else "keep"   # the setting tried on every stage, not only its own
+    env.update(setting_env(not baseline))   # the setting tried on every stage, not only its own
     faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode:

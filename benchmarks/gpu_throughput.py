@@ -61,7 +61,7 @@ def training(query_length: int, doc_length: int, batch: int) -> dict:
     seconds = timed(step)
     flops = 3 * (forward_flops(batch * query_length, query_length, "base") + forward_flops(batch * doc_length, doc_length, "base"))
     peak = torch.cuda.max_memory_allocated() / 2**30
-    del model, optimizer
+    model = optimizer = None   # freed before the next shape (step() reads them: `del` would leave its names unbound)
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     return {"query_length": query_length, "doc_length": doc_length, "batch": batch, "step_seconds": round(seconds, 4),
@@ -80,7 +80,7 @@ def encoding(shape: str, length: int, batch: int) -> dict:
             model(**inputs).last_hidden_state[:, 0].float().cpu()
 
     seconds = timed(step)
-    del model
+    model = None   # freed before the next shape (as above)
     torch.cuda.empty_cache()
     return {"model": shape, "length": length, "batch": batch, "batch_seconds": round(seconds, 4),
             "sequences_per_second": round(batch / seconds, 1),

@@ -451,7 +451,7 @@ def data_parallel(steps: int = 150) -> dict:
             {**config, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}))
         out = {"steps": steps, "batch_size": train["batch_size"]}
         for encoder in ("enc-no-dropout", "enc"):
-            args = lambda name: [a if a != str(root / "enc") else str(root / encoder) for a in stage(name)]
+            args = lambda name: [a if a != str(root / "enc") else str(root / encoder) for a in stage(name)]  # noqa: E731
             one_s, one = run([sys.executable, "-m", "towers", *args(f"{encoder}-one")], threads=2)
             two_s, two = run([sys.executable, "-m", "towers.training.distributed", "2", *args(f"{encoder}-two")], threads=1)
             valid = [(a["valid_loss"], b["valid_loss"]) for a, b in zip(one, two) if "valid_loss" in a]

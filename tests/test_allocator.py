@@ -1,10 +1,13 @@
-"""The stages' malloc settings: a large block freed and asked for again is reused, not faulted in anew."""
+"""The stages' malloc settings, opt-in (TOWERS_MALLOC=keep): a large block freed and asked for again is reused,
+not faulted in anew; without the variable glibc's defaults hold in every stage."""
 import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from towers.cli import MALLOC_SETTINGS
 
 REUSE = textwrap.dedent("""
     import ctypes, resource, sys
@@ -31,18 +34,31 @@ def faults(stage="encode-candidates", **env) -> tuple[bool, int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_a_freed_large_block_is_reused_and_glibc_defaults_stay_a_switch_away():
-    applied, kept = faults()
-    skipped, fresh = faults(TOWERS_MALLOC="glibc")
+def test_a_freed_large_block_is_reused_when_asked_for_and_glibc_defaults_are_the_default():
+    applied, kept = faults(TOWERS_MALLOC="keep")
+    skipped, fresh = faults()
     assert applied and not skipped
     assert fresh > 10 * (64 << 20) // 4096 * 0.9   # glibc maps each block afresh, the kernel faults it in by page
     assert kept < fresh / 5
-    own_knob, _ = faults(MALLOC_MMAP_THRESHOLD_="131072")   # a user's own setting is left alone
+    for other in ("", "glibc", "1", "KEEP"):   # only the one word turns it on
+        assert not faults(TOWERS_MALLOC=other)[0]
+    own_knob, _ = faults(TOWERS_MALLOC="keep", MALLOC_MMAP_THRESHOLD_="131072")   # a user's own setting is left alone
     assert own_knob
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
-def test_only_the_stages_it_was_measured_to_help_keep_freed_memory_unless_asked():
-    assert faults("rerank")[0] and not faults("dense-search")[0] and not faults("train-ltre")[0]
-    applied, kept = faults("dense-search", TOWERS_MALLOC="keep")
-    assert applied and kept < faults("dense-search")[1] / 5
+def test_asked_for_it_applies_only_to_the_stages_it_was_measured_to_help():
+    assert faults("rerank", TOWERS_MALLOC="keep")[0]
+    assert not faults("dense-search", TOWERS_MALLOC="keep")[0] and not faults("train-ltre", TOWERS_MALLOC="keep")[0]
+    assert not faults("rerank")[0]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_the_benchmarks_glibc_knobs_force_the_setting_on_any_stage():
+    """benchmarks/allocator.py measures every heavy stage with the setting: through glibc's own environment knobs,
+    the values of cli.MALLOC_SETTINGS, whatever the stage."""
+    import allocator   # benchmarks/ (pytest's pythonpath)
+
+    knobs = allocator.setting_env(True)
+    assert knobs.keys() == MALLOC_SETTINGS.keys() and allocator.setting_env(False) == {}
+    assert faults("dense-search", **knobs)[1] < faults("dense-search")[1] / 5

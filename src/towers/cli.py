@@ -125,12 +125,12 @@ KEEP_FREED_MEMORY = ("encode-candidates", "rerank")
 
 
 def keep_freed_memory(stage: str | None = None) -> bool:
-    """Apply MALLOC_SETTINGS through mallopt for a stage of KEEP_FREED_MEMORY (None: any), unless the environment
-    sets that knob itself; TOWERS_MALLOC=glibc never, =keep for every stage (the allocator benchmark's two sides).
+    """Opt-in (TOWERS_MALLOC=keep; off otherwise): apply MALLOC_SETTINGS through mallopt for a stage of
+    KEEP_FREED_MEMORY (None: any), each knob unless the environment sets it itself. Off by default because it
+    takes ~4 of the ~148 minutes off a clean build (benchmarks/README.md), too little for a knob in every run.
     False where nothing was set. Only where memory comes from changes, never what is computed: outputs stay
-    byte-identical."""
-    choice = os.environ.get("TOWERS_MALLOC", "")
-    if choice == "glibc" or (choice != "keep" and stage is not None and stage not in KEEP_FREED_MEMORY):
+    byte-identical either way."""
+    if os.environ.get("TOWERS_MALLOC") != "keep" or (stage is not None and stage not in KEEP_FREED_MEMORY):
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")

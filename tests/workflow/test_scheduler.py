@@ -1,12 +1,16 @@
 """towers.scheduler keeps one re-check of the ready jobs pending where Snakemake's scheduler would add a timer
 with every finished job while others wait for cores; the workflow applies it as it is read."""
+import inspect
 import sys
+import textwrap
 import threading
 
 import pytest
 
 from towers import scheduler
 from workflow_helpers import watched
+
+from conftest import ROOT
 
 
 class Waiting:
@@ -30,6 +34,58 @@ def test_many_looks_asked_for_while_one_is_pending_start_one_timer():
     assert released(waiting._open_jobs) == 1   # the loop looks once
     scheduler.one_look_pending(waiting, 0.05)   # once it has fired, the next wait asks for another
     assert released(waiting._open_jobs) == 1
+
+
+def requirement(name: str) -> str:
+    pins = dict(line.split("#")[0].strip().split("==") for line in (ROOT / "requirements.txt").read_text().splitlines()
+                if "==" in line.split("#")[0])
+    return pins[name]
+
+
+def test_snakemakes_method_is_still_the_one_the_fix_replaces():
+    """The fix swaps a private method of Snakemake's: on an upgrade that changes it, this fails here (and the
+    workflow says so in one warning line and runs unpatched) instead of patching what it was not written for.
+    Read the new method; where the fix still holds, update scheduler.REPLACED and REVIEWED_ON."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    assert scheduler.REVIEWED_ON == requirement("snakemake") == scheduler.snakemake_version()
+    method = JobScheduler.__dict__[scheduler.METHOD]
+    if method is not scheduler.one_look_pending:   # (patched already where this process read a Snakefile)
+        assert list(inspect.signature(method).parameters) == ["self", "delay"]
+        assert textwrap.dedent(inspect.getsource(method)) == scheduler.REPLACED
+    assert scheduler.not_replaceable(JobScheduler) is None
+
+
+class AsReviewed:
+    """A class whose method is word for word Snakemake 9.27.1's."""
+    def _schedule_reevalutation(self, delay: int) -> None:
+        threading.Timer(
+            delay,
+            lambda: self._open_jobs.release(),
+        ).start()
+
+
+class Changed:
+    def _schedule_reevalutation(self, delay: int) -> None:
+        threading.Timer(delay, self._open_jobs.release).start()
+
+
+def test_the_fix_applies_to_the_method_as_reviewed_and_again_without_a_word(capsys, monkeypatch):
+    monkeypatch.setattr(scheduler, "_warned", False)
+    assert scheduler.keep_one_pending_look(AsReviewed) and scheduler.keep_one_pending_look(AsReviewed)
+    assert AsReviewed._schedule_reevalutation is scheduler.one_look_pending
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("scheduler_class", [Changed, type("Missing", (), {})])
+def test_a_changed_or_missing_method_is_left_alone_and_said_in_one_line_once(scheduler_class, capsys, monkeypatch):
+    monkeypatch.setattr(scheduler, "_warned", False)
+    was = scheduler_class.__dict__.get(scheduler.METHOD)
+    assert not scheduler.keep_one_pending_look(scheduler_class) and not scheduler.keep_one_pending_look(scheduler_class)
+    assert scheduler_class.__dict__.get(scheduler.METHOD) is was
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: towers.scheduler: Snakemake ")
+    assert f"Snakemake {scheduler.snakemake_version()}: JobScheduler._schedule_reevalutation " in lines[0]
 
 
 def test_two_schedulers_each_keep_their_own():

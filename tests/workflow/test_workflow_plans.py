@@ -223,6 +223,36 @@ def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):
     assert counts["encode_candidates"] == job_counts(snakemake(work, "results/chang2020/table3.csv", "-n").stdout)["encode_candidates"]
 
 
+def test_a_passage_datasets_first_stage_runs_go_to_repbert_depth_not_bm25_or_faiss_depth(tmp_path):
+    """run_depth (workflow/rules/common.smk): bm25.depth and faiss.depth hold for the sentence datasets only; every
+    passage dataset (RepBERT's and LTRe's enwiki-mini-passages here) is searched to repbert.depth. params.yaml and
+    the schema say so beside all three keys; a change to the override shows here, not only in the numbers."""
+    work = copy_workflow(tmp_path)
+    (work / "depths.yaml").write_text("bm25: {depth: 17}\nfaiss: {depth: 19}\nrepbert: {depth: 321}\n")
+    runs = {"passages_bm25": "artifacts/enwiki-mini-passages/bm25/run.trec",
+            "passages_dense": "artifacts/enwiki-mini-passages/dense/neg-rand/dev/run-flat.trec",
+            "sentences_bm25": "artifacts/enwiki-mini/bm25/run.trec",
+            "sentences_dense": "artifacts/enwiki-mini/dense/threet-emb-m0.1-s13/80-20/run-flat.trec"}
+    params = yaml.safe_load((work / "params.yaml").read_text())
+    assert params["ltre"]["dataset"] == params["repbert"]["dataset"] == "enwiki-mini-passages"
+    plan = snakemake(work, *runs.values(), "--configfile", "depths.yaml", "-n", "-p", "--forceall")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    depth = {}
+    for rule, block in planned_jobs(plan.stdout):
+        output = re.search(r"^    output: (\S+)", block, re.M)[1]
+        if output in runs.values():
+            depth[output] = int(re.search(r"--depth (\d+)", block)[1])
+    assert depth == {runs["passages_bm25"]: 321, runs["passages_dense"]: 321,
+                     runs["sentences_bm25"]: 17, runs["sentences_dense"]: 19}, depth
+    text = (work / "params.yaml").read_text()
+    for key in ("bm25", "faiss", "repbert"):   # declared beside each key that it changes or that changes it
+        section = text.split(f"\n{key}:", 1)[1].split("\n\n", 1)[0]
+        assert "(run_depth in workflow/rules/common.smk)" in section and "depth" in section, key
+    schema = yaml.safe_load((work / "workflow/schemas/params.schema.yaml").read_text())["properties"]
+    for key in ("bm25", "faiss", "repbert"):
+        assert "run_depth" in schema[key]["properties"]["depth"]["description"], key
+
+
 def test_paper_profile_plans_the_claims_and_the_check_against_the_papers_values(tmp_path):
     work = copy_workflow(tmp_path)
     plan = snakemake(work, "results/claims.csv", "check", "--configfile", "config/paper.yaml", "-n", "-p")

@@ -53,7 +53,8 @@ JAVA_ENV = f"{ENVS}/java.yaml"
 # --- the scheduler ----------------------------------------------------------------------------------
 
 # At most one pending re-check of the ready jobs: Snakemake's own scheduler adds a timer with every finished job
-# while others wait for cores, and its growing busyness takes a share of the cores (towers.scheduler).
+# while others wait for cores, and its growing busyness takes a share of the cores (towers.scheduler). Where this
+# Snakemake's method is not the one the fix replaces, one warning line says so and the scheduler runs as it is.
 keep_one_pending_look()
 
 wildcard_constraints:
@@ -200,7 +201,9 @@ def one_of(names):
 
 
 def run_depth(dataset, default):
-    """How deep runs go: a passage dataset's first-stage runs feed reranking and fusion (repbert.depth)."""
+    """How deep runs go: a passage dataset's first-stage runs feed reranking and fusion, so they go to
+    repbert.depth in place of `default` (bm25.depth, faiss.depth), LTRe's included. Declared beside those keys in
+    params.yaml and the schema; test_workflow_plans.py fails if this changes."""
     return config["repbert"]["depth"] if base_of(dataset) in PASSAGE_DATASETS else default
 
 
