@@ -53,6 +53,18 @@ def run_stage(*args, cwd=None):
                                        stderr.getvalue())
 
 
+def lighthouse_world(root, texts: list[str], arch: dict, train: int):
+    """A tokenizer (root/tok) trained on `texts`, a random encoder of shape `arch` (root/enc, seed 1) and the QA
+    world of write_lighthouse_split: what the training tests start from. Returns `root`."""
+    from towers.models import random_encoder
+    from towers.tokenizer import train_wordpiece
+
+    train_wordpiece(texts, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
+    random_encoder(root / "tok", root / "enc", arch, seed=1)
+    write_lighthouse_split(root, texts, train)
+    return root
+
+
 def write_lighthouse_split(root, texts: list[str], train: int) -> None:
     """A QA world over `texts`: candidate d<i> holds text i, q<i> asks for it (qrels), the first
     `train` questions are the training split and the rest the validation split."""

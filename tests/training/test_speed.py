@@ -9,9 +9,8 @@ from transformers import AutoTokenizer, BertConfig
 from towers import models
 from towers.models import random_encoder
 from towers.settings import SettingError, Speed
-from towers.tokenizer import train_wordpiece
 
-from conftest import run_stage, write_lighthouse_split
+from conftest import lighthouse_world, run_stage
 
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(40)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
@@ -21,10 +20,7 @@ BEFORE = [0.82376, 0.78661, 0.82381, 0.82802, 0.80964, 0.82614]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    root = tmp_path_factory.mktemp("speed")
-    train_wordpiece(TEXTS, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
-    random_encoder(root / "tok", root / "enc", ARCH, seed=1)
-    write_lighthouse_split(root, TEXTS, train=30)
+    root = lighthouse_world(tmp_path_factory.mktemp("speed"), TEXTS, ARCH, train=30)
     config = BertConfig.from_pretrained(root / "enc")   # without dropout: its masks follow the padded shape
     config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
     random_encoder(root / "tok", root / "enc-nodrop", ARCH, seed=1)

@@ -9,9 +9,8 @@ import torch
 from safetensors.torch import load_file
 
 from towers.models import random_encoder
-from towers.tokenizer import train_wordpiece
 
-from conftest import ROOT, run_stage, write_lighthouse_split
+from conftest import ROOT, lighthouse_world, run_stage
 
 TEXTS = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(60)]
 ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_positions": 64}
@@ -19,11 +18,7 @@ ARCH = {"hidden": 32, "layers": 1, "heads": 2, "intermediate": 64, "max_position
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train")
-    train_wordpiece(TEXTS, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
-    random_encoder(root / "tok", root / "enc", ARCH, seed=1)
-    write_lighthouse_split(root, TEXTS, train=50)
-    return root
+    return lighthouse_world(tmp_path_factory.mktemp("train"), TEXTS, ARCH, train=50)
 
 
 def finetune_args(root, out, steps=12, every=4):
