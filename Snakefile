@@ -6,6 +6,7 @@ import sys
 from snakemake.utils import min_version
 
 from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml, source_of
+from towers.plan import Plan, q, row_flags
 from towers.reports import papers as paper_list
 
 min_version("9.0")
@@ -19,15 +20,19 @@ try:   # one line naming the file, key and problem (Snakemake's validate() print
     _sources = load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config))
     check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"), _sources)
     # the papers, declared once (data/papers/papers.yaml): rule files, targets, published values, claims
-    PAPERS = paper_list.load()
+    _papers = paper_list.load()
     for _paper in config["claims"]["papers"]:   # the profile picks which declared papers' claims it tests
-        if _paper not in PAPERS:
+        if _paper not in _papers:
             raise ParamsError(f"{source_of(['claims', 'papers'], _sources)}: claims.papers: {_paper!r} is not a "
-                              f"paper of {paper_list.PAPERS_FILE} ({', '.join(PAPERS)})")
+                              f"paper of {paper_list.PAPERS_FILE} ({', '.join(_papers)})")
+    # what every rule reads, writes and passes its stage (towers.plan): one object of this config, which every
+    # rule file asks for by name (Plan.of), built once the config is checked
+    plan = Plan.of(workflow, papers=_papers)
 except ParamsError as err:
     sys.exit(f"error: {err}")
+PY, TOWERS = plan.software.py, plan.software.towers   # named in the report's shell command
 
-include: "workflow/rules/common.smk"   # software, wildcard patterns, the clean-up before a run, shared helpers
+include: "workflow/rules/common.smk"   # the scheduler fix, wildcard patterns, the clean-up before a run
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pairs.smk"
 include: "workflow/rules/bm25.smk"
@@ -36,32 +41,28 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/zeroshot.smk"
-for _paper in PAPERS.values():   # each paper's rule file, in papers.yaml's order
+for _paper in plan.papers.values():   # each paper's rule file, in papers.yaml's order
     include: _paper["rules"]
-
-PAPER_TABLES = paper_list.tables(PAPERS)
-PAPER_FIGURES = paper_list.figures(PAPERS)
-
 include: "workflow/rules/verdicts.smk"
 include: "workflow/rules/resources.smk"   # measured requests (resources.rules) over every rule above
 
 
 rule all:
     input:
-        PAPER_TABLES,
-        PAPER_FIGURES,
-        ZEROSHOT_TABLES,
+        plan.paper_tables,
+        plan.paper_figures,
+        plan.zeroshot.tables,
         "results/claims.csv",
 
 
 rule report:
     # one HTML page: every table beside the paper's values, every figure, the rule graph, versions, hardware
     input:
-        tables=PAPER_TABLES + ZEROSHOT_TABLES,
-        figures=PAPER_FIGURES,
+        tables=plan.paper_tables + plan.zeroshot.tables,
+        figures=plan.paper_figures,
         claims="results/claims.csv",
         check="results/check.csv",
-        profile=PROFILE_INPUT,
+        profile=local(plan.profile_marker),
     output:
         html="results/report.html",
         dag="results/dag.png",
@@ -70,12 +71,12 @@ rule report:
         configfiles=" ".join(q(c) for c in workflow.overwrite_configfiles),
         note=config["profile_note"],
         profile=config["profile"],
-        title=f"Dense retrieval: {paper_list.in_words(len(PAPERS))} papers reproduced",
+        title=f"Dense retrieval: {paper_list.in_words(len(plan.papers))} papers reproduced",
         papers=row_flags(({"id": p["id"], "title": p["title"], "tables": [t["path"] for t in p["tables"]],
-                           "figures": [f["path"] for f in p["figures"]]} for p in PAPERS.values()), "--paper"),
-        tables=" ".join(f"--table {q(t)}" for t in ZEROSHOT_TABLES),   # the tables of no paper
+                           "figures": [f["path"] for f in p["figures"]]} for p in plan.papers.values()), "--paper"),
+        tables=" ".join(f"--table {q(t)}" for t in plan.zeroshot.tables),   # the tables of no paper
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     log:
         "logs/tables/report.log",
     shell:

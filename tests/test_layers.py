@@ -7,7 +7,8 @@ to a lower one, never up and never sideways into another part of the same layer,
     models, losses
     parts                       checkpoint, datasets, retrieval, verdicts
     training, reports
-    stages                      `python -m towers <stage>`
+    stages, plan                `python -m towers <stage>`; the workflow's planning (what each rule reads, writes and
+                                passes its stage, for a config: towers.plan, built by the Snakemake files)
     entry points                cli, ci; warm (the warm-start server, which runs cli in its forks); __main__
 
 A new top-level module or package has to be given its layer here."""
@@ -24,7 +25,7 @@ LAYERS = [
     {"models", "losses"},
     {"checkpoint", "datasets", "retrieval", "verdicts"},
     {"training", "reports"},
-    {"stages"},
+    {"stages", "plan"},
     {"cli", "ci"},
     {"warm"},
     {"__main__"},

@@ -1,14 +1,19 @@
 """The workflow's house rules: `snakemake --lint` finds nothing but what ALLOWED lists (each entry with the reason
 it stays), and a rule is named after the stage it runs (rule build_index runs `python -m towers build-index`), so
 that grepping a rule's name finds its stage and module."""
+import ast
+import builtins
+import io
 import json
 import re
 import subprocess
 import sys
+import types
+from pathlib import Path
 
 import pytest
 
-from workflow_helpers import copy_workflow
+from workflow_helpers import ROOT, copy_workflow
 
 ANY_RULE = "*"
 # (lint title, rule it is allowed in, or ANY_RULE): why it stays. Snakemake has no way to silence one lint
@@ -116,3 +121,68 @@ def test_rule_names_follow_their_stage():
     assert named_after("build_index", "build-index") and named_after("encode_candidates_shard", "encode-candidates")
     assert named_after("reqa", "reqa-squad") and named_after("check", "check-status")
     assert not named_after("faiss_index", "build-index") and not named_after("train_quadruplet", "train-margin")
+
+
+# --- rule files hold rules, and every name they use is their own --------------------------------------------
+
+# What Snakemake gives every Snakefile: its config and workflow, and the functions of its directives
+SNAKEMAKE_NAMES = {"config", "workflow", "rules", "checkpoints", "shell", "local", "temp", "directory", "unpack",
+                   "protected", "ancient", "expand", "touch", "pipe", "service", "multiext", "storage"}
+SHELL_FIELD = re.compile(r"(?<!{){([A-Z][A-Z0-9_]*)}")   # a global in a command: {TOWERS}, {TRAIN}, {ART}
+
+
+def python_of(path: Path) -> str:
+    """A Snakemake file as the Python Snakemake makes of it (its rules as functions named __rule_<name>)."""
+    from snakemake.parser import parse
+    from snakemake.sourcecache import LocalSourceFile
+
+    class Cache:
+        def open(self, source):
+            return io.StringIO(Path(source.get_path_or_uri(secret_free=True)).read_text())
+
+    return parse(LocalSourceFile(str(path)), types.SimpleNamespace(sourcecache=Cache()), {})[0]
+
+
+def foreign_names(path: Path) -> tuple[list[str], list[str]]:
+    """(the names a Snakemake file uses that it neither imports nor assigns, Snakemake's own and Python's aside,
+    shell fields such as {TOWERS} included; the functions it defines)."""
+    tree = ast.parse(python_of(path))
+    bound, functions = set(SNAKEMAKE_NAMES) | set(dir(builtins)), []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+            if not node.name.startswith("__"):   # Snakemake's own: __rule_<name>, the onstart handler
+                functions.append(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    used |= {field for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+             for field in SHELL_FIELD.findall(node.value)}
+    return sorted(used - bound), functions
+
+
+SNAKEMAKE_FILES = [ROOT / "Snakefile", *sorted((ROOT / "workflow/rules").glob("*.smk"))]
+
+
+@pytest.mark.parametrize("path", SNAKEMAKE_FILES, ids=lambda p: p.name)
+def test_a_rule_file_defines_no_function_and_uses_no_name_it_does_not_import(path):
+    """The planning is towers.plan's (unit-tested there); a rule file asks for it by name, so that what it uses is
+    found in the file itself, not in whichever file Snakemake happened to include before it."""
+    foreign, functions = foreign_names(path)
+    assert not foreign, f"{path.name} uses names it neither imports nor defines: {foreign}"
+    assert not functions, f"{path.name} defines functions (towers.plan is their place): {functions}"
+    assert not (ROOT / "workflow/helpers").exists()
+
+
+def test_the_name_check_sees_a_borrowed_name_a_shell_global_and_a_function(tmp_path):
+    rules = tmp_path / "x.smk"
+    rules.write_text("from towers.plan import Plan\n\nplan = Plan.of(workflow)\n\ndef helper(w):\n    return 1\n\n"
+                     "rule x:\n    input: collection('d'), plan.data.dump_inputs\n    output: 'o'\n"
+                     "    shell: '{TOWERS} x {input} {output} {params.a}'\n")
+    assert foreign_names(rules) == (["TOWERS", "collection"], ["helper"])

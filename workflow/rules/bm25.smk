@@ -9,7 +9,10 @@
 #     the run one job would write.
 # Search writes a run a batch of queries at a time; the JVM's heap comes from the job's mem_mb (bm25.java_heap_mb).
 
-include: "../helpers/bm25.smk"
+from towers.plan import ART, Plan, collection
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS = plan.software.towers
 
 
 rule bm25_index:
@@ -17,11 +20,11 @@ rule bm25_index:
         collection("{dataset}", "candidates.jsonl"),
     output:
         directory(f"{ART}/{{dataset}}/bm25/index"),
-    threads: BM25_THREADS
+    threads: plan.bm25.threads
     resources:
-        **JAVA_JOB,
+        **plan.software.java_job,
     conda:
-        JAVA_ENV
+        plan.software.java_env
     log:
         "logs/{dataset}/bm25_index.log",
     shell:
@@ -32,19 +35,19 @@ rule bm25_index:
 rule bm25_search:
     # every query of the collection (a dataset not in bm25.split_runs)
     input:
-        index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",   # a graded set: its base's index
+        index=plan.bm25.index_of,   # a graded set: its base's index
         queries=collection("{dataset}", "queries.tsv"),
     output:
         f"{ART}/{{dataset}}/bm25/run.trec",
     params:
-        k1=BM25["k1"],
-        b=BM25["b"],
-        depth=lambda w: run_depth(w.dataset, BM25["depth"]),
-    threads: BM25_THREADS
+        k1=plan.bm25.settings["k1"],
+        b=plan.bm25.settings["b"],
+        depth=plan.bm25.search_depth,
+    threads: plan.bm25.threads
     resources:
-        **JAVA_JOB,
+        **plan.software.java_job,
     conda:
-        JAVA_ENV
+        plan.software.java_env
     log:
         "logs/{dataset}/bm25_search.log",
     shell:
@@ -55,21 +58,21 @@ rule bm25_search:
 rule bm25_search_split:
     # a dataset in bm25.split_runs: a split's test or training queries, to the depth in the run's name, in one job
     input:
-        index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",
-        queries=bm25_queries,
+        index=plan.bm25.index_of,
+        queries=plan.bm25.bm25_queries,
     output:
         f"{ART}/{{dataset}}/bm25/{{split}}/{{parts}}-d{{depth}}.trec",
     wildcard_constraints:
-        parts=f"test|{TRAINING_PARTS}",
+        parts=f"test|{plan.bm25.training_parts}",
         depth="[1-9][0-9]*",
     params:
-        k1=BM25["k1"],
-        b=BM25["b"],
-    threads: BM25_THREADS
+        k1=plan.bm25.settings["k1"],
+        b=plan.bm25.settings["b"],
+    threads: plan.bm25.threads
     resources:
-        **JAVA_JOB,
+        **plan.software.java_job,
     conda:
-        JAVA_ENV
+        plan.software.java_env
     log:
         "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}.log",
     shell:
@@ -80,24 +83,24 @@ rule bm25_search_split:
 rule bm25_search_shard:
     # part {shard} of bm25.query_shards[dataset] of a training-query set, one job each; merge_runs joins them
     input:
-        index=lambda w: f"{ART}/{corpus_of(w.dataset)}/bm25/index",
-        queries=bm25_queries,
+        index=plan.bm25.index_of,
+        queries=plan.bm25.bm25_queries,
     output:
         temp(f"{ART}/{{dataset}}/bm25/{{split}}/{{parts}}-d{{depth}}.shards/{{shard}}.trec"),
     wildcard_constraints:
-        dataset=QUERY_SHARDED_RE,
-        parts=TRAINING_PARTS,
+        dataset=plan.bm25.query_sharded_re,
+        parts=plan.bm25.training_parts,
         depth="[1-9][0-9]*",
         shard="[0-9]+",
     params:
-        k1=BM25["k1"],
-        b=BM25["b"],
-        shards=lambda w: QUERY_SHARDS[w.dataset],
-    threads: BM25_THREADS
+        k1=plan.bm25.settings["k1"],
+        b=plan.bm25.settings["b"],
+        shards=lambda w: plan.bm25.query_shards[w.dataset],
+    threads: plan.bm25.threads
     resources:
-        **JAVA_JOB,
+        **plan.software.java_job,
     conda:
-        JAVA_ENV
+        plan.software.java_env
     log:
         "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}_{shard}.log",
     shell:
@@ -108,16 +111,15 @@ rule bm25_search_shard:
 
 rule merge_runs:
     input:
-        lambda w: [f"{ART}/{w.dataset}/bm25/{w.split}/{w.parts}-d{w.depth}.shards/{i}.trec"
-                   for i in range(QUERY_SHARDS[w.dataset])],
+        plan.bm25.shard_runs,
     output:
         f"{ART}/{{dataset}}/bm25/{{split}}/{{parts}}-d{{depth}}.trec",
     wildcard_constraints:
-        dataset=QUERY_SHARDED_RE,
-        parts=TRAINING_PARTS,
+        dataset=plan.bm25.query_sharded_re,
+        parts=plan.bm25.training_parts,
         depth="[1-9][0-9]*",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     log:
         "logs/{dataset}/merge_bm25_{split}_{parts}-d{depth}.log",
     shell:

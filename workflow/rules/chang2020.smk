@@ -2,14 +2,17 @@
 # with the profile. Table 1: the pre-training pairs (rule pretraining_pairs, pairs.smk); Table 2: the ReQA
 # collections (rule reqa_statistics); Tables 3-6: the evaluations of Chang's models (train.smk, dense.smk).
 
-include: "../helpers/chang2020.smk"
+from towers.plan import Plan, row_flags
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS = plan.software.towers
 
 
 rule pairs_table:
     input:
-        profile=PROFILE_INPUT,
-        stats=[f"{ART}/{config['chang2020']['table1']['dataset']}/pairs/{task}.stats.json" for task in ("ict", "bfs", "wlp")],
-        paper=paper_values("chang2020", "table1"),
+        profile=local(plan.profile_marker),
+        stats=plan.chang2020.pair_stats(),
+        paper=plan.paper_values("chang2020", "table1"),
     output:
         csv="results/chang2020/table1.csv",
         json="results/chang2020/table1.json",
@@ -19,94 +22,92 @@ rule pairs_table:
     log:
         "logs/tables/chang2020_table1.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
-        paper_table("pairs-table", "--stats {input.stats}", table=False)
+        plan.chang2020.pairs_table
 
 
 rule reqa_table:
     # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
     input:
-        profile=PROFILE_INPUT,
-        stats=[collection(d["name"], "table2-stats.json") for d in config["chang2020"]["table2"]["datasets"]],
-        paper=paper_values("chang2020", "table2"),
+        profile=local(plan.profile_marker),
+        stats=plan.chang2020.reqa_stats(),
+        paper=plan.paper_values("chang2020", "table2"),
     output:
         csv="results/chang2020/table2.csv",
         json="results/chang2020/table2.json",
     params:
         profile=config["profile"],
         note=config["profile_note"],
-        rows=row_flags({"dataset": d["name"], "paper_dataset": d["paper"],
-                        "stats": collection(d["name"], "table2-stats.json")} for d in config["chang2020"]["table2"]["datasets"]),
+        rows=row_flags(plan.chang2020.reqa_rows()),
     log:
         "logs/tables/chang2020_table2.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
-        paper_table("reqa-table", table=False)
+        plan.chang2020.reqa_table
 
 
 rule table_chang2020_3:
     # Table 3 (SQuAD) and Table 4 (NQ); the mini profile's one dataset stands in for both.
     input:
-        profile=PROFILE_INPUT,
-        evals=[r["eval"] for r in chang_rows("table3")],
-        paper=paper_values("chang2020", "table3"),
+        profile=local(plan.profile_marker),
+        evals=[r["eval"] for r in plan.chang2020.chang_rows("table3")],
+        paper=plan.paper_values("chang2020", "table3"),
     output:
         csv="results/chang2020/{table}.csv",
         json="results/chang2020/{table}.json",
     wildcard_constraints:
         table="table3",
     params:
-        **chang_table_params("table3"),
+        **plan.chang2020.chang_table_params("table3"),
     log:
         "logs/tables/chang2020_{table}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
-        CHANG_TABLE
+        plan.chang2020.table
 
 
 use rule table_chang2020_3 as table_chang2020_4 with:
     input:
-        profile=PROFILE_INPUT,
-        evals=[r["eval"] for r in chang_rows("table4")],
-        paper=paper_values("chang2020", "table4"),
+        profile=local(plan.profile_marker),
+        evals=[r["eval"] for r in plan.chang2020.chang_rows("table4")],
+        paper=plan.paper_values("chang2020", "table4"),
     wildcard_constraints:
         table="table4",
     params:
-        **chang_table_params("table4"),
+        **plan.chang2020.chang_table_params("table4"),
 
 
 use rule table_chang2020_3 as table_chang2020_6 with:
     input:
-        profile=PROFILE_INPUT,
-        evals=[r["eval"] for r in chang_rows("table6")],
-        paper=paper_values("chang2020", "table6"),
+        profile=local(plan.profile_marker),
+        evals=[r["eval"] for r in plan.chang2020.chang_rows("table6")],
+        paper=plan.paper_values("chang2020", "table6"),
     wildcard_constraints:
         table="table6",
     params:
-        **chang_table_params("table6"),
+        **plan.chang2020.chang_table_params("table6"),
 
 
 rule ablation_table:
     input:
-        profile=PROFILE_INPUT,
-        evals=[r["eval"] for r in ablation_rows()],
-        paper=paper_values("chang2020", "table5"),
+        profile=local(plan.profile_marker),
+        evals=[r["eval"] for r in plan.chang2020.ablation_rows()],
+        paper=plan.paper_values("chang2020", "table5"),
     output:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",
     params:
-        rows=row_flags(ablation_rows()),
-        metric=CHANG["table5"]["metric"],
+        rows=row_flags(plan.chang2020.ablation_rows()),
+        metric=plan.chang2020.chang["table5"]["metric"],
         profile=config["profile"],
-        dataset=CHANG["table5"]["dataset"],
-        note=table_note(CHANG["table5"]["dataset"]),
+        dataset=plan.chang2020.chang["table5"]["dataset"],
+        note=plan.evaluation.table_note(plan.chang2020.chang["table5"]["dataset"]),
     log:
         "logs/tables/chang2020_table5.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
-        paper_table("ablation-table", "--metric {params.metric} {params.rows}", " --dataset {params.dataset}",
-                    table=False)
+        plan.chang2020.ablation_table

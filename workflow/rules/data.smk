@@ -10,22 +10,25 @@
 # 2019): extra test queries with graded qrels over a passage dataset's collection, searched with its
 # base's models and indexes (rule passages_graded).
 
-include: "../helpers/data.smk"
+from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, collection_files, content_digest, q
+
+plan = Plan.of(workflow)   # every name below that is no Snakemake directive comes from here (towers.plan.datasets)
+TOWERS, CPU_ENV = plan.software.towers, plan.software.cpu_env
 
 
 rule parse_wiki:
     input:
-        dump_inputs,
+        plan.data.dump_inputs,
     output:
         articles=f"{ART}/{{dataset}}/corpus/articles.jsonl",
         redirects=f"{ART}/{{dataset}}/corpus/redirects.json",
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
     wildcard_constraints:
-        dataset=NOT_PARTED_WIKI,
+        dataset=plan.data.not_parted_wiki,
     params:
-        dump=lambda w: dump_of(w.dataset),
-        sha256=lambda w: q(dataset_cfg(w.dataset).get("dump_sha256", "")),
-        max_articles=lambda w: dataset_cfg(w.dataset).get("max_articles", 0),
+        dump=lambda w: plan.data.dump_of(w.dataset),
+        sha256=lambda w: q(plan.data.dataset_cfg(w.dataset).get("dump_sha256", "")),
+        max_articles=lambda w: plan.data.dataset_cfg(w.dataset).get("max_articles", 0),
     log:
         "logs/{dataset}/parse_wiki.log",
     conda:
@@ -38,14 +41,14 @@ rule parse_wiki:
 rule wiki_parts:
     # Byte ranges of whole bz2 streams of a multistream dump, of about equal size, from its index.
     input:
-        dump=lambda w: dump_of(w.dataset),
-        index=lambda w: dataset_file(w.dataset, file_spec(w.dataset, dataset_cfg(w.dataset)["index"])),
+        dump=lambda w: plan.data.dump_of(w.dataset),
+        index=plan.data.dump_index,
     output:
         f"{ART}/{{dataset}}/corpus/parts/plan.json",
     wildcard_constraints:
-        dataset=ONLY_PARTED_WIKI,
+        dataset=plan.data.only_parted_wiki,
     params:
-        parts=lambda w: dataset_cfg(w.dataset).get("parts", 1),
+        parts=lambda w: plan.data.dataset_cfg(w.dataset).get("parts", 1),
     log:
         "logs/{dataset}/wiki_parts_plan.log",
     conda:
@@ -58,13 +61,13 @@ rule wiki_parts:
 rule parse_wiki_part:
     # One part of the dump, read with a seek and decompressed stream by stream; jobs run side by side.
     input:
-        dump=lambda w: dump_of(w.dataset),
+        dump=lambda w: plan.data.dump_of(w.dataset),
         plan=f"{ART}/{{dataset}}/corpus/parts/plan.json",
     output:
         **{name.split(".")[0]: f"{ART}/{{dataset}}/corpus/parts/{{part}}/{name}"
            for name in ("articles.jsonl", "redirects.json", "stats.json", "links.npz")},
     wildcard_constraints:
-        dataset=ONLY_PARTED_WIKI,
+        dataset=plan.data.only_parted_wiki,
         part=r"\d\d\d+",
     params:
         out_dir=lambda w: f"{ART}/{w.dataset}/corpus/parts/{w.part}",
@@ -81,16 +84,16 @@ rule merge_wiki_parts:
     # The parts' articles in dump order, their redirects, and statistics summed (links resolved through
     # digests of every title: 8 bytes an article, 16 a redirect): parse_wiki's three files.
     input:
-        lambda w: [f"{d}/{name}" for d in wiki_part_dirs(w) for name in ("articles.jsonl", "redirects.json",
+        lambda w: [f"{d}/{name}" for d in plan.data.wiki_part_dirs(w) for name in ("articles.jsonl", "redirects.json",
                                                                             "stats.json", "links.npz")],
     output:
         articles=f"{ART}/{{dataset}}/corpus/articles.jsonl",
         redirects=f"{ART}/{{dataset}}/corpus/redirects.json",
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
     wildcard_constraints:
-        dataset=ONLY_PARTED_WIKI,
+        dataset=plan.data.only_parted_wiki,
     params:
-        parts=lambda w: " ".join(wiki_part_dirs(w)),
+        parts=lambda w: " ".join(plan.data.wiki_part_dirs(w)),
     log:
         "logs/{dataset}/merge_wiki_parts.log",
     conda:
@@ -107,8 +110,8 @@ rule download:
     output:
         "data/raw/{dataset}/{name}",
     params:
-        url=lambda w: file_spec(w.dataset, w.name)["url"],
-        check=lambda w: download_check(w.dataset, w.name),
+        url=lambda w: plan.data.file_spec(w.dataset, w.name)["url"],
+        check=lambda w: plan.data.download_check(w.dataset, w.name),
     retries: 3
     log:
         "logs/{dataset}/download_{name}.log",
@@ -120,17 +123,17 @@ rule download:
 
 rule reqa:
     input:
-        unpack(reqa_inputs),
+        unpack(plan.data.reqa_inputs),
     output:
         **collection_files("{dataset}", "stats"),
     wildcard_constraints:
-        dataset=ONLY_REQA,   # open-domain datasets: rule reqa_open; passage datasets: rule passages
+        dataset=plan.data.only_reqa,   # open-domain datasets: rule reqa_open; passage datasets: rule passages
     params:
         out_dir=lambda w: collection(w.dataset),
-        kind=lambda w: dataset_cfg(w.dataset)["kind"],
+        kind=lambda w: plan.data.dataset_cfg(w.dataset)["kind"],
         # "none": a local file given without a sha256 (checked when given, recorded as not verified when not)
-        sha256=lambda w: [f.get("sha256") or "none" for f in dataset_cfg(w.dataset).get("files", [])],
-        questions_digest=lambda w: content_digest(dataset_cfg(w.dataset).get("questions", "")),   # by content
+        sha256=lambda w: [f.get("sha256") or "none" for f in plan.data.dataset_cfg(w.dataset).get("files", [])],
+        questions_digest=lambda w: content_digest(plan.data.dataset_cfg(w.dataset).get("questions", "")),   # by content
     log:
         "logs/{dataset}/reqa.log",
     run:
@@ -149,15 +152,15 @@ rule reqa_open:
     # The base dataset's ReQA form (questions and qrels unchanged) with extra candidates: every sentence
     # of the extra dataset's articles outside the base's articles, sub-sampled to max_extra (seeded).
     input:
-        unpack(open_inputs),
+        unpack(plan.data.open_inputs),
     output:
         **collection_files("{dataset}", "stats"),
     wildcard_constraints:
-        dataset=ONLY_OPEN,
+        dataset=plan.data.only_open,
     params:
         out_dir=lambda w: collection(w.dataset),
-        max_extra=lambda w: dataset_cfg(w.dataset).get("max_extra", 0),
-        prefix=lambda w: f"{dataset_cfg(w.dataset)['extra']}:",
+        max_extra=lambda w: plan.data.dataset_cfg(w.dataset).get("max_extra", 0),
+        prefix=lambda w: f"{plan.data.dataset_cfg(w.dataset)['extra']}:",
         seed=config["seed"],
     log:
         "logs/{dataset}/reqa.log",
@@ -174,21 +177,21 @@ rule passages:
     # and its one split, "dev" (test: the dataset's evaluation queries; train: its training queries, and for
     # wikipedia-passages ICT pseudo-queries; valid: a seeded sample of the training queries).
     input:
-        unpack(passage_inputs),
+        unpack(plan.data.passage_inputs),
     output:
         **collection_files("{dataset}", "stats"),
         train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
     wildcard_constraints:
-        dataset=ONLY_PASSAGES,
+        dataset=plan.data.only_passages,
     params:
-        command=passage_command,
-        listing=lambda w: "" if dataset_cfg(w.dataset)["kind"] == "wikipedia-passages" else folder_listing(passage_source(w.dataset)),
+        command=plan.data.passage_command,
+        listing=plan.data.passage_listing,
         out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
-        kind=lambda w: dataset_cfg(w.dataset)["kind"],
-        questions_digest=lambda w: content_digest(dataset_cfg(w.dataset).get("questions", "")),   # by content
+        kind=lambda w: plan.data.dataset_cfg(w.dataset)["kind"],
+        questions_digest=lambda w: content_digest(plan.data.dataset_cfg(w.dataset).get("questions", "")),   # by content
     log:
         "logs/{dataset}/passages.log",
     run:
@@ -203,9 +206,9 @@ rule passages:
 rule passages_graded:
     # TREC DL 2019 style: judged test queries with graded qrels over the base dataset's collection
     input:
-        queries=lambda w: graded_file(w.dataset, "queries"),
-        qrels=lambda w: graded_file(w.dataset, "qrels"),
-        candidates=lambda w: collection(corpus_of(w.dataset), "candidates.jsonl"),
+        queries=lambda w: plan.data.graded_file(w.dataset, "queries"),
+        qrels=lambda w: plan.data.graded_file(w.dataset, "qrels"),
+        candidates=lambda w: collection(plan.data.corpus_of(w.dataset), "candidates.jsonl"),
     output:
         queries=collection("{dataset}", "queries.tsv"),
         qrels=collection("{dataset}", "qrels.txt"),
@@ -214,9 +217,9 @@ rule passages_graded:
         valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
     wildcard_constraints:
-        dataset=ONLY_GRADED,
+        dataset=plan.data.only_graded,
     params:
-        checks=lambda w: graded_checks(w.dataset),
+        checks=lambda w: plan.data.graded_checks(w.dataset),
         out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
     log:
@@ -231,14 +234,14 @@ rule passages_graded:
 rule passages_triples:
     # MS MARCO's text triples (query, positive, negative) as ids, for the dev split's training queries
     input:
-        unpack(triples_inputs),
+        unpack(plan.data.triples_inputs),
     output:
         collection("{dataset}", "triples.tsv"),
     wildcard_constraints:
-        dataset=ONLY_PASSAGES,
+        dataset=plan.data.only_passages,
     params:
-        check=lambda w: source_check(w.dataset, dataset_cfg(w.dataset)["triples"]),
-        max_triples=lambda w: dataset_cfg(w.dataset).get("max_triples", 0),
+        check=lambda w: plan.data.source_check(w.dataset, plan.data.dataset_cfg(w.dataset)["triples"]),
+        max_triples=lambda w: plan.data.dataset_cfg(w.dataset).get("max_triples", 0),
     log:
         "logs/{dataset}/passage_triples.log",
     conda:
@@ -257,9 +260,9 @@ rule split:
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     wildcard_constraints:
-        split="|".join(re.escape(name) for name in SPLITS),   # never a passage dataset's "dev": rule passages
+        split=plan.data.split_names,   # never a passage dataset's "dev": rule passages
     params:
-        fraction=lambda w: SPLITS[w.split],
+        fraction=lambda w: plan.data.splits[w.split],
         valid=config["valid_fraction"],
         seed=config["seed"],
         out_dir=lambda w: f"{ART}/{w.dataset}/splits/{w.split}",

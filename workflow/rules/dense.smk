@@ -2,13 +2,16 @@
 # (cached), build each Faiss index named in params (faiss.indexes), search a split's test questions,
 # and mine hard negatives for its training questions.
 
-include: "../helpers/dense.smk"
+from towers.plan import DENSE, Plan, collection
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS, CPU_ENV = plan.software.towers, plan.software.cpu_env
 
 
 rule encode_candidates:
     # the corpus of a dataset that encode.shards does not split, in one job
     input:
-        model=model_dir,
+        model=plan.dense.model_dir,
         candidates=collection("{dataset}", "candidates.jsonl"),
     output:
         embeddings=f"{DENSE}/candidates.npy",
@@ -16,12 +19,12 @@ rule encode_candidates:
     params:
         batch=config["encode"]["batch_size"],
     wildcard_constraints:
-        dataset=f"(?!(?:{SHARDED_RE})/)[a-z0-9-]+",   # not a sharded one (next: "/")
+        dataset=f"(?!(?:{plan.dense.sharded_re})/)[a-z0-9-]+",   # not a sharded one (next: "/")
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **plan.software.gpu_job,
     conda:
-        TORCH_ENV
+        plan.software.torch_env
     log:
         "logs/{dataset}/encode_{model}_{split}.log",
     shell:
@@ -34,21 +37,21 @@ rule encode_candidates_shard:
     # part {shard} of encode.shards[dataset] of a corpus, one job (one GPU) each; merge_embeddings joins them.
     # Temporary: the merged matrix holds the same rows, so a part is deleted once merged (MS MARCO: 27 GB a model)
     input:
-        model=model_dir,
+        model=plan.dense.model_dir,
         candidates=collection("{dataset}", "candidates.jsonl"),
     output:
         embeddings=temp(f"{DENSE}/shards/{{shard}}.npy"),
         ids=temp(f"{DENSE}/shards/{{shard}}.ids"),
     params:
         batch=config["encode"]["batch_size"],
-        shards=lambda w: SHARDS[w.dataset],
+        shards=lambda w: plan.dense.shards[w.dataset],
     wildcard_constraints:
         shard="[0-9]+",
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **plan.software.gpu_job,
     conda:
-        TORCH_ENV
+        plan.software.torch_env
     log:
         "logs/{dataset}/encode_{model}_{split}_{shard}.log",
     shell:
@@ -59,15 +62,15 @@ rule encode_candidates_shard:
 
 rule merge_embeddings:
     input:
-        parts=encoded_shards("npy"),
-        ids=encoded_shards("ids"),
+        parts=plan.dense.encoded_shards("npy"),
+        ids=plan.dense.encoded_shards("ids"),
     output:
         embeddings=f"{DENSE}/candidates.npy",
         ids=f"{DENSE}/candidates.ids",
     wildcard_constraints:
-        dataset=SHARDED_RE,   # only datasets encode.shards splits
+        dataset=plan.dense.sharded_re,   # only datasets encode.shards splits
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     log:
         "logs/{dataset}/merge_embeddings_{model}_{split}.log",
     shell:
@@ -84,15 +87,15 @@ rule build_index:
     output:
         f"{DENSE}/index-{{index}}.faiss",
     params:
-        factory=lambda w: config["faiss"]["indexes"][w.index],
+        factory=lambda w: plan.dense.indexes[w.index],   # LTRe's indexes too
     threads: config["faiss"].get("threads") or config["torch_threads"]
     resources:   # a CPU job holding the index, and the matrix a block at a time: the memory and time of the GPU jobs
-        mem_mb=GPU_JOB["mem_mb"],
-        runtime=GPU_JOB["runtime"],
+        mem_mb=plan.software.gpu_job["mem_mb"],
+        runtime=plan.software.gpu_job["runtime"],
     log:
         "logs/{dataset}/faiss_{model}_{split}_{index}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} build-index --embeddings {input} --factory {params.factory:q} --out {output} --threads {threads}"
         " 2>&1 | tee {log}"
@@ -100,18 +103,18 @@ rule build_index:
 
 rule dense_search:
     input:
-        unpack(lambda w: dense_files(w.dataset, w.model, w.split, w.index)),
-        queries=split_questions("test"),
+        unpack(lambda w: plan.dense.dense_files(w.dataset, w.model, w.split, w.index)),
+        queries=plan.dense.split_questions("test"),
     output:
         f"{DENSE}/run-{{index}}.trec",
     params:
-        depth=lambda w: run_depth(w.dataset, config["faiss"]["depth"]),
+        depth=plan.dense.search_depth,
         nprobe=config["faiss"]["nprobe"],
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **plan.software.gpu_job,
     conda:
-        TORCH_ENV
+        plan.software.torch_env
     log:
         "logs/{dataset}/dense_search_{model}_{split}_{index}.log",
     shell:
@@ -124,9 +127,9 @@ rule mine_hard_negatives:
     # QuadrupletBERT's candidate set C_i: the training (and validation) questions' top results
     # under a trained model, through its own index, gold sentences removed.
     input:
-        unpack(lambda w: dense_files(w.dataset, w.model, w.split, config["mining"]["index"])),
-        train=split_questions("train"),
-        valid=split_questions("valid"),
+        unpack(lambda w: plan.dense.dense_files(w.dataset, w.model, w.split, config["mining"]["index"])),
+        train=plan.dense.split_questions("train"),
+        valid=plan.dense.split_questions("valid"),
         qrels=collection("{dataset}", "qrels.txt"),
     output:
         f"{DENSE}/mined.jsonl",
@@ -135,9 +138,9 @@ rule mine_hard_negatives:
         nprobe=config["faiss"]["nprobe"],
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **plan.software.gpu_job,
     conda:
-        TORCH_ENV
+        plan.software.torch_env
     log:
         "logs/{dataset}/mine_{model}_{split}.log",
     shell:

@@ -9,31 +9,34 @@
 #   q<source>-<start>-<index>  the same fixed doc side, negatives sampled instead (rand | bm25 | async):
 #                              Figure 3's baselines
 
-include: "../helpers/ltre.smk"
+from towers.plan import ART, Plan, flags, row_flags
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS, TRAIN = plan.software.towers, plan.software.train
 
 
 rule train_negatives:
     # One shared encoder (first token -> projection -> layer norm) on (relevant, negative) pairs
     input:
-        unpack(ltre_start),
-        **LTRE_DATA,
+        unpack(plan.ltre.ltre_start),
+        **plan.ltre.training_data,
     output:
         model=directory(f"{ART}/{{dataset}}/dense/neg-{{chain}}/{{split}}/model"),
         steps=f"{ART}/{{dataset}}/ltre/steps/neg-{{chain}}-{{split}}.jsonl",
     wildcard_constraints:
-        chain=CHAIN,
+        chain=plan.ltre.chain,
     params:
-        start=lambda w, input: input.start if "start" in input.keys() else LT["start_hub_model"],
+        start=lambda w, input: input.start if "start" in input.keys() else plan.ltre.lt["start_hub_model"],
         source=lambda w: w.chain.rsplit(".", 1)[-1],
         seed=config["seed"],
-        train=flags(LT["negatives"]),
-        towers=flags(LT["towers"]),
+        train=flags(plan.ltre.lt["negatives"]),
+        towers=flags(plan.ltre.lt["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/neg-{w.chain}-{w.split}",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/train_neg-{chain}_{split}.log",
     shell:
@@ -47,28 +50,28 @@ rule train_ltre:
     # Only the query tower learns; every step retrieves from the fixed index (ltre) or samples
     # negatives against it (qrand, qbm25, qasync); the step log is Figure 3's data
     input:
-        unpack(fixed_side),
-        **LTRE_DATA,
+        unpack(plan.ltre.fixed_side),
+        **plan.ltre.training_data,
     output:
         model=directory(f"{ART}/{{dataset}}/dense/{{method}}-{{start}}-{{index}}/{{split}}/model"),
         steps=f"{ART}/{{dataset}}/ltre/steps/{{method}}-{{start}}-{{index}}-{{split}}.jsonl",
     wildcard_constraints:
         method="ltre|qrand|qbm25|qasync",
-        start=CHAIN,
+        start=plan.ltre.chain,
     params:
         negatives=lambda w: "ltre" if w.method == "ltre" else w.method[1:],
         seed=config["seed"],
-        train=flags(LT["train"]),
-        sampled=flags({k: LT["negatives"][k] for k in ("negatives_per_query", "negative_depth")}),
-        probe=LT["figure3"]["probe_depth"],
-        refresh=LT["figure3"]["refresh_every"],
+        train=flags(plan.ltre.lt["train"]),
+        sampled=flags({k: plan.ltre.lt["negatives"][k] for k in ("negatives_per_query", "negative_depth")}),
+        probe=plan.ltre.lt["figure3"]["probe_depth"],
+        refresh=plan.ltre.lt["figure3"]["refresh_every"],
         nprobe=config["faiss"]["nprobe"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.method}-{w.start}-{w.index}-{w.split}",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/train_{method}-{start}-{index}_{split}.log",
     shell:
@@ -82,41 +85,41 @@ rule train_ltre:
 
 rule ltre_table:
     input:
-        profile=PROFILE_INPUT,
-        files=lambda w: lt_files(w.table),
-        paper=lambda w: paper_values("ltre", w.table),
+        profile=local(plan.profile_marker),
+        files=lambda w: plan.ltre.lt_files(w.table),
+        paper=lambda w: plan.paper_values("ltre", w.table),
     output:
         csv="results/ltre/{table}.csv",
         json="results/ltre/{table}.json",
     wildcard_constraints:
         table="table[134]",
     params:
-        rows=lambda w: row_flags(lt_rows(w.table)),
+        rows=lambda w: row_flags(plan.ltre.lt_rows(w.table)),
         profile=config["profile"],
-        note=LT_TABLE_NOTE,
+        note=plan.ltre.table_note,
     log:
         "logs/tables/ltre_{table}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
-        paper_table("ltre-table")
+        plan.ltre.table_shell
 
 
 rule ltre_figure:
     input:
-        profile=PROFILE_INPUT,
-        steps=[path for _, path in figure3_runs()],
+        profile=local(plan.profile_marker),
+        steps=[path for _, path in plan.ltre.figure3_runs()],
     output:
         csv="results/ltre/figure3.csv",
         png="results/ltre/figure3.png",
     params:
-        runs=row_flags(({"method": m, "steps": p} for m, p in figure3_runs()), "--run"),
-        probe=LT["figure3"]["probe_depth"],
-        note=LT_NOTE,
+        runs=row_flags(({"method": m, "steps": p} for m, p in plan.ltre.figure3_runs()), "--run"),
+        probe=plan.ltre.lt["figure3"]["probe_depth"],
+        note=plan.ltre.note,
     log:
         "logs/tables/ltre_figure3.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} ltre-figure {params.runs} --probe-depth {params.probe} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

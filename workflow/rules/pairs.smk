@@ -1,6 +1,10 @@
 # Chang et al.'s pre-training pairs (ICT, BFS, WLP, and their uniform mixture) from the parsed
 # articles, with the statistics of their Table 1 (WordPiece tokens of the dataset's tokenizer).
 
+from towers.plan import ART, Plan, collection
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS, CPU_ENV = plan.software.towers, plan.software.cpu_env
 
 rule pretraining_pairs:
     input:

@@ -1,12 +1,15 @@
 # Tokenizer and encoder initialisations: random (Chang's No Pretraining), MLM, MLM+NSP, bags of words.
 # Pre-training is built once per dataset and reused by every fine-tuning run and table.
 
-include: "../helpers/pretrain.smk"
+from towers.plan import ART, Plan, collection, flags, q
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS, TRAIN = plan.software.towers, plan.software.train
 
 
 rule tokenizer:
     input:
-        tokenizer_text,
+        plan.train.tokenizer_text,
     output:
         directory(f"{ART}/{{dataset}}/tokenizer"),
     params:
@@ -17,7 +20,7 @@ rule tokenizer:
     log:
         "logs/{dataset}/tokenizer.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} tokenizer --candidates {input} --out {output} --vocab-size {params.vocab}"
         " --min-frequency {params.min_freq} --lowercase {params.lowercase} --hub-model {params.hub} 2>&1 | tee {log}"
@@ -32,13 +35,13 @@ rule init_random:
     wildcard_constraints:
         layers="[0-9]+",
     params:
-        arch=lambda w: arch_flags(int(w.layers)),
+        arch=lambda w: plan.train.arch_flags(int(w.layers)),
         seed=config["seed"],
         hub=q(config["encoder"]["hub_model"]),
     log:
         "logs/{dataset}/init_random_l{layers}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} init-random --tokenizer {input} --out {output} --seed {params.seed} {params.arch}"
         " --hub-model {params.hub} 2>&1 | tee {log}"
@@ -51,16 +54,16 @@ rule pretrain_mlm:
     output:
         directory(f"{ART}/{{dataset}}/encoders/mlm"),
     params:
-        arch=arch_flags(),
+        arch=plan.train.arch_flags(),
         seed=config["seed"],
         hub=q(config["encoder"]["hub_model"]),
         train=flags(config["pretrain_mlm"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/pretrain_mlm.log",
     shell:
@@ -78,16 +81,16 @@ rule pretrain_mlm_nsp:
     output:
         directory(f"{ART}/{{dataset}}/encoders/mlm-nsp"),
     params:
-        arch=arch_flags(),
+        arch=plan.train.arch_flags(),
         seed=config["seed"],
         train=flags({k: v for k, v in config["quadrupletbert"]["pretrain"].items() if k != "init_hub_model"}),
         init=q(config["quadrupletbert"]["pretrain"]["init_hub_model"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/pretrain_mlm_nsp.log",
     shell:
@@ -102,13 +105,13 @@ rule init_bow:
     output:
         directory(f"{ART}/{{dataset}}/encoders/{{bow}}"),
     wildcard_constraints:
-        bow="|".join(BAG_OF_WORDS),
+        bow="|".join(plan.train.bag_of_words),
     params:
         seed=config["seed"],
-        encoder=lambda w: BAG_OF_WORDS[w.bow],
+        encoder=lambda w: plan.train.bag_of_words[w.bow],
     log:
         "logs/{dataset}/init_{bow}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} init-bow --out {output} --seed {params.seed} {params.encoder} 2>&1 | tee {log}"

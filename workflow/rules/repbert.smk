@@ -2,14 +2,17 @@
 # model, first-stage runs (BM25, RepBERT) to repbert.depth, their latency, a cross-encoder reranking
 # their top-k at each depth, run fusion, the consistency factor against BM25, and results/repbert/.
 
-include: "../helpers/repbert.smk"
+from towers.plan import ART, Plan, collection, flags, row_flags
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS, TRAIN = plan.software.towers, plan.software.train
 
 
 rule train_repbert:
     # One shared BERT, token embeddings averaged, segment 0 for queries and 1 for passages, inner product;
     # eq. 4 over in-batch negatives (an in-batch passage the qrels call relevant counts as positive).
     input:
-        start=mlm_encoder,     # paper profile: bert-base-uncased (encoder.hub_model)
+        start=plan.train.mlm_encoder,     # paper profile: bert-base-uncased (encoder.hub_model)
         candidates=collection("{dataset}", "candidates.jsonl"),
         qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
@@ -18,15 +21,15 @@ rule train_repbert:
         directory(f"{ART}/{{dataset}}/dense/repbert/{{split}}/model"),
     params:
         seed=config["seed"],
-        train=flags(RB["train"]),
-        lengths=flags(RB["towers"]),
+        train=flags(plan.repbert.rb["train"]),
+        lengths=flags(plan.repbert.rb["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/repbert-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_repbert_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/train_repbert_{split}.log",
     shell:
@@ -39,17 +42,16 @@ rule train_repbert:
 rule latency:
     # ms per dev query, one at a time (RepBERT Table 1), on the machine that runs this job
     input:
-        index=lambda w: (f"{ART}/{w.dataset}/bm25/index" if w.name == "bm25"
-                         else f"{ART}/{w.dataset}/dense/{w.name}/{w.split}/index-{RB['index']}.faiss"),
-        model=lambda w: [] if w.name == "bm25" else f"{ART}/{w.dataset}/dense/{w.name}/{w.split}/model",
+        index=plan.repbert.latency_index,
+        model=plan.repbert.latency_model,
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/latency/{{name}}/{{split}}.json",
     params:
         method=lambda w: "bm25" if w.name == "bm25" else "dense",
-        model=lambda w: "" if w.name == "bm25" else f"--model {ART}/{w.dataset}/dense/{w.name}/{w.split}/model",
-        depth=RB["depth"],
-        limit=RB["latency_queries"],
+        model=plan.repbert.latency_model_flag,
+        depth=plan.repbert.rb["depth"],
+        limit=plan.repbert.rb["latency_queries"],
         k1=config["bm25"]["k1"],
         b=config["bm25"]["b"],
         nprobe=config["faiss"]["nprobe"],
@@ -57,7 +59,7 @@ rule latency:
     log:
         "logs/{dataset}/latency_{name}_{split}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} latency --method {params.method} --index {input.index} {params.model} --queries {input.queries}"
         " --depth {params.depth} --limit {params.limit} --k1 {params.k1} --b {params.b} --nprobe {params.nprobe}"
@@ -68,28 +70,28 @@ rule train_cross_encoder:
     # Mini profile only: BERT over (query, passage), relevant passages against negatives from BM25's
     # top-k of each training query (as MS MARCO's train triples pair qrels with BM25's top 1000).
     input:
-        start=mlm_encoder,
+        start=plan.train.mlm_encoder,
         candidates=collection("{dataset}", "candidates.jsonl"),
         qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
-        run=lambda w: bm25_run(w.dataset, w.split, "train+valid", RB["reranker"]["negatives_depth"]),
+        run=lambda w: plan.bm25.bm25_run(w.dataset, w.split, "train+valid", plan.repbert.rb["reranker"]["negatives_depth"]),
     output:
         directory(f"{ART}/{{dataset}}/crossenc/{{split}}/model"),
     params:
         seed=config["seed"],
-        train=flags(RB["reranker"]["train"]),
-        depth=RB["reranker"]["negatives_depth"],
-        max_length=RB["reranker"]["max_length"],
-        loss=RB["reranker"]["loss"],
-        group_size=RB["reranker"]["group_size"],
+        train=flags(plan.repbert.rb["reranker"]["train"]),
+        depth=plan.repbert.rb["reranker"]["negatives_depth"],
+        max_length=plan.repbert.rb["reranker"]["max_length"],
+        loss=plan.repbert.rb["reranker"]["loss"],
+        group_size=plan.repbert.rb["reranker"]["group_size"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/crossenc-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/train_crossenc_{split}.log",
     shell:
@@ -103,24 +105,24 @@ rule train_cross_encoder:
 rule rerank:
     # The first-stage run's top-k of each dev query, reordered by the cross-encoder
     input:
-        unpack(rerank_scorer),
-        run=lambda w: first_stage_run(w.dataset, w.first, w.split),
+        unpack(plan.repbert.rerank_scorer),
+        run=lambda w: plan.repbert.first_stage_run(w.dataset, w.first, w.split),
         candidates=collection("{dataset}", "candidates.jsonl"),
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/rerank/{{first}}-d{{depth}}/{{split}}.trec",
     wildcard_constraints:
-        first="|".join(FIRST_STAGE),
+        first="|".join(plan.repbert.first_stage),
         depth="[0-9]+",
     params:
-        scorer=lambda w, input: f"--scores {input.scores}" if "scores" in input.keys() else f"--model {q(reranker(w))}",
-        max_length=RB["reranker"]["max_length"],
-        batch=RB["reranker"]["batch_size"],
+        scorer=lambda w, input: plan.repbert.scorer_flags(w, input),
+        max_length=plan.repbert.rb["reranker"]["max_length"],
+        batch=plan.repbert.rb["reranker"]["batch_size"],
     threads: config["torch_threads"]
     resources:
-        **GPU_JOB,
+        **plan.software.gpu_job,
     conda:
-        TORCH_ENV
+        plan.software.torch_env
     log:
         "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     shell:
@@ -133,23 +135,23 @@ rule rerank:
 rule fuse_runs:
     # Two first-stage runs fused: alternate (eq. 6), union (eq. 6 untruncated), rrf, combsum
     input:
-        lambda w: [first_stage_run(w.dataset, name, w.split) for name in (w.a, w.b)],
+        lambda w: [plan.repbert.first_stage_run(w.dataset, name, w.split) for name in (w.a, w.b)],
     output:
         f"{ART}/{{dataset}}/fusion/{{fusion}}/{{a}}+{{b}}/{{split}}.trec",
     wildcard_constraints:
         fusion="alternate|union|rrf|combsum",
-        a="|".join(FIRST_STAGE),
-        b="|".join(FIRST_STAGE),
+        a="|".join(plan.repbert.first_stage),
+        b="|".join(plan.repbert.first_stage),
     params:
         method=lambda w: "alternate" if w.fusion == "union" else w.fusion,
         union=lambda w: "--no-truncate" if w.fusion == "union" else "",
-        depth=RB["depth"],
-        k=RB["fusion"]["rrf_k"],
-        normalisation=RB["fusion"]["normalisation"],
+        depth=plan.repbert.rb["depth"],
+        k=plan.repbert.rb["fusion"]["rrf_k"],
+        normalisation=plan.repbert.rb["fusion"]["normalisation"],
     log:
         "logs/{dataset}/fuse_{fusion}_{a}+{b}_{split}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} fuse-runs --runs {input} --method {params.method} {params.union} --depth {params.depth}"
         " --rrf-k {params.k} --normalisation {params.normalisation} --tag {wildcards.fusion}"
@@ -159,18 +161,18 @@ rule fuse_runs:
 rule consistency:
     # C(f, n) of eq. 5: the share of a run's top n that BM25's top repbert.depth also holds
     input:
-        run=lambda w: first_stage_run(w.dataset, w.name, w.split),
-        reference=lambda w: bm25_run(w.dataset, w.split),
+        run=lambda w: plan.repbert.first_stage_run(w.dataset, w.name, w.split),
+        reference=lambda w: plan.bm25.bm25_run(w.dataset, w.split),
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/consistency/{{name}}/{{split}}.json",
     params:
-        depths=" ".join(map(str, RB["consistency_depths"])),
-        reference_depth=RB["depth"],
+        depths=" ".join(map(str, plan.repbert.rb["consistency_depths"])),
+        reference_depth=plan.repbert.rb["depth"],
     log:
         "logs/{dataset}/consistency_{name}_{split}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} consistency --run {input.run} --reference {input.reference} --queries {input.queries}"
         " --depths {params.depths} --reference-depth {params.reference_depth} --out {output} 2>&1 | tee {log}"
@@ -178,44 +180,43 @@ rule consistency:
 
 rule repbert_table:
     input:
-        profile=PROFILE_INPUT,
-        files=lambda w: rb_table_files(w.table),
-        paper=lambda w: paper_values("repbert", w.table),
+        profile=local(plan.profile_marker),
+        files=lambda w: plan.repbert.rb_table_files(w.table),
+        paper=lambda w: plan.paper_values("repbert", w.table),
     output:
         csv="results/repbert/{table}.csv",
         json="results/repbert/{table}.json",
     wildcard_constraints:
         table="table[1-4]",
     params:
-        rows=lambda w: row_flags(rb_rows(w.table)),
+        rows=lambda w: row_flags(plan.repbert.rb_rows(w.table)),
         profile=config["profile"],
-        note=table_note(RB_DATA),
+        note=plan.evaluation.table_note(plan.repbert.dataset),
     log:
         "logs/tables/repbert_{table}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
-        paper_table("repbert-table")
+        plan.repbert.table
 
 
 rule repbert_figure_1:
     input:
-        profile=PROFILE_INPUT,
-        recall=[first_eval(n) for n in FIRST_STAGE],
-        rerank=[rb_eval(f"{n}-d{d}", "rerank") for n in FIRST_STAGE for d in RB["rerank_depths"]],
+        profile=local(plan.profile_marker),
+        recall=[row["eval"] for row in plan.repbert.recall_rows()],
+        rerank=[row["eval"] for row in plan.repbert.rerank_rows()],
     output:
         csv="results/repbert/figure1.csv",
         png="results/repbert/figure1.png",
     params:
-        recall=row_flags(({"method": FIRST_STAGE[n], "eval": first_eval(n)} for n in FIRST_STAGE), "--recall"),
-        rerank=row_flags(({"method": FIRST_STAGE[n], "depth": str(d), "eval": rb_eval(f"{n}-d{d}", "rerank")}
-                          for n in FIRST_STAGE for d in RB["rerank_depths"]), "--rerank"),
-        depths=" ".join(map(str, RB_RECALL_DEPTHS)),
+        recall=row_flags(plan.repbert.recall_rows(), "--recall"),
+        rerank=row_flags(plan.repbert.rerank_rows(), "--rerank"),
+        depths=" ".join(map(str, plan.repbert.recall_depths)),
         note=config["profile_note"],
     log:
         "logs/tables/repbert_figure1.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} repbert-figure --figure figure1 {params.recall} --depths {params.depths} {params.rerank}"
         " --note {params.note:q} --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
@@ -223,19 +224,18 @@ rule repbert_figure_1:
 
 rule repbert_figure_2:
     input:
-        profile=PROFILE_INPUT,
-        consistency=[f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json" for n in FIRST_STAGE],
+        profile=local(plan.profile_marker),
+        consistency=[row["json"] for row in plan.repbert.consistency_rows()],
     output:
         csv="results/repbert/figure2.csv",
         png="results/repbert/figure2.png",
     params:
-        rows=row_flags(({"method": FIRST_STAGE[n], "json": f"{ART}/{RB_DATA}/consistency/{n}/{RB_SPLIT}.json"}
-                        for n in FIRST_STAGE), "--consistency"),
+        rows=row_flags(plan.repbert.consistency_rows(), "--consistency"),
         note=config["profile_note"],
     log:
         "logs/tables/repbert_figure2.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

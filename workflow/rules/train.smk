@@ -6,7 +6,10 @@
 #                             QuadrupletBERT's first phase (eq. 3 with loss^h = 0)
 #   quadbert-m{m}-s{seed}     QuadrupletBERT: phase 2, four towers with mined hard negatives
 
-include: "../helpers/train.smk"
+from towers.plan import ART, Plan, flags
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TRAIN = plan.software.train
 
 
 rule pretrain_two_tower:
@@ -14,24 +17,24 @@ rule pretrain_two_tower:
     # each pair's task uniformly), sampled softmax over in-batch documents. Built once, reused by every
     # fine-tuning run of every dataset and table.
     input:
-        start=lambda w: chang_init(w.dataset, parse_chang(w.model)),
-        pairs=lambda w: [f"{ART}/{w.dataset}/pairs/{task}.jsonl" for task in parse_chang(w.model)["tasks"]],
+        start=lambda w: plan.train.chang_init(w.dataset, plan.train.parse_chang(w.model)),
+        pairs=plan.train.pretraining_pairs,
     output:
         directory(f"{ART}/{{dataset}}/pretrained/{{model}}/model"),
     wildcard_constraints:
-        model=CHANG_MODEL,
+        model=plan.train.chang_model_re,
     params:
         seed=config["seed"],
-        train=flags({k: v for k, v in CHANG["pretraining"].items() if k not in ("corpus", "per_article", "title_tasks")}),
-        titles=" ".join(CHANG["pretraining"]["title_tasks"]),
-        towers=lambda w: chang_towers(w.model),
+        train=plan.train.pretraining_flags(),
+        titles=" ".join(plan.train.chang["pretraining"]["title_tasks"]),
+        towers=lambda w: plan.train.chang_towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/pretrain-{w.model}",
         steps_log=lambda w: f"logs/{w.dataset}/pretrain_{w.model}.steps.jsonl",
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/pretrain_{model}.log",
     shell:
@@ -42,23 +45,23 @@ rule pretrain_two_tower:
 
 rule finetune:
     input:
-        unpack(split_files),
-        encoder=chang_start,
+        unpack(plan.train.split_files),
+        encoder=plan.train.chang_start,
     output:
         directory(f"{ART}/{{dataset}}/dense/{{model}}/{{split}}/model"),
     wildcard_constraints:
-        model=CHANG_MODEL,
+        model=plan.train.chang_model_re,
     params:
         seed=config["seed"],
         train=flags(config["finetune"]),
-        towers=lambda w: chang_towers(w.model),
+        towers=lambda w: plan.train.chang_towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.model}-{w.split}",
-        steps_log=lambda w: train_log(w, w.model),
+        steps_log=lambda w: plan.train.train_log(w, w.model),
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/finetune_{model}_{split}.log",
     shell:
@@ -70,20 +73,20 @@ rule finetune:
 
 rule train_margin_threet:
     input:
-        unpack(split_files),
-        start=lambda w: three_t_settings(w.kind)[0].format(dataset=w.dataset),
+        unpack(plan.train.split_files),
+        start=lambda w: plan.train.three_t_settings(w.kind)[0].format(dataset=w.dataset),
     output:
         directory(f"{ART}/{{dataset}}/dense/threet-{{kind}}-m{{margin}}-s{{seed}}/{{split}}/model"),
     params:
-        towers=lambda w: three_t_settings(w.kind)[1],
-        train=lambda w: three_t_settings(w.kind)[2],
+        towers=lambda w: plan.train.three_t_settings(w.kind)[1],
+        train=lambda w: plan.train.three_t_settings(w.kind)[2],
         state=lambda w: f"{ART}/{w.dataset}/train-state/threet-{w.kind}-m{w.margin}-s{w.seed}-{w.split}",
-        steps_log=lambda w: train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
+        steps_log=lambda w: plan.train.train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/train_threet-{kind}-m{margin}-s{seed}_{split}.log",
     shell:
@@ -97,7 +100,7 @@ rule train_margin_quadbert:
     # Phase 2: continue from the phase-1 (Three-T BERT) model with the same margin and seed, each
     # question's hard negative drawn from the candidates that model retrieves for it.
     input:
-        unpack(split_files),
+        unpack(plan.train.split_files),
         start=f"{ART}/{{dataset}}/dense/threet-bert-m{{margin}}-s{{seed}}/{{split}}/model",
         mined=f"{ART}/{{dataset}}/dense/threet-bert-m{{margin}}-s{{seed}}/{{split}}/mined.jsonl",
     output:
@@ -106,12 +109,12 @@ rule train_margin_quadbert:
         towers=flags(config["quadrupletbert"]["towers"]),
         train=flags(config["quadrupletbert"]["phase2"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/quadbert-m{w.margin}-s{w.seed}-{w.split}",
-        steps_log=lambda w: train_log(w, f"quadbert-m{w.margin}-s{w.seed}"),
+        steps_log=lambda w: plan.train.train_log(w, f"quadbert-m{w.margin}-s{w.seed}"),
     threads: config["torch_threads"]
     resources:
-        **TRAIN_JOB,
+        **plan.software.train_job,
     conda:
-        TRAIN_ENV
+        plan.software.train_env
     log:
         "logs/{dataset}/train_quadbert-m{margin}-s{seed}_{split}.log",
     shell:

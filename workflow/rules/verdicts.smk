@@ -2,28 +2,31 @@
 # cell checked against the profile's expected values (results/check.csv; `snakemake check` fails on a FAIL).
 # Both read the cells each table stage records in its meta file (towers.verdicts.cells.cell).
 
-include: "../helpers/verdicts.smk"
+from towers.plan import Plan, content_digest
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS = plan.software.towers
 
 
 rule claims:
     input:
-        profile=PROFILE_INPUT,
-        tables=RESULT_CSVS,
-        claims=CLAIMS_FILES,
+        profile=local(plan.profile_marker),
+        tables=plan.verdicts.result_csvs,
+        claims=plan.verdicts.claims_files,
         schema="workflow/schemas/claims.schema.yaml",
     output:
         csv="results/claims.csv",
         json="results/claims.json",
     params:
-        tables=named_tables(RESULT_CSVS),
+        tables=plan.verdicts.tables,
         profile=config["profile"],
-        test=CLAIMS["test"],
-        alpha=CLAIMS["alpha"],
-        claims_digest=[content_digest(path) for path in CLAIMS_FILES],   # by content
+        test=plan.verdicts.claims["test"],
+        alpha=plan.verdicts.claims["alpha"],
+        claims_digest=[content_digest(path) for path in plan.verdicts.claims_files],   # by content
     log:
         "logs/tables/claims.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile:q}"
         " --test {params.test:q} --alpha {params.alpha:q} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
@@ -32,18 +35,18 @@ rule claims:
 rule check_cells:
     # every cell against data/expected/<profile>.csv (or the paper policy): OK / OKish / FAIL, both ways
     input:
-        profile=PROFILE_INPUT,
-        tables=RESULT_CSVS,
+        profile=local(plan.profile_marker),
+        tables=plan.verdicts.result_csvs,
         expected=config["check"]["expected"],
     output:
         "results/check.csv",
     params:
-        tables=named_tables(RESULT_CSVS),
+        tables=plan.verdicts.tables,
         expected_digest=content_digest(config["check"]["expected"]),   # tracked by content, not only by time
     log:
         "logs/tables/check.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} check {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
 
@@ -51,17 +54,17 @@ rule check_cells:
 rule expected:
     # `make expected`: this build's cells as the profile's expected values (copied to check.expected)
     input:
-        profile=PROFILE_INPUT,
-        tables=RESULT_CSVS,
+        profile=local(plan.profile_marker),
+        tables=plan.verdicts.result_csvs,
     output:
         "results/expected-values.csv",
     params:
-        tables=named_tables(RESULT_CSVS),
+        tables=plan.verdicts.tables,
         basis=config["check"].get("basis", "estimate"),
     log:
         "logs/tables/expected_values.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} expected {params.tables} --basis {params.basis:q} --out {output} 2>&1 | tee {log}"
 
@@ -76,6 +79,6 @@ rule check:
     log:   # stays empty: the verdict goes to the terminal, where `snakemake check` is read
         "logs/tables/check_status.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} check-status --csv {input}"

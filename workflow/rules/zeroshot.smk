@@ -5,24 +5,27 @@
 # passage set; dense.smk maps the other splits there). results/zeroshot/<dataset>.csv: BM25 and
 # zeroshot.checkpoints over the dataset's evaluation queries.
 
-include: "../helpers/zeroshot.smk"
+from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, q, row_flags
+
+plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+TOWERS = plan.software.towers
 
 
 rule checkpoint_model:
     output:
         directory(f"{ART}/{{dataset}}/dense/{{model}}/{{split}}/model"),
     wildcard_constraints:
-        model=CHECKPOINT_MODEL,
+        model=plan.zeroshot.checkpoint_model,
         split=f"all|{PASSAGE_SPLIT}",
     params:
-        source=lambda w: checkpoint_cfg(w.model)["source"],
-        flags=checkpoint_flags,
-        label=lambda w: checkpoint_cfg(w.model)["label"],
-        caveat=lambda w: " ".join(checkpoint_cfg(w.model)["caveat"].split()),
+        source=lambda w: plan.zeroshot.checkpoint_cfg(w.model)["source"],
+        flags=plan.zeroshot.checkpoint_flags,
+        label=lambda w: plan.zeroshot.checkpoint_cfg(w.model)["label"],
+        caveat=lambda w: plan.zeroshot.caveat(w.model),
     resources:
-        **GPU_JOB,
+        **plan.software.gpu_job,
     conda:
-        TORCH_ENV
+        plan.software.torch_env
     log:
         "logs/{dataset}/checkpoint_{model}_{split}.log",
     shell:
@@ -40,33 +43,33 @@ rule split_all:
         valid=f"{ART}/{{dataset}}/splits/all/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/all/test.tsv",
     wildcard_constraints:
-        dataset=ONLY_REQA,
+        dataset=plan.data.only_reqa,
     log:
         "logs/{dataset}/split_all.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} split-all --queries {input.queries} --out-dir {ART}/{wildcards.dataset}/splits/all 2>&1 | tee {log}"
 
 
 rule zeroshot_table:
     input:
-        profile=PROFILE_INPUT,
-        evals=lambda w: [row["eval"] for row in zeroshot_rows(w.dataset)],
+        profile=local(plan.profile_marker),
+        evals=lambda w: [row["eval"] for row in plan.zeroshot.zeroshot_rows(w.dataset)],
     output:
         csv="results/zeroshot/{dataset}.csv",
         json="results/zeroshot/{dataset}.json",
     params:
-        rows=lambda w: row_flags(zeroshot_rows(w.dataset)),
-        published=lambda w: row_flags(zeroshot_published(w.dataset), "--published"),
-        split=lambda w: zeroshot_split(w.dataset),
-        metrics=" ".join(map(q, ZS["metrics"])),
+        rows=lambda w: row_flags(plan.zeroshot.zeroshot_rows(w.dataset)),
+        published=lambda w: row_flags(plan.zeroshot.zeroshot_published(w.dataset), "--published"),
+        split=lambda w: plan.zeroshot.zeroshot_split(w.dataset),
+        metrics=" ".join(map(q, plan.zeroshot.zs["metrics"])),
         profile=config["profile"],
-        note=lambda w: zeroshot_note(w.dataset),
+        note=lambda w: plan.zeroshot.zeroshot_note(w.dataset),
     log:
         "logs/tables/zeroshot_{dataset}.log",
     conda:
-        CPU_ENV
+        plan.software.cpu_env
     shell:
         "{TOWERS} zeroshot-table --dataset {wildcards.dataset} --split {params.split:q} --profile {params.profile:q}"
         " --note {params.note:q} --metrics {params.metrics} {params.rows} {params.published}"

@@ -1,0 +1,51 @@
+"""QuadrupletBERT's tables (rules in workflow/rules/quadrupletbert.smk; layout: towers.reports.quadrupletbert):
+its model names, the rows of Tables 1-2 (every cell the mean over seeds) and the tables' params and command."""
+from __future__ import annotations
+
+from .paths import eval_json
+from .shell import paper_table, q, row_flags
+
+SEEDED_TABLE = paper_table("seeded-table", "--metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
+                                           " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
+
+
+class QuadrupletBert:
+    table = SEEDED_TABLE   # the tables' command
+
+    def __init__(self, plan):
+        self.plan = plan
+        self.config = plan.config
+        self.qb = self.config["quadrupletbert"]
+
+    def qb_model(self, kind, margin, seed):
+        return {"Three-T Emb": f"threet-emb-m{self.qb['three_t_emb']['margin']}-s{seed}",
+                "Three-T BERT": f"threet-bert-m{margin}-s{seed}",
+                "QuadrupletBERT": f"quadbert-m{margin}-s{seed}"}[kind]
+
+    def qb_row(self, dataset, split, label, margin, index):
+        evals = [eval_json(dataset["name"], self.qb_model(label, margin, seed), split, index) for seed in self.qb["seeds"]]
+        shown_margin = self.qb["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
+        return {"dataset": dataset["name"], "paper_dataset": dataset["paper"], "split": split, "model": label,
+                "margin": str(shown_margin), "index": index, "evals": evals}   # evals: every seed's evaluation
+
+    def qb_table1_rows(self):
+        qb, rows = self.qb, []
+        for dataset in qb["datasets"]:
+            for split in qb["splits"]:
+                rows += [self.qb_row(dataset, split, label, dataset["margin"], qb["index"])
+                         for label in ("Three-T Emb", "Three-T BERT", "QuadrupletBERT")]
+                if qb["quantized_index"]:
+                    rows.append(self.qb_row(dataset, split, "QuadrupletBERT", dataset["margin"], qb["quantized_index"]))
+        return rows
+
+    def qb_table2_rows(self):
+        qb = self.qb
+        return [self.qb_row(dataset, split, "QuadrupletBERT", margin, qb["index"])
+                for dataset in qb["datasets"] for split in qb["splits"] for margin in qb["margins"]]
+
+    def seeded_table_params(self, rows):
+        qb = self.qb
+        return {"rows": row_flags(rows),
+                "metrics": " ".join(map(q, qb["metrics"])), "profile": self.config["profile"],
+                "note": self.plan.evaluation.table_note(qb["datasets"][0]["name"], self.qb_model("QuadrupletBERT", 0, 0)),
+                "test": qb["significance"]["test"], "alpha": qb["significance"]["alpha"], "exact": qb["index"]}

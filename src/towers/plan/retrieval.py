@@ -1,0 +1,101 @@
+"""Retrieval (rules in workflow/rules/bm25.smk and dense.smk): BM25's settings and which run a consumer of a
+split's queries reads; where a model folder and a split's questions come from, encode.shards, the Faiss indexes,
+and which model's doc vectors and indexes serve a model (a fixed doc side searches its start's)."""
+from __future__ import annotations
+
+import re
+
+from .paths import ART
+from .shell import one_of
+
+TRAINING_PARTS = r"train|train\+valid"
+# A model trained against a fixed doc side (LTRe and Figure 3's query-only runs: <method>-<start>-<index>,
+# workflow/rules/ltre.smk) has its start's doc tower, hence its start's doc vectors: it is searched
+# through the start's indexes, as LTRe's paper does, instead of re-encoding and re-indexing the corpus.
+FIXED_DOC_SIDE = r"(ltre|qrand|qbm25|qasync)-(?P<start>[a-z0-9+.]+)-[a-z0-9]+"
+
+
+class Bm25:
+    """bm25_run: one run of every query, or a run per query set for a dataset in bm25.split_runs."""
+
+    training_parts = TRAINING_PARTS
+
+    def __init__(self, plan):
+        self.plan = plan
+        config = plan.config
+        self.settings = config["bm25"]
+        self.split_runs = set(self.settings.get("split_runs", []))
+        self.query_shards = {name: parts for name, parts in self.settings.get("query_shards", {}).items() if parts > 1}
+        self.query_sharded_re = one_of(list(self.query_shards))   # matches nothing when none is
+        self.threads = self.settings.get("threads") or config["threads"]   # Lucene threads of an index or search job
+
+    def bm25_run(self, dataset, split, parts="test", depth=0):
+        """The BM25 run a consumer of `split`'s queries `parts` reads: "test" at the dataset's run depth, "train" or
+        "train+valid" at `depth` (its negatives' depth); one run of every query for a dataset not in
+        bm25.split_runs."""
+        if dataset not in self.split_runs:
+            return f"{ART}/{dataset}/bm25/run.trec"
+        if parts == "test":
+            depth = self.plan.data.run_depth(dataset, self.settings["depth"])
+        return f"{ART}/{dataset}/bm25/{split}/{parts}-d{depth}.trec"
+
+    def bm25_queries(self, w):
+        """The split files whose queries a run searches (an open-domain dataset's are its base's)."""
+        return [f"{ART}/{self.plan.data.questions_of(w.dataset)}/splits/{w.split}/{part}.tsv"
+                for part in w.parts.split("+")]
+
+    def index_of(self, w):
+        """The Lucene index a dataset's queries search: a graded set's base's."""
+        return f"{ART}/{self.plan.data.corpus_of(w.dataset)}/bm25/index"
+
+    def search_depth(self, w):
+        return self.plan.data.run_depth(w.dataset, self.settings["depth"])
+
+    def shard_runs(self, w):
+        return [f"{ART}/{w.dataset}/bm25/{w.split}/{w.parts}-d{w.depth}.shards/{i}.trec"
+                for i in range(self.query_shards[w.dataset])]
+
+
+class Dense:
+    """An open-domain dataset (data.smk) has no models or splits of its own: the model folder and the split's
+    questions come from its base dataset (base_of), the outputs stay under its own folder."""
+
+    def __init__(self, plan):
+        self.plan = plan
+        config = plan.config
+        self.shards = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
+        self.sharded = [name for name, parts in self.shards.items() if parts > 1]
+        self.sharded_re = one_of(self.sharded)              # matches nothing when none is
+        # faiss.indexes, and ltre.indexes with them (a name means one factory in both: towers.params_check)
+        self.indexes = dict(config["faiss"]["indexes"])
+        for index in config["ltre"]["indexes"]:
+            self.indexes.setdefault(index["name"], index["factory"])
+
+    def model_dir(self, w):
+        zeroshot = self.plan.zeroshot   # an untrained checkpoint: one split
+        split = zeroshot.checkpoint_split(w.dataset) if zeroshot.is_checkpoint(w.model) else w.split
+        return f"{ART}/{self.plan.data.base_of(w.dataset)}/dense/{w.model}/{split}/model"
+
+    def split_questions(self, part):
+        return lambda w: f"{ART}/{self.plan.data.questions_of(w.dataset)}/splits/{w.split}/{part}.tsv"
+
+    def encoded_shards(self, suffix):
+        return lambda w: [f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/shards/{i}.{suffix}"
+                          for i in range(self.shards[w.dataset])]
+
+    @staticmethod
+    def index_owner(model):
+        """The model whose doc vectors and indexes serve `model`."""
+        fixed = re.fullmatch(FIXED_DOC_SIDE, model)
+        return f"neg-{fixed['start']}" if fixed else model
+
+    def dense_files(self, dataset, model, split, index):
+        if self.plan.zeroshot.is_checkpoint(model):   # not trained: every split searches the one encoding of the corpus
+            split = self.plan.zeroshot.checkpoint_split(dataset)
+        data = self.plan.data
+        folder = f"{ART}/{data.corpus_of(dataset)}/dense/{self.index_owner(model)}/{split}"
+        return {"model": f"{ART}/{data.base_of(dataset)}/dense/{model}/{split}/model",
+                "index": f"{folder}/index-{index}.faiss", "ids": f"{folder}/candidates.ids"}
+
+    def search_depth(self, w):
+        return self.plan.data.run_depth(w.dataset, self.plan.config["faiss"]["depth"])

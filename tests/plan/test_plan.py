@@ -1,0 +1,54 @@
+"""towers.plan: one object of the config, built without Snakemake, that leaves the config as it is."""
+import copy
+from types import SimpleNamespace
+
+from towers.plan import Plan, flags, one_of, paper_table, q, row_flags
+
+
+def test_a_plan_leaves_its_config_as_it_is(configs, build):
+    for config in configs.values():
+        before = copy.deepcopy(config)
+        plan = build(config)
+        assert plan.config == before
+    # LTRe's indexes join faiss.indexes in the plan only (they were once written into the config while read)
+    paper = configs["paper"]
+    assert plan.dense.indexes == {**{i["name"]: i["factory"] for i in paper["ltre"]["indexes"]},
+                                  **paper["faiss"]["indexes"]}
+    assert set(plan.dense.indexes) > set(paper["faiss"]["indexes"])
+
+
+class Workflow(SimpleNamespace):   # what Plan.of reads of Snakemake's
+    pass
+
+
+def test_a_workflow_gets_one_plan(configs, mini):
+    workflow = Workflow(config=configs["mini"], basedir="/w", deployment_settings=SimpleNamespace(
+        deployment_method={"conda"}))
+    plan = Plan.of(workflow, papers=mini.papers)
+    assert Plan.of(workflow) is plan and plan.software.conda and plan.software.cpu_env == "/w/envs/cpu.yaml"
+    assert plan.software.towers == "python -m towers"
+
+
+def test_shell_words():
+    assert q("a b") == "'a b'" and q("") == "''"
+    assert flags({"batch_size": 32, "shared": True, "name": "x y"}) == "--batch-size 32 --shared 1 --name 'x y'"
+    assert row_flags([{"a": "1"}], "--run") == """--run '{"a": "1"}'"""
+    assert one_of(["a.b", "c"]) == r"a\.b|c" and one_of([]) == "(?!)"
+    assert paper_table("ltre-table") == ("{TOWERS} ltre-table --table {wildcards.table} --paper {input.paper} --profile"
+                                         " {params.profile} --note {params.note:q} {params.rows} --csv {output.csv}"
+                                         " --json {output.json} 2>&1 | tee {log}")
+
+
+def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher(configs, build):
+    software = build(configs["paper"], python="/v/bin/python").software
+    assert software.train_processes == configs["paper"]["resources"]["train_jobs"]["gpu"] > 1
+    assert software.train.endswith(f"/v/bin/python -m towers.training.distributed {software.train_processes}")
+    assert software.train.startswith("TOWERS_SPEED=") == bool(software.gpu_flags)
+    assert build(configs["mini"], python="/v/bin/python").software.train == "/v/bin/python -m towers"
+
+
+def test_the_papers_give_the_targets_and_values(mini):
+    assert "results/chang2020/table3.csv" in mini.paper_tables
+    assert mini.paper_values("chang2020", "table3").startswith("data/papers/")
+    assert mini.verdicts.result_csvs[:len(mini.paper_tables)] == mini.paper_tables
+    assert "--table chang2020/table3=results/chang2020/table3.csv" in mini.verdicts.tables

@@ -1,0 +1,37 @@
+"""towers.plan.training: Chang et al.'s model names both ways, where their towers start, the MLM encoder a dataset
+reuses."""
+from types import SimpleNamespace as W
+
+import pytest
+
+
+def test_chang_model_names_are_built_and_read_back(mini):
+    train = mini.train
+    assert train.chang_model("transformer", "ict+bfs+wlp", 128) == "transformer-ict+bfs+wlp-l2-d128"
+    assert train.chang_model("transformer", "ict", 32, layers=1) == "transformer-ict-l1-d32"
+    assert train.chang_model("bowmlp", "none", 128) == "bowmlp-none-d128"
+    assert train.parse_chang("transformer-ict+bfs+wlp-l2-d128") == {
+        "arch": "transformer", "pretraining": "ict+bfs+wlp", "tasks": ["ict", "bfs", "wlp"], "layers": 2, "dim": 128}
+    assert train.parse_chang("bowmlp-none-d64")["layers"] is None
+    with pytest.raises(ValueError, match="unknown pre-training"):
+        train.parse_chang("transformer-xyz-l2-d128")
+    with pytest.raises(ValueError, match="MLM exists for the transformer of encoder.layers only"):
+        train.parse_chang("transformer-mlm-l1-d128")
+
+
+def test_fine_tuning_starts_from_pretrained_towers_or_an_encoder(mini):
+    corpus = mini.config["chang2020"]["pretraining"]["corpus"]
+    start = mini.train.chang_start
+    assert start(W(dataset="enwiki-mini", model="transformer-none-l2-d128")) == "artifacts/enwiki-mini/encoders/random-l2"
+    assert start(W(dataset="enwiki-mini", model="transformer-mlm-l2-d128")) == "artifacts/enwiki-mini/encoders/mlm"
+    assert start(W(dataset="enwiki-mini", model="bowmlp-ict-d128")) == \
+        f"artifacts/{corpus}/pretrained/bowmlp-ict-d128/model"
+    assert mini.train.pretraining_pairs(W(dataset="d", model="transformer-ict+wlp-l2-d128")) == [
+        "artifacts/d/pairs/ict.jsonl", "artifacts/d/pairs/wlp.jsonl"]
+    towers = mini.train.chang_towers("bowmlp-none-d64")
+    assert "--pooling mean " in towers and "--embedding-dim 64 " in towers and towers.endswith("--head mlp")
+
+
+def test_a_passage_set_of_wikipedia_reuses_its_articles_mlm_encoder(mini):
+    assert mini.train.mlm_encoder(W(dataset="enwiki-mini-passages")) == "artifacts/enwiki-mini/encoders/mlm"
+    assert mini.train.mlm_encoder(W(dataset="enwiki-mini")) == "artifacts/enwiki-mini/encoders/mlm"
