@@ -187,7 +187,7 @@ class Speed(Settings):
     def buckets(self) -> tuple[int, ...]:
         return tuple(sorted(int(n) for n in self.length_buckets.split(","))) if self.length_buckets else ()
 
-    ENV = "TOWERS_SPEED"   # the workflow's switches, as these flags' words (workflow/rules/common.smk)
+    ENV = "TOWERS_SPEED"   # the workflow's switches, as these flags' words (towers.plan.software)
 
     @classmethod
     def flags(cls) -> tuple:

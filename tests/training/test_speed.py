@@ -94,7 +94,7 @@ def test_bad_length_buckets_are_refused_naming_the_flag(value):
 
 
 def test_the_workflows_switches_come_in_the_environment_and_a_flag_wins():
-    """The paper profile passes its switches in TOWERS_SPEED (workflow/rules/common.smk), keeping the rules'
+    """The paper profile passes its switches in TOWERS_SPEED (towers.plan.software), keeping the rules'
     commands as they were; a stage's own flag still wins."""
     from argparse import Namespace
 

@@ -178,7 +178,7 @@ DELETE = object()
 PAPER = [PARAMS, ROOT / "config/paper.yaml"]
 
 
-# What the rule files once checked again while Snakemake read them (workflow/helpers/data.smk, bm25.smk, ltre.smk),
+# What the rule files once checked again while Snakemake read them (their helpers for data, bm25 and ltre),
 # each refused here, in one line, before anything is planned
 @pytest.mark.parametrize("files,path,value,expected", [
     ([PARAMS], ["datasets", "enwiki-mini-open", "base"], "enwiki-extra",

