@@ -2,10 +2,14 @@
 import copy
 from types import SimpleNamespace
 
+from plan_configs import mini_plan, plan_of, profile_configs
+
 from towers.plan import Plan, flags, one_of, paper_table, q, row_flags
 
 
-def test_a_plan_leaves_its_config_as_it_is(configs, build):
+def test_a_plan_leaves_its_config_as_it_is():
+    configs = profile_configs()
+    build = plan_of
     for config in configs.values():
         before = copy.deepcopy(config)
         plan = build(config)
@@ -21,7 +25,9 @@ class Workflow(SimpleNamespace):   # what Plan.of reads of Snakemake's
     pass
 
 
-def test_a_workflow_gets_one_plan(configs, mini):
+def test_a_workflow_gets_one_plan():
+    configs = profile_configs()
+    mini = mini_plan()
     workflow = Workflow(config=configs["mini"], basedir="/w", deployment_settings=SimpleNamespace(
         deployment_method={"conda"}))
     plan = Plan.of(workflow, papers=mini.papers)
@@ -39,7 +45,9 @@ def test_shell_words():
                                          " --json {output.json} 2>&1 | tee {log}")
 
 
-def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher(configs, build):
+def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher():
+    configs = profile_configs()
+    build = plan_of
     software = build(configs["paper"], python="/v/bin/python").software
     assert software.train_processes == configs["paper"]["resources"]["train_jobs"]["gpu"] > 1
     assert software.train.endswith(f"/v/bin/python -m towers.training.distributed {software.train_processes}")
@@ -47,7 +55,8 @@ def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher
     assert build(configs["mini"], python="/v/bin/python").software.train == "/v/bin/python -m towers"
 
 
-def test_the_papers_give_the_targets_and_values(mini):
+def test_the_papers_give_the_targets_and_values():
+    mini = mini_plan()
     assert "results/chang2020/table3.csv" in mini.paper_tables
     assert mini.paper_values("chang2020", "table3").startswith("data/papers/")
     assert mini.verdicts.result_csvs[:len(mini.paper_tables)] == mini.paper_tables

@@ -1,8 +1,11 @@
 """The papers' rows (towers.plan.chang2020, quadrupletbert, repbert, ltre, zeroshot): each row names the files its
 table stage reads, in the order the table shows them."""
 
+from plan_configs import mini_plan
 
-def test_chang_rows_are_bm25_then_each_encoder_for_each_split(mini):
+
+def test_chang_rows_are_bm25_then_each_encoder_for_each_split():
+    mini = mini_plan()
     rows = mini.chang2020.chang_rows("table3")
     splits = mini.config["chang2020"]["table3"]["splits"]
     assert len(rows) == 6 * len(splits)
@@ -15,7 +18,8 @@ def test_chang_rows_are_bm25_then_each_encoder_for_each_split(mini):
     assert ablation[0]["eval"].startswith("artifacts/enwiki-mini/eval/transformer-ict-l1-d32/")
 
 
-def test_quadrupletbert_rows_hold_every_seeds_evaluation(mini):
+def test_quadrupletbert_rows_hold_every_seeds_evaluation():
+    mini = mini_plan()
     qb = mini.quadrupletbert
     assert qb.qb_model("Three-T Emb", 2, 13) == f"threet-emb-m{mini.config['quadrupletbert']['three_t_emb']['margin']}-s13"
     assert qb.qb_model("QuadrupletBERT", 0.1, 14) == "quadbert-m0.1-s14"
@@ -25,7 +29,8 @@ def test_quadrupletbert_rows_hold_every_seeds_evaluation(mini):
     assert "--compare QuadrupletBERT 'Three-T BERT'" in qb.table
 
 
-def test_repbert_rows(mini):
+def test_repbert_rows():
+    mini = mini_plan()
     rb = mini.repbert
     assert rb.rb_rows("table1")[1] == {"method": "RepBERT", "eval": "artifacts/enwiki-mini-passages/eval/repbert/dev/flat.json",
                                        "latency": "artifacts/enwiki-mini-passages/latency/repbert/dev.json"}
@@ -34,7 +39,8 @@ def test_repbert_rows(mini):
     assert all(f.startswith("artifacts/") for f in rb.rb_table_files("table3"))
 
 
-def test_ltre_rows_and_figure(mini):
+def test_ltre_rows_and_figure():
+    mini = mini_plan()
     lt = mini.ltre
     assert lt.lt_rows("table1")[0] == {"key": "BM25", "eval": "artifacts/enwiki-mini-passages/eval/bm25/dev/lucene.json",
                                        "graded": ""}
@@ -44,7 +50,8 @@ def test_ltre_rows_and_figure(mini):
     assert lt.figure3_runs()[0][1].endswith(f"-{lt.start}-flat-dev.jsonl")
 
 
-def test_zeroshot_rows_are_bm25_then_each_checkpoint(mini):
+def test_zeroshot_rows_are_bm25_then_each_checkpoint():
+    mini = mini_plan()
     rows = mini.zeroshot.zeroshot_rows("enwiki-mini")
     assert [r["model"] for r in rows] == ["bm25", *(f"ckpt-{n}" for n in mini.config["zeroshot"]["checkpoints"])]
     assert mini.zeroshot.checkpoint_split("enwiki-mini") == "all"

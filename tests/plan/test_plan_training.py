@@ -1,11 +1,14 @@
 """towers.plan.training: Chang et al.'s model names both ways, where their towers start, the MLM encoder a dataset
 reuses."""
+
+from plan_configs import mini_plan
 from types import SimpleNamespace as W
 
 import pytest
 
 
-def test_chang_model_names_are_built_and_read_back(mini):
+def test_chang_model_names_are_built_and_read_back():
+    mini = mini_plan()
     train = mini.train
     assert train.chang_model("transformer", "ict+bfs+wlp", 128) == "transformer-ict+bfs+wlp-l2-d128"
     assert train.chang_model("transformer", "ict", 32, layers=1) == "transformer-ict-l1-d32"
@@ -19,7 +22,8 @@ def test_chang_model_names_are_built_and_read_back(mini):
         train.parse_chang("transformer-mlm-l1-d128")
 
 
-def test_fine_tuning_starts_from_pretrained_towers_or_an_encoder(mini):
+def test_fine_tuning_starts_from_pretrained_towers_or_an_encoder():
+    mini = mini_plan()
     corpus = mini.config["chang2020"]["pretraining"]["corpus"]
     start = mini.train.chang_start
     assert start(W(dataset="enwiki-mini", model="transformer-none-l2-d128")) == "artifacts/enwiki-mini/encoders/random-l2"
@@ -32,6 +36,7 @@ def test_fine_tuning_starts_from_pretrained_towers_or_an_encoder(mini):
     assert "--pooling mean " in towers and "--embedding-dim 64 " in towers and towers.endswith("--head mlp")
 
 
-def test_a_passage_set_of_wikipedia_reuses_its_articles_mlm_encoder(mini):
+def test_a_passage_set_of_wikipedia_reuses_its_articles_mlm_encoder():
+    mini = mini_plan()
     assert mini.train.mlm_encoder(W(dataset="enwiki-mini-passages")) == "artifacts/enwiki-mini/encoders/mlm"
     assert mini.train.mlm_encoder(W(dataset="enwiki-mini")) == "artifacts/enwiki-mini/encoders/mlm"

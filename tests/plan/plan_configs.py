@@ -1,9 +1,9 @@
 """Plans of the embedded default (params.yaml, the mini profile) and of the paper profile, built as the workflow
-builds them (towers.plan.Plan of Snakemake's merged config), without Snakemake."""
+builds them (towers.plan.Plan of Snakemake's merged config), without Snakemake. (Not a conftest.py: tests import
+tests/conftest.py by that name.)"""
 import copy
 from pathlib import Path
 
-import pytest
 import yaml
 
 from towers.params_check import merge_configs
@@ -20,22 +20,14 @@ def plan_of(config: dict, **settings) -> Plan:
     return Plan(copy.deepcopy(config), papers=PAPERS, **settings)
 
 
-@pytest.fixture
-def configs() -> dict:
+def profile_configs() -> dict:
     """The merged configs of the two profiles (copies: a test may change them)."""
     return {"mini": copy.deepcopy(PARAMS), "paper": copy.deepcopy(PAPER)}
 
 
-@pytest.fixture
-def build():
-    return plan_of
-
-
-@pytest.fixture
-def mini() -> Plan:
+def mini_plan() -> Plan:
     return plan_of(PARAMS)
 
 
-@pytest.fixture
-def paper() -> Plan:
+def paper_plan() -> Plan:
     return plan_of(PAPER)
