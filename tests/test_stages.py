@@ -156,7 +156,7 @@ def seeded_row(**fields) -> str:
     (seeded_row(evals=[]), "field 'evals' must be a non-empty list of non-empty strings"),
 ])
 def test_seeded_table_with_a_malformed_row(tmp_path, row, problem):
-    result = run_stage("seeded-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv", "--profile", "x",
+    result = run_stage("quadrupletbert-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv", "--profile", "x",
                        "--note", "n", "--metrics", "R@1", "--row", row, "--csv", tmp_path / "t.csv",
                        "--json", tmp_path / "t.json")
     assert_one_line_error(result, f"--row: {row} {problem} (a row is a JSON object of dataset, paper_dataset, split, "
@@ -279,7 +279,7 @@ def test_a_read_only_output_folder_is_one_line_naming_the_output(tmp_path):
 
 
 def test_every_stage_has_a_main_output_to_lock():
-    """Every stage but the ones that only read (check-status) names the output it writes."""
+    """Every stage but the ones that only read (check) names the output it writes."""
     import argparse
 
     from towers.stages import WRITES_NOTHING, load_all, main_output

@@ -47,18 +47,18 @@ def test_a_cell_without_a_tolerance_is_shown_not_judged(expected):
     assert isinstance(report, pd.DataFrame)
 
 
-def test_check_status_reads_the_check_and_leaves_its_record(tmp_path):
-    """check-status only reads results/check.csv: the record the check stage wrote beside it stays."""
+def test_check_reads_the_cells_check_and_leaves_its_record(tmp_path):
+    """check only reads results/check.csv: the record the check-cells stage wrote beside it stays."""
     from conftest import run_stage
 
     csv = tmp_path / "check.csv"
     pd.DataFrame({"table": ["t"], "row": ["r"], "column": ["c"], "status": ["OK"]}).to_csv(csv, index=False)
     (tmp_path / "check.csv.meta.json").write_text("{}")
-    done = run_stage("check-status", "--csv", str(csv))
+    done = run_stage("check", "--csv", str(csv))
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "check.csv.meta.json").exists()
     pd.DataFrame({"table": ["t"], "row": ["r"], "column": ["c"], "status": ["FAIL"]}).to_csv(csv, index=False)
-    assert run_stage("check-status", "--csv", str(csv)).returncode == 1
+    assert run_stage("check", "--csv", str(csv)).returncode == 1
 
 
 def _expected(rows) -> pd.DataFrame:
@@ -124,7 +124,7 @@ def _zeroshot(tmp_path):
          "higher": {"model": "good"}, "lower": {"model": "bad"}}]}))
 
     def check():
-        return run_stage("check", "--table", f"t={table}", "--expected", tmp_path / "expected.csv",
+        return run_stage("check-cells", "--table", f"t={table}", "--expected", tmp_path / "expected.csv",
                          "--csv", tmp_path / "check.csv")
 
     def verdicts():

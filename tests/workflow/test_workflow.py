@@ -313,7 +313,7 @@ def test_finetune_change_reuses_pretraining(tiny_run):
     counts = job_counts(plan.stdout)
     # five two-tower rows re-fine-tuned; neither MLM nor the ICT/BFS/WLP pre-training reruns
     assert counts == {"finetune": 5, "encode_candidates": 5, "build_index": 5, "dense_search": 5,
-                      "evaluate": 5, "table_chang2020_3": 1}
+                      "evaluate": 5, "chang2020_table": 1}
 
 
 @pytest.mark.slow
@@ -324,7 +324,7 @@ def test_margin_list_change_reruns_only_the_new_margin(tiny_run):
     # phase 1 and 2 for m = 2 (the first also mines), each encoded and indexed; only the new model searched
     assert job_counts(plan.stdout) == {"train_margin_threet": 1, "encode_candidates": 2, "build_index": 2,
                                        "mine_hard_negatives": 1, "train_margin_quadbert": 1, "dense_search": 1,
-                                       "evaluate": 1, "seeded_table_2": 1}
+                                       "evaluate": 1, "quadrupletbert_table": 1}
 
 
 def cells_as_the_paper(results: Path) -> dict:

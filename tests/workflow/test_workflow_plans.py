@@ -34,7 +34,7 @@ def test_a_table_found_without_a_record_is_rebuilt_not_trusted(tmp_path):
     plan = snakemake(work, "results/table1.csv", "--configfile", "fixtures/tiny.yaml", "-n")
     assert plan.returncode == 0, plan.stderr[-2000:]
     counts = job_counts(plan.stdout)
-    assert counts["seeded_table_1"] == 1 and counts["train_margin_quadbert"] >= 1
+    assert counts["quadrupletbert_table"] == 1 and counts["train_margin_quadbert"] >= 1
 
 
 def test_invalid_params_name_the_key(tmp_path):
@@ -82,8 +82,8 @@ def test_paper_profile_plans_every_chang_table(tmp_path):
         # NQ-open's 6 encodings in encode.shards' 2 parts each, merged
         "encode_candidates": dense - 6, "encode_candidates_shard": 6 * 2, "merge_embeddings": 6,
         "build_index": dense, "dense_search": dense,
-        "evaluate": dense + 3 * 3, "pairs_table": 1, "reqa_table": 1, "table_chang2020_3": 1,
-        "table_chang2020_4": 1, "ablation_table": 1, "table_chang2020_6": 1}
+        "evaluate": dense + 3 * 3, "pairs_table": 1, "reqa_table": 1, "chang2020_table": 3,
+        "ablation_table": 1}
     # pre-trained once on Wikipedia, fine-tuned on both datasets: BERT-base shape, 4 or 12 layers
     assert plan.stdout.count("pretrain-two-tower") == 9
     assert "--steps 100000 --batch-size 8192" in plan.stdout and "--layers 4 " in plan.stdout
@@ -105,7 +105,7 @@ def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
         "train_margin_quadbert": runs * margins, "encode_candidates": runs + 2 * runs * margins,
         "build_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows
         "dense_search": runs + runs + runs * margins + runs, "evaluate": runs + runs + runs * margins + runs,
-        "seeded_table_1": 1, "seeded_table_2": 1}
+        "quadrupletbert_table": 2}
     assert "pretrain-mlm --nsp 1 --init-hub-model bert-base-uncased" in plan.stdout   # continues BERT-base
     assert "nq-train-49.jsonl.gz" in plan.stdout
 

@@ -1,6 +1,7 @@
 # Chang et al. 2020's tables (results/chang2020/): reproduced values beside the paper's (data/papers/chang2020*.csv),
 # with the profile. Table 1: the pre-training pairs (rule pretraining_pairs, pairs.smk); Table 2: the ReQA
-# collections (rule reqa_statistics); Tables 3-6: the evaluations of Chang's models (train.smk, dense.smk).
+# collections (rule reqa_statistics); Tables 3-6: the evaluations of Chang's models (train.smk, dense.smk). Each
+# rule is named after its stage (chang2020_table runs `python -m towers chang2020-table`).
 
 from towers.plan import Plan, row_flags
 
@@ -48,47 +49,29 @@ rule reqa_table:
         plan.chang2020.reqa_table
 
 
-rule table_chang2020_3:
-    # Table 3 (SQuAD) and Table 4 (NQ); the mini profile's one dataset stands in for both.
+rule chang2020_table:
+    # Table 3 (SQuAD), Table 4 (NQ) and Table 6 (open domain); the mini profile's one dataset stands in for both
     input:
         profile=local(plan.profile_marker),
-        evals=[r["eval"] for r in plan.chang2020.chang_rows("table3")],
-        paper=plan.paper_values("chang2020", "table3"),
+        evals=lambda w: plan.chang2020.evals(w.table),
+        paper=lambda w: plan.paper_values("chang2020", w.table),
     output:
         csv="results/chang2020/{table}.csv",
         json="results/chang2020/{table}.json",
     wildcard_constraints:
-        table="table3",
+        table="table3|table4|table6",
     params:
-        **plan.chang2020.chang_table_params("table3"),
+        rows=lambda w: row_flags(plan.chang2020.chang_rows(w.table)),
+        metrics=plan.chang2020.recall_metrics(),
+        profile=config["profile"],
+        dataset=lambda w: plan.chang2020.chang[w.table]["dataset"],
+        note=lambda w: plan.chang2020.table_note(w.table),
     log:
         "logs/tables/chang2020_{table}.log",
     conda:
         plan.software.cpu_env
     shell:
         plan.chang2020.table
-
-
-use rule table_chang2020_3 as table_chang2020_4 with:
-    input:
-        profile=local(plan.profile_marker),
-        evals=[r["eval"] for r in plan.chang2020.chang_rows("table4")],
-        paper=plan.paper_values("chang2020", "table4"),
-    wildcard_constraints:
-        table="table4",
-    params:
-        **plan.chang2020.chang_table_params("table4"),
-
-
-use rule table_chang2020_3 as table_chang2020_6 with:
-    input:
-        profile=local(plan.profile_marker),
-        evals=[r["eval"] for r in plan.chang2020.chang_rows("table6")],
-        paper=plan.paper_values("chang2020", "table6"),
-    wildcard_constraints:
-        table="table6",
-    params:
-        **plan.chang2020.chang_table_params("table6"),
 
 
 rule ablation_table:

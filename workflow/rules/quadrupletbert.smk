@@ -1,37 +1,27 @@
 # QuadrupletBERT Tables 1-2: every cell is the mean over seeds with its standard deviation.
 
-from towers.plan import Plan
+from towers.plan import Plan, row_flags
 
 plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
-rule seeded_table_1:
+rule quadrupletbert_table:
     input:
         profile=local(plan.profile_marker),
-        evals=[e for r in plan.quadrupletbert.qb_table1_rows() for e in r["evals"]],
-        paper=plan.paper_values("quadrupletbert", "table1"),
+        evals=lambda w: plan.quadrupletbert.evals(w.table),
+        paper=lambda w: plan.paper_values("quadrupletbert", w.table),
     output:
         csv="results/{table}.csv",
         json="results/{table}.json",
     wildcard_constraints:
-        table="table1",
+        table="table1|table2",
     params:
-        **plan.quadrupletbert.seeded_table_params(plan.quadrupletbert.qb_table1_rows()),
+        rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
+        **plan.quadrupletbert.table_params(),   # metrics, profile, note, the paired test, the exact index
     log:
         "logs/tables/quadrupletbert_{table}.log",
     conda:
         plan.software.cpu_env
     shell:
         plan.quadrupletbert.table
-
-
-use rule seeded_table_1 as seeded_table_2 with:
-    input:
-        profile=local(plan.profile_marker),
-        evals=[e for r in plan.quadrupletbert.qb_table2_rows() for e in r["evals"]],
-        paper=plan.paper_values("quadrupletbert", "table2"),
-    wildcard_constraints:
-        table="table2",
-    params:
-        **plan.quadrupletbert.seeded_table_params(plan.quadrupletbert.qb_table2_rows()),

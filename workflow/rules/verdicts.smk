@@ -48,7 +48,7 @@ rule check_cells:
     conda:
         plan.software.cpu_env
     shell:
-        "{TOWERS} check {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
+        "{TOWERS} check-cells {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
 
 
 rule expected:
@@ -81,4 +81,4 @@ rule check:
     conda:
         plan.software.cpu_env
     shell:
-        "{TOWERS} check-status --csv {input}"
+        "{TOWERS} check --csv {input}"

@@ -3,12 +3,12 @@ and params of each table, and its stage's command."""
 from __future__ import annotations
 
 from .paths import ART, collection, eval_json
-from .shell import paper_table, q, row_flags
+from .shell import paper_table, q
 
 LABEL = {"none": "No Pretraining", "mlm": "MLM", "ict": "ICT", "bfs": "BFS", "wlp": "WLP", "ict+bfs+wlp": "ICT+BFS+WLP"}
 CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
 # Tables 3, 4 and 6 (the evaluations of Chang's models), Table 5 (the ablation), Tables 1 and 2 (pairs, datasets)
-TABLE = paper_table("table", "--metrics {params.metrics} {params.rows}", " --dataset {params.dataset}")
+TABLE = paper_table("chang2020-table", "--metrics {params.metrics} {params.rows}", " --dataset {params.dataset}")
 ABLATION_TABLE = paper_table("ablation-table", "--metric {params.metric} {params.rows}", " --dataset {params.dataset}",
                              table=False)
 PAIRS_TABLE = paper_table("pairs-table", "--stats {input.stats}", table=False)
@@ -52,11 +52,16 @@ class Chang2020:
                                       eval_json(t["dataset"], f"ckpt-{name}", split, t["index"])))
         return rows
 
-    def chang_table_params(self, table):
-        return {"rows": row_flags(self.chang_rows(table)),
-                "metrics": " ".join(q(m) for m in self.config["metrics"] if m.startswith("R@")),
-                "profile": self.config["profile"], "dataset": self.chang[table]["dataset"],
-                "note": self.plan.evaluation.table_note(self.chang[table]["dataset"])}
+    def recall_metrics(self):
+        """Tables 3, 4 and 6 show the profile's recall metrics."""
+        return " ".join(q(m) for m in self.config["metrics"] if m.startswith("R@"))
+
+    def table_note(self, table):
+        return self.plan.evaluation.table_note(self.chang[table]["dataset"])
+
+    def evals(self, table):
+        """The evaluations a table of chang_rows reads."""
+        return [row["eval"] for row in self.chang_rows(table)]
 
     def ablation_rows(self):
         """Table 5's rows: index, layers, pretraining, emb_dim, split and eval (the evaluation JSON)."""

@@ -3,14 +3,14 @@ its model names, the rows of Tables 1-2 (every cell the mean over seeds) and the
 from __future__ import annotations
 
 from .paths import eval_json
-from .shell import paper_table, q, row_flags
+from .shell import paper_table, q
 
-SEEDED_TABLE = paper_table("seeded-table", "--metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
-                                           " --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
+TABLE = paper_table("quadrupletbert-table", "--metrics {params.metrics} {params.rows} --compare QuadrupletBERT"
+                    " 'Three-T BERT' --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
 
 
 class QuadrupletBert:
-    table = SEEDED_TABLE   # the tables' command
+    table = TABLE   # the tables' command
 
     def __init__(self, plan):
         self.plan = plan
@@ -43,9 +43,17 @@ class QuadrupletBert:
         return [self.qb_row(dataset, split, "QuadrupletBERT", margin, qb["index"])
                 for dataset in qb["datasets"] for split in qb["splits"] for margin in qb["margins"]]
 
-    def seeded_table_params(self, rows):
+    def rows(self, table):
+        """Table 1 (each model at its dataset's margin) or Table 2 (QuadrupletBERT at each margin)."""
+        return self.qb_table1_rows() if table == "table1" else self.qb_table2_rows()
+
+    def evals(self, table):
+        """Every evaluation a table reads: each row's, one a seed."""
+        return [e for row in self.rows(table) for e in row["evals"]]
+
+    def table_params(self):
+        """The tables' params but their rows: metrics, profile, note, the paired test and the exact index."""
         qb = self.qb
-        return {"rows": row_flags(rows),
-                "metrics": " ".join(map(q, qb["metrics"])), "profile": self.config["profile"],
+        return {"metrics": " ".join(map(q, qb["metrics"])), "profile": self.config["profile"],
                 "note": self.plan.evaluation.table_note(qb["datasets"][0]["name"], self.qb_model("QuadrupletBERT", 0, 0)),
                 "test": qb["significance"]["test"], "alpha": qb["significance"]["alpha"], "exact": qb["index"]}

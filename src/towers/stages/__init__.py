@@ -7,7 +7,7 @@ STAGES = {}
 # the argument naming a stage's main output, where it is not --out, --out-dir or --csv (see main_output)
 WRITES = {"parse-wiki": "articles", "merge-wiki-parts": "articles", "bm25-index": "index", "bm25-search": "run",
           "merge-runs": "run", "encode-candidates": "embeddings", "merge-embeddings": "embeddings", "dense-search": "run"}
-WRITES_NOTHING = {"check-status"}   # reads its --csv: neither locks it nor removes the record beside it
+WRITES_NOTHING = {"check"}   # reads its --csv: neither locks it nor removes the record beside it
 
 
 def stage(name: str, *arguments):

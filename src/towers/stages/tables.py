@@ -79,11 +79,12 @@ def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
     return csv_path, {"rows": len(frame), "cells": cells}
 
 
-@stage("table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
+@stage("chang2020-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
        arg("--dataset", required=True), arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append", help=rows_help("split", "encoder", "pretraining", "eval")),
        arg("--csv", required=True), arg("--json", required=True))
-def table(a):
+def chang2020_table(a):
+    """Chang et al.'s Tables 3, 4 and 6: each encoder's recall beside the paper's (towers.reports.chang2020)."""
     from ..reports.chang2020 import build_table
 
     rows = parse_rows(a.row, ["split", "encoder", "pretraining", "eval"])
@@ -152,15 +153,16 @@ def ablation_table(a):
                               a.dataset, a.note), a.csv, a.json)
 
 
-@stage("seeded-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
+@stage("quadrupletbert-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
        arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append",
            help=rows_help("dataset", "paper_dataset", "split", "model", "margin", "index", "evals (a list: one a seed)")),
        arg("--compare", nargs=2, metavar=("A", "B"), help="paired test of model A against model B"),
        arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]), arg("--alpha", type=float, default=0.05),
        arg("--exact-index", default="flat"), arg("--csv", required=True), arg("--json", required=True))
-def seeded_table(a):
-    """A table whose cells are means over seeds, with standard deviations and paired significance tests."""
+def quadrupletbert_table(a):
+    """QuadrupletBERT's Tables 1-2: cells that are means over seeds, with standard deviations and paired
+    significance tests (towers.reports.quadrupletbert)."""
     from ..reports.quadrupletbert import SEEDED_KEY, seeded_table as build
 
     rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"], lists=["evals"])
@@ -372,9 +374,9 @@ def expected(a):
     return a.out, {"cells written": len(frame), **frame["basis"].str.split(":").str[0].value_counts().to_dict()}
 
 
-@stage("check", TABLES_ARG, arg("--expected", required=True, help="data/expected/<profile>.csv or a paper policy"),
+@stage("check-cells", TABLES_ARG, arg("--expected", required=True, help="data/expected/<profile>.csv or a paper policy"),
        arg("--csv", required=True), arg("--quiet", action="store_true", help="print only cells that are not OK"))
-def check(a):
+def check_cells(a):
     """Every cell against its expected value: [OK], [OKish], [FAIL] with the difference, both ways."""
     from ..verdicts import checks
     from ..verdicts.cells import load_cells
@@ -389,8 +391,8 @@ def check(a):
     return a.csv, {"cells checked": len(report), **report["status"].value_counts().to_dict()}
 
 
-@stage("check-status", arg("--csv", required=True, help="results/check.csv"))
-def check_status(a):
+@stage("check", arg("--csv", required=True, help="results/check.csv"))
+def check(a):
     """Fail (exit 1) when a cell of the check FAILed or went MISSING."""
     import pandas as pd
 
