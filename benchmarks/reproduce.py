@@ -349,15 +349,16 @@ def rerun_step(folder: Path, name: str, cores: int) -> dict:
 def scheduler_load(folder: Path, cores: int) -> dict:
     """Snakemake's own load while jobs wait for cores: every dense search of the build's enwiki-mini models and
     its evaluation forced to rerun, with Snakemake's scheduler as it is (the build's own workflow/rules/common.smk,
-    from before the fix) and with towers.scheduler's fix (this checkout's), alternated."""
+    from before the fix) and with towers.scheduler's fix (that file with the fix's two lines added; this checkout's
+    common.smk no longer fits an older build's rule files, which took its helpers from it), alternated."""
     runs = sorted((folder / "artifacts/enwiki-mini/dense").glob("*/*/run-flat.trec"))
     targets = [f"artifacts/enwiki-mini/eval/{run.parent.parent.name}/{run.parent.name}/flat.json" for run in runs]
     built = {t: sha256(folder / t) for t in targets}
     common = folder / "workflow/rules/common.smk"
     kept = common.read_text()
-    rules = {"as_is": subprocess.run(["git", "show", "HEAD:workflow/rules/common.smk"], cwd=folder, check=True,
-                                     capture_output=True, text=True).stdout,
-             "fixed": (ROOT / "workflow/rules/common.smk").read_text()}
+    as_is = subprocess.run(["git", "show", "HEAD:workflow/rules/common.smk"], cwd=folder, check=True,
+                           capture_output=True, text=True).stdout
+    rules = {"as_is": as_is, "fixed": "from towers.scheduler import keep_one_pending_look\nkeep_one_pending_look()\n" + as_is}
     if "keep_one_pending_look" in rules["as_is"]:
         sys.exit(f"{folder} was built at a commit that has the fix already: build one from before it")
     shutil.copy(ROOT / "src/towers/scheduler.py", folder / "src/towers/scheduler.py")
