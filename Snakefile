@@ -11,28 +11,35 @@ from towers.reports import papers as paper_list
 
 min_version("9.0")
 
-try:   # Snakemake's own message for a broken YAML file names no file; a duplicate key it takes silently
+try:  # Snakemake's own message for a broken YAML file names no file; a duplicate key it takes silently
     read_yaml("params.yaml")
 except ParamsError as err:
     sys.exit(f"error: {err}")
+
+
 configfile: "params.yaml"
-try:   # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
+
+
+try:  # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
     _sources = load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config))
     check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"), _sources)
     # the papers, declared once (data/papers/papers.yaml): rule files, targets, published values, claims
     _papers = paper_list.load()
-    for _paper in config["claims"]["papers"]:   # the profile picks which declared papers' claims it tests
+    for _paper in config["claims"]["papers"]:  # the profile picks which declared papers' claims it tests
         if _paper not in _papers:
-            raise ParamsError(f"{source_of(['claims', 'papers'], _sources)}: claims.papers: {_paper!r} is not a "
-                              f"paper of {paper_list.PAPERS_FILE} ({', '.join(_papers)})")
+            raise ParamsError(
+                f"{source_of(['claims', 'papers'], _sources)}: claims.papers: {_paper!r} is not a "
+                f"paper of {paper_list.PAPERS_FILE} ({', '.join(_papers)})"
+            )
     # what every rule reads, writes and passes its stage (towers.plan): one object of this config, which every
     # rule file asks for by name (Plan.of), built once the config is checked
     plan = Plan.of(workflow, papers=_papers)
 except ParamsError as err:
     sys.exit(f"error: {err}")
-PY, TOWERS = plan.software.py, plan.software.towers   # named in the report's shell command
+PY, TOWERS = plan.software.py, plan.software.towers  # named in the report's shell command
 
-include: "workflow/rules/common.smk"   # the scheduler fix, wildcard patterns, the clean-up before a run
+
+include: "workflow/rules/common.smk"  # the scheduler fix, wildcard patterns, the clean-up before a run
 include: "workflow/rules/data.smk"
 include: "workflow/rules/pairs.smk"
 include: "workflow/rules/bm25.smk"
@@ -41,10 +48,15 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/dense.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/zeroshot.smk"
-for _paper in plan.papers.values():   # each paper's rule file, in papers.yaml's order
+
+
+for _paper in plan.papers.values():  # each paper's rule file, in papers.yaml's order
+
     include: _paper["rules"]
+
+
 include: "workflow/rules/verdicts.smk"
-include: "workflow/rules/resources.smk"   # measured requests (resources.rules) over every rule above
+include: "workflow/rules/resources.smk"  # measured requests (resources.rules) over every rule above
 
 
 rule all:
@@ -67,20 +79,31 @@ rule report:
         html="results/report.html",
         dag="results/dag.png",
         rulegraph=temp("results/rulegraph.dot"),
+    log:
+        "logs/tables/report.log",
+    conda:
+        plan.software.cpu_env
     params:
         configfiles=" ".join(q(c) for c in workflow.overwrite_configfiles),
         note=config["profile_note"],
         profile=config["profile"],
         title=f"Dense retrieval: {paper_list.in_words(len(plan.papers))} papers reproduced",
-        papers=row_flags(({"id": p["id"], "title": p["title"], "tables": [t["path"] for t in p["tables"]],
-                           "figures": [f["path"] for f in p["figures"]]} for p in plan.papers.values()), "--paper"),
-        tables=" ".join(f"--table {q(t)}" for t in plan.zeroshot.tables),   # the tables of no paper
-    conda:
-        plan.software.cpu_env
-    log:
-        "logs/tables/report.log",
+        papers=row_flags(
+            (
+                {
+                    "id": p["id"],
+                    "title": p["title"],
+                    "tables": [t["path"] for t in p["tables"]],
+                    "figures": [f["path"] for f in p["figures"]],
+                }
+                for p in plan.papers.values()
+            ),
+            "--paper",
+        ),
+        tables=" ".join(f"--table {q(t)}" for t in plan.zeroshot.tables),  # the tables of no paper
+    # the rule graph of target `all` (--quiet all: the graph only), then the page
     shell:
-        "{PY} -m snakemake all --rulegraph --nolock --quiet all"   # target `all`; --quiet all: the graph only
+        "{PY} -m snakemake all --rulegraph --nolock --quiet all"
         + (" --configfile {params.configfiles}" if workflow.overwrite_configfiles else "")
         + " > {output.rulegraph} 2> {log} && {TOWERS} report {params.papers} {params.tables}"
         " --claims {input.claims} --check {input.check} --rulegraph {output.rulegraph} --dag-png {output.dag}"

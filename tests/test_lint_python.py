@@ -1,6 +1,8 @@
 """The Python of the project lints clean: `ruff check` over src, tests and benchmarks with the rule set of
-pyproject.toml's [tool.ruff.lint] (errors, not style). Snakemake files are left to `snakemake --lint`
-(tests/workflow/test_lint.py): no snakefmt, since reformatting a rule changes its code, a rerun trigger."""
+pyproject.toml's [tool.ruff.lint] (errors, not style); the Snakemake files are formatted as `snakefmt --check` wants
+them (pyproject.toml's [tool.snakefmt]; `snakemake --lint`: tests/workflow/test_lint.py). A shell rule's code, its
+rerun trigger, is its command's text, which layout leaves alone; the two run blocks, whose code is their source,
+are kept out of the formatter (`# fmt: off`)."""
 import subprocess
 import sys
 
@@ -22,3 +24,18 @@ def test_the_linter_sees_an_undefined_name(tmp_path):
     bad.write_text("import os\n\n\ndef f():\n    return undefined_name\n")
     done = ruff("check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), "--output-format", "concise", str(bad))
     assert done.returncode == 1 and "F821" in done.stdout and "F401" in done.stdout, done.stdout + done.stderr
+
+
+def test_snakemake_files_are_formatted():
+    done = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "Snakefile", "workflow/rules"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+
+
+def test_the_formatter_sees_a_rule_out_of_shape(tmp_path):
+    """The check is live: pyproject.toml's settings are read and a misplaced directive fails it."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (tmp_path / "x.smk").write_text('rule x:\n    shell:\n        "true"\n    output:\n        "o"\n')
+    done = subprocess.run([sys.executable, "-m", "snakefmt", "--check", "x.smk"], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert done.returncode == 1, done.stdout + done.stderr

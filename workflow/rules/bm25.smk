@@ -11,7 +11,7 @@
 
 from towers.plan import ART, Plan, collection
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
@@ -20,13 +20,13 @@ rule bm25_index:
         collection("{dataset}", "candidates.jsonl"),
     output:
         directory(f"{ART}/{{dataset}}/bm25/index"),
+    log:
+        "logs/{dataset}/bm25_index.log",
+    conda:
+        plan.software.java_env
     threads: plan.bm25.threads
     resources:
         **plan.software.java_job,
-    conda:
-        plan.software.java_env
-    log:
-        "logs/{dataset}/bm25_index.log",
     shell:
         "{TOWERS} bm25-index --candidates {input} --index {output} --threads {threads}"
         " --memory-mb {resources.mem_mb} > {log} 2>&1"
@@ -35,21 +35,21 @@ rule bm25_index:
 rule bm25_search:
     # every query of the collection (a dataset not in bm25.split_runs)
     input:
-        index=plan.bm25.index_of,   # a graded set: its base's index
+        index=plan.bm25.index_of,  # a graded set: its base's index
         queries=collection("{dataset}", "queries.tsv"),
     output:
         f"{ART}/{{dataset}}/bm25/run.trec",
+    log:
+        "logs/{dataset}/bm25_search.log",
+    conda:
+        plan.software.java_env
+    threads: plan.bm25.threads
+    resources:
+        **plan.software.java_job,
     params:
         k1=plan.bm25.settings["k1"],
         b=plan.bm25.settings["b"],
         depth=plan.bm25.search_depth,
-    threads: plan.bm25.threads
-    resources:
-        **plan.software.java_job,
-    conda:
-        plan.software.java_env
-    log:
-        "logs/{dataset}/bm25_search.log",
     shell:
         "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
         " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {params.depth} > {log} 2>&1"
@@ -62,19 +62,19 @@ rule bm25_search_split:
         queries=plan.bm25.bm25_queries,
     output:
         f"{ART}/{{dataset}}/bm25/{{split}}/{{parts}}-d{{depth}}.trec",
+    log:
+        "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}.log",
     wildcard_constraints:
         parts=f"test|{plan.bm25.training_parts}",
         depth="[1-9][0-9]*",
-    params:
-        k1=plan.bm25.settings["k1"],
-        b=plan.bm25.settings["b"],
+    conda:
+        plan.software.java_env
     threads: plan.bm25.threads
     resources:
         **plan.software.java_job,
-    conda:
-        plan.software.java_env
-    log:
-        "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}.log",
+    params:
+        k1=plan.bm25.settings["k1"],
+        b=plan.bm25.settings["b"],
     shell:
         "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
         " --threads {threads} --memory-mb {resources.mem_mb} --run {output} --depth {wildcards.depth} > {log} 2>&1"
@@ -87,22 +87,22 @@ rule bm25_search_shard:
         queries=plan.bm25.bm25_queries,
     output:
         temp(f"{ART}/{{dataset}}/bm25/{{split}}/{{parts}}-d{{depth}}.shards/{{shard}}.trec"),
+    log:
+        "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}_{shard}.log",
     wildcard_constraints:
         dataset=plan.bm25.query_sharded_re,
         parts=plan.bm25.training_parts,
         depth="[1-9][0-9]*",
         shard="[0-9]+",
+    conda:
+        plan.software.java_env
+    threads: plan.bm25.threads
+    resources:
+        **plan.software.java_job,
     params:
         k1=plan.bm25.settings["k1"],
         b=plan.bm25.settings["b"],
         shards=lambda w: plan.bm25.query_shards[w.dataset],
-    threads: plan.bm25.threads
-    resources:
-        **plan.software.java_job,
-    conda:
-        plan.software.java_env
-    log:
-        "logs/{dataset}/bm25_search_{split}_{parts}-d{depth}_{shard}.log",
     shell:
         "{TOWERS} bm25-search --index {input.index} --queries {input.queries} --k1 {params.k1} --b {params.b}"
         " --threads {threads} --memory-mb {resources.mem_mb}"
@@ -114,14 +114,14 @@ rule merge_runs:
         plan.bm25.shard_runs,
     output:
         f"{ART}/{{dataset}}/bm25/{{split}}/{{parts}}-d{{depth}}.trec",
+    log:
+        "logs/{dataset}/merge_bm25_{split}_{parts}-d{depth}.log",
     wildcard_constraints:
         dataset=plan.bm25.query_sharded_re,
         parts=plan.bm25.training_parts,
         depth="[1-9][0-9]*",
     conda:
         plan.software.cpu_env
-    log:
-        "logs/{dataset}/merge_bm25_{split}_{parts}-d{depth}.log",
     shell:
         "{TOWERS} merge-runs --parts {input} --run {output} > {log} 2>&1"
 

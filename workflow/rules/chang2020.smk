@@ -5,7 +5,7 @@
 
 from towers.plan import Plan, row_flags
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
@@ -17,13 +17,13 @@ rule pairs_table:
     output:
         csv="results/chang2020/table1.csv",
         json="results/chang2020/table1.json",
-    params:
-        profile=config["profile"],
-        note=config["profile_note"],
     log:
         "logs/tables/chang2020_table1.log",
     conda:
         plan.software.cpu_env
+    params:
+        profile=config["profile"],
+        note=config["profile_note"],
     shell:
         plan.chang2020.pairs_table
 
@@ -37,14 +37,14 @@ rule reqa_table:
     output:
         csv="results/chang2020/table2.csv",
         json="results/chang2020/table2.json",
-    params:
-        profile=config["profile"],
-        note=config["profile_note"],
-        rows=row_flags(plan.chang2020.reqa_rows()),
     log:
         "logs/tables/chang2020_table2.log",
     conda:
         plan.software.cpu_env
+    params:
+        profile=config["profile"],
+        note=config["profile_note"],
+        rows=row_flags(plan.chang2020.reqa_rows()),
     shell:
         plan.chang2020.reqa_table
 
@@ -58,18 +58,18 @@ rule chang2020_table:
     output:
         csv="results/chang2020/{table}.csv",
         json="results/chang2020/{table}.json",
+    log:
+        "logs/tables/chang2020_{table}.log",
     wildcard_constraints:
         table="table3|table4|table6",
+    conda:
+        plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.chang2020.chang_rows(w.table)),
         metrics=plan.chang2020.recall_metrics(),
         profile=config["profile"],
         dataset=lambda w: plan.chang2020.chang[w.table]["dataset"],
         note=lambda w: plan.chang2020.table_note(w.table),
-    log:
-        "logs/tables/chang2020_{table}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         plan.chang2020.table
 
@@ -82,15 +82,15 @@ rule ablation_table:
     output:
         csv="results/chang2020/table5.csv",
         json="results/chang2020/table5.json",
+    log:
+        "logs/tables/chang2020_table5.log",
+    conda:
+        plan.software.cpu_env
     params:
         rows=row_flags(plan.chang2020.ablation_rows()),
         metric=plan.chang2020.chang["table5"]["metric"],
         profile=config["profile"],
         dataset=plan.chang2020.chang["table5"]["dataset"],
         note=plan.evaluation.table_note(plan.chang2020.chang["table5"]["dataset"]),
-    log:
-        "logs/tables/chang2020_table5.log",
-    conda:
-        plan.software.cpu_env
     shell:
         plan.chang2020.ablation_table

@@ -14,7 +14,7 @@ from towers.scheduler import keep_one_pending_look
 
 plan = Plan.of(workflow)
 if plan.software.offline:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a profile that names no hub model never reaches the hub
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a profile that names no hub model never reaches the hub
 
 # --- the scheduler ----------------------------------------------------------------------------------
 
@@ -23,16 +23,19 @@ if plan.software.offline:
 # Snakemake's method is not the one the fix replaces, one warning line says so and the scheduler runs as it is.
 keep_one_pending_look()
 
+
 wildcard_constraints:
     dataset="[a-z0-9-]+",
-    split=plan.data.any_split,   # "dev": a passage dataset's one split; "all": every question
+    split=plan.data.any_split,  # "dev": a passage dataset's one split; "all": every question
     kind="emb|bert",
     margin=r"[0-9]+(\.[0-9]+)?",
     seed="[0-9]+",
     index="[a-z0-9]+",
     model="[a-z0-9.+-]+",
 
+
 # --- before a run -----------------------------------------------------------------------------------
+
 
 # Nothing stale after a failure. Snakemake does not rerun a present output only because an input of it is
 # missing, and schedules a job whose output is missing only when a job that must run asks for it. So when a
@@ -48,19 +51,22 @@ wildcard_constraints:
 # not run (clusters, conda, `warm_start: false`), start a process of their own.
 onstart:
     future = future_dated([f for job in workflow.dag.needrun_jobs() for f in job.input])
-    if future:   # else every job ends in Snakemake's clock-skew error, and every rerun too, until that date
-        sys.exit(f"error: {future[0]}: modified in the future ({future[1]}, now {time.strftime('%Y-%m-%d %H:%M:%S')}); "
-                 f"set its time to now with: touch {shlex.quote(future[0])}"
-                 + (" (and the files under it)" if os.path.isdir(future[0]) else ""))
+    if future:  # else every job ends in Snakemake's clock-skew error, and every rerun too, until that date
+        sys.exit(
+            f"error: {future[0]}: modified in the future ({future[1]}, now {time.strftime('%Y-%m-%d %H:%M:%S')}); "
+            f"set its time to now with: touch {shlex.quote(future[0])}"
+            + (" (and the files under it)" if os.path.isdir(future[0]) else "")
+        )
     if not workflow.touch:
         for job in list(workflow.dag.needrun_jobs()):
             workflow.async_run(job.remove_existing_output())
     if config.get("warm_start", True) and workflow.local_exec and not workflow.touch and not plan.software.conda:
         os.makedirs("logs", exist_ok=True)
         with open("logs/warm-start.log", "a") as log:
-            socket_path = warm.launch(os.getpid(), log)   # in a folder of this user's alone
+            socket_path = warm.launch(os.getpid(), log)  # in a folder of this user's alone
         if socket_path:
-            os.environ.update({warm.ENV: socket_path})   # set, not read: the jobs' shells inherit it
+            os.environ.update({warm.ENV: socket_path})  # set, not read: the jobs' shells inherit it
+
 
 # Every table and figure depends on a marker file of the profile they are made with (plan.profile_marker), written
 # here when it is missing. A table committed and found in a fresh clone (Snakemake has no record of it there, and

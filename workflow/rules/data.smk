@@ -12,7 +12,7 @@
 
 from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, collection_files, content_digest, q
 
-plan = Plan.of(workflow)   # every name below that is no Snakemake directive comes from here (towers.plan.datasets)
+plan = Plan.of(workflow)  # every name below that is no Snakemake directive comes from here (towers.plan.datasets)
 TOWERS, CPU_ENV = plan.software.towers, plan.software.cpu_env
 
 
@@ -23,16 +23,16 @@ rule parse_wiki:
         articles=f"{ART}/{{dataset}}/corpus/articles.jsonl",
         redirects=f"{ART}/{{dataset}}/corpus/redirects.json",
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
+    log:
+        "logs/{dataset}/parse_wiki.log",
     wildcard_constraints:
         dataset=plan.data.not_parted_wiki,
+    conda:
+        CPU_ENV
     params:
         dump=lambda w: plan.data.dump_of(w.dataset),
         sha256=lambda w: q(plan.data.dataset_cfg(w.dataset).get("dump_sha256", "")),
         max_articles=lambda w: plan.data.dataset_cfg(w.dataset).get("max_articles", 0),
-    log:
-        "logs/{dataset}/parse_wiki.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} parse-wiki --dump {params.dump:q} --sha256 {params.sha256} --max-articles {params.max_articles}"
         " --articles {output.articles} --redirects {output.redirects} --stats {output.stats} 2>&1 | tee {log}"
@@ -45,14 +45,14 @@ rule wiki_parts:
         index=plan.data.dump_index,
     output:
         f"{ART}/{{dataset}}/corpus/parts/plan.json",
-    wildcard_constraints:
-        dataset=plan.data.only_parted_wiki,
-    params:
-        parts=lambda w: plan.data.dataset_cfg(w.dataset).get("parts", 1),
     log:
         "logs/{dataset}/wiki_parts_plan.log",
+    wildcard_constraints:
+        dataset=plan.data.only_parted_wiki,
     conda:
         CPU_ENV
+    params:
+        parts=lambda w: plan.data.dataset_cfg(w.dataset).get("parts", 1),
     shell:
         "{TOWERS} wiki-parts --dump {input.dump} --index {input.index} --parts {params.parts} --out {output}"
         " 2>&1 | tee {log}"
@@ -64,17 +64,19 @@ rule parse_wiki_part:
         dump=lambda w: plan.data.dump_of(w.dataset),
         plan=f"{ART}/{{dataset}}/corpus/parts/plan.json",
     output:
-        **{name.split(".")[0]: f"{ART}/{{dataset}}/corpus/parts/{{part}}/{name}"
-           for name in ("articles.jsonl", "redirects.json", "stats.json", "links.npz")},
+        **{
+            name.split(".")[0]: f"{ART}/{{dataset}}/corpus/parts/{{part}}/{name}"
+            for name in ("articles.jsonl", "redirects.json", "stats.json", "links.npz")
+        },
+    log:
+        "logs/{dataset}/parse_wiki_part_{part}.log",
     wildcard_constraints:
         dataset=plan.data.only_parted_wiki,
         part=r"\d\d\d+",
-    params:
-        out_dir=lambda w: f"{ART}/{w.dataset}/corpus/parts/{w.part}",
-    log:
-        "logs/{dataset}/parse_wiki_part_{part}.log",
     conda:
         CPU_ENV
+    params:
+        out_dir=lambda w: f"{ART}/{w.dataset}/corpus/parts/{w.part}",
     shell:
         "{TOWERS} parse-wiki-part --dump {input.dump} --plan {input.plan} --part {wildcards.part}"
         " --out-dir {params.out_dir} 2>&1 | tee {log}"
@@ -84,20 +86,23 @@ rule merge_wiki_parts:
     # The parts' articles in dump order, their redirects, and statistics summed (links resolved through
     # digests of every title: 8 bytes an article, 16 a redirect): parse_wiki's three files.
     input:
-        lambda w: [f"{d}/{name}" for d in plan.data.wiki_part_dirs(w) for name in ("articles.jsonl", "redirects.json",
-                                                                            "stats.json", "links.npz")],
+        lambda w: [
+            f"{d}/{name}"
+            for d in plan.data.wiki_part_dirs(w)
+            for name in ("articles.jsonl", "redirects.json", "stats.json", "links.npz")
+        ],
     output:
         articles=f"{ART}/{{dataset}}/corpus/articles.jsonl",
         redirects=f"{ART}/{{dataset}}/corpus/redirects.json",
         stats=f"{ART}/{{dataset}}/corpus/stats.json",
-    wildcard_constraints:
-        dataset=plan.data.only_parted_wiki,
-    params:
-        parts=lambda w: " ".join(plan.data.wiki_part_dirs(w)),
     log:
         "logs/{dataset}/merge_wiki_parts.log",
+    wildcard_constraints:
+        dataset=plan.data.only_parted_wiki,
     conda:
         CPU_ENV
+    params:
+        parts=lambda w: " ".join(plan.data.wiki_part_dirs(w)),
     shell:
         "{TOWERS} merge-wiki-parts --parts {params.parts} --articles {output.articles} --redirects {output.redirects}"
         " --stats {output.stats} 2>&1 | tee {log}"
@@ -109,18 +114,18 @@ rule download:
     # unchecked only where params say `checksum: none`; retried on network failure.
     output:
         "data/raw/{dataset}/{name}",
+    log:
+        "logs/{dataset}/download_{name}.log",
+    retries: 3
+    conda:
+        CPU_ENV
     params:
         url=lambda w: plan.data.file_spec(w.dataset, w.name)["url"],
         check=lambda w: plan.data.download_check(w.dataset, w.name),
-    retries: 3
-    log:
-        "logs/{dataset}/download_{name}.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} download --url {params.url:q} {params.check} --out {output} 2>&1 | tee {log}"
-
-
+# fmt: off   (snakefmt: a run block's text is its rule's code, a rerun trigger of every collection and all below
+# it; formatting it would rebuild everything. Shell rules keep their code whatever the layout.)
 rule reqa:
     input:
         unpack(plan.data.reqa_inputs),
@@ -147,7 +152,7 @@ rule reqa:
             shell("{TOWERS} reqa-squad --json {input.files:q} --sha256 {params.sha256:q}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
 
-
+# fmt: on
 rule reqa_open:
     # The base dataset's ReQA form (questions and qrels unchanged) with extra candidates: every sentence
     # of the extra dataset's articles outside the base's articles, sub-sampled to max_extra (seeded).
@@ -155,23 +160,22 @@ rule reqa_open:
         unpack(plan.data.open_inputs),
     output:
         **collection_files("{dataset}", "stats"),
+    log:
+        "logs/{dataset}/reqa.log",
     wildcard_constraints:
         dataset=plan.data.only_open,
+    conda:
+        CPU_ENV
     params:
         out_dir=lambda w: collection(w.dataset),
         max_extra=lambda w: plan.data.dataset_cfg(w.dataset).get("max_extra", 0),
         prefix=lambda w: f"{plan.data.dataset_cfg(w.dataset)['extra']}:",
         seed=config["seed"],
-    log:
-        "logs/{dataset}/reqa.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} reqa-open --candidates {input.candidates} --queries {input.queries} --qrels {input.qrels}"
         " --articles {input.articles} --max-extra {params.max_extra} --seed {params.seed} --id-prefix {params.prefix:q}"
         " --out-dir {params.out_dir} 2>&1 | tee {log}"
-
-
+# fmt: off   (a run block: as rule reqa)
 rule passages:
     # A passage-ranking dataset (RepBERT): passages as candidates, queries and TREC qrels of both sides,
     # and its one split, "dev" (test: the dataset's evaluation queries; train: its training queries, and for
@@ -202,7 +206,7 @@ rule passages:
             shell("{TOWERS} {params.command} --source {input.source:q}"
                   " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}")
 
-
+# fmt: on
 rule passages_graded:
     # TREC DL 2019 style: judged test queries with graded qrels over the base dataset's collection
     input:
@@ -216,16 +220,16 @@ rule passages_graded:
         train=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{PASSAGE_SPLIT}/test.tsv",
+    log:
+        "logs/{dataset}/passages_graded.log",
     wildcard_constraints:
         dataset=plan.data.only_graded,
+    conda:
+        CPU_ENV
     params:
         checks=lambda w: plan.data.graded_checks(w.dataset),
         out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
-    log:
-        "logs/{dataset}/passages_graded.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} passages-graded --queries {input.queries:q} --qrels {input.qrels:q} --candidates {input.candidates}"
         " {params.checks} --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}"
@@ -237,15 +241,15 @@ rule passages_triples:
         unpack(plan.data.triples_inputs),
     output:
         collection("{dataset}", "triples.tsv"),
+    log:
+        "logs/{dataset}/passage_triples.log",
     wildcard_constraints:
         dataset=plan.data.only_passages,
+    conda:
+        CPU_ENV
     params:
         check=lambda w: plan.data.source_check(w.dataset, plan.data.dataset_cfg(w.dataset)["triples"]),
         max_triples=lambda w: plan.data.dataset_cfg(w.dataset).get("max_triples", 0),
-    log:
-        "logs/{dataset}/passage_triples.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} passages-triples --triples {input.triples:q} {params.check} --candidates {input.candidates}"
         " --queries {input.train} --qrels {input.qrels} --max-triples {params.max_triples} --out {output}"
@@ -259,17 +263,17 @@ rule split:
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+    log:
+        "logs/{dataset}/split_{split}.log",
     wildcard_constraints:
-        split=plan.data.split_names,   # never a passage dataset's "dev": rule passages
+        split=plan.data.split_names,  # never a passage dataset's "dev": rule passages
+    conda:
+        CPU_ENV
     params:
         fraction=lambda w: plan.data.splits[w.split],
         valid=config["valid_fraction"],
         seed=config["seed"],
         out_dir=lambda w: f"{ART}/{w.dataset}/splits/{w.split}",
-    log:
-        "logs/{dataset}/split_{split}.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} split --queries {input.queries} --train-fraction {params.fraction} --valid-fraction {params.valid}"
         " --seed {params.seed} --out-dir {params.out_dir} 2>&1 | tee {log}"

@@ -4,7 +4,7 @@
 
 from towers.plan import DENSE, Plan, collection
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, CPU_ENV = plan.software.towers, plan.software.cpu_env
 
 
@@ -16,17 +16,17 @@ rule encode_candidates:
     output:
         embeddings=f"{DENSE}/candidates.npy",
         ids=f"{DENSE}/candidates.ids",
-    params:
-        batch=config["encode"]["batch_size"],
+    log:
+        "logs/{dataset}/encode_{model}_{split}.log",
     wildcard_constraints:
-        dataset=f"(?!(?:{plan.dense.sharded_re})/)[a-z0-9-]+",   # not a sharded one (next: "/")
+        dataset=f"(?!(?:{plan.dense.sharded_re})/)[a-z0-9-]+",  # not a sharded one (next: "/")
+    conda:
+        plan.software.torch_env
     threads: config["torch_threads"]
     resources:
         **plan.software.gpu_job,
-    conda:
-        plan.software.torch_env
-    log:
-        "logs/{dataset}/encode_{model}_{split}.log",
+    params:
+        batch=config["encode"]["batch_size"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
         " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
@@ -42,18 +42,18 @@ rule encode_candidates_shard:
     output:
         embeddings=temp(f"{DENSE}/shards/{{shard}}.npy"),
         ids=temp(f"{DENSE}/shards/{{shard}}.ids"),
-    params:
-        batch=config["encode"]["batch_size"],
-        shards=lambda w: plan.dense.shards[w.dataset],
+    log:
+        "logs/{dataset}/encode_{model}_{split}_{shard}.log",
     wildcard_constraints:
         shard="[0-9]+",
+    conda:
+        plan.software.torch_env
     threads: config["torch_threads"]
     resources:
         **plan.software.gpu_job,
-    conda:
-        plan.software.torch_env
-    log:
-        "logs/{dataset}/encode_{model}_{split}_{shard}.log",
+    params:
+        batch=config["encode"]["batch_size"],
+        shards=lambda w: plan.dense.shards[w.dataset],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
         " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
@@ -67,12 +67,12 @@ rule merge_embeddings:
     output:
         embeddings=f"{DENSE}/candidates.npy",
         ids=f"{DENSE}/candidates.ids",
-    wildcard_constraints:
-        dataset=plan.dense.sharded_re,   # only datasets encode.shards splits
-    conda:
-        plan.software.cpu_env
     log:
         "logs/{dataset}/merge_embeddings_{model}_{split}.log",
+    wildcard_constraints:
+        dataset=plan.dense.sharded_re,  # only datasets encode.shards splits
+    conda:
+        plan.software.cpu_env
     shell:
         "{TOWERS} merge-embeddings --parts {input.parts} --part-ids {input.ids} --embeddings {output.embeddings}"
         " --ids {output.ids} 2>&1 | tee {log}"
@@ -86,16 +86,16 @@ rule build_index:
         f"{DENSE}/candidates.npy",
     output:
         f"{DENSE}/index-{{index}}.faiss",
-    params:
-        factory=lambda w: plan.dense.indexes[w.index],   # LTRe's indexes too
-    threads: config["faiss"].get("threads") or config["torch_threads"]
-    resources:   # a CPU job holding the index, and the matrix a block at a time: the memory and time of the GPU jobs
-        mem_mb=plan.software.gpu_job["mem_mb"],
-        runtime=plan.software.gpu_job["runtime"],
     log:
         "logs/{dataset}/faiss_{model}_{split}_{index}.log",
     conda:
         plan.software.cpu_env
+    threads: config["faiss"].get("threads") or config["torch_threads"]
+    resources:  # a CPU job holding the index, and the matrix a block at a time: the memory and time of the GPU jobs
+        mem_mb=plan.software.gpu_job["mem_mb"],
+        runtime=plan.software.gpu_job["runtime"],
+    params:
+        factory=lambda w: plan.dense.indexes[w.index],  # LTRe's indexes too
     shell:
         "{TOWERS} build-index --embeddings {input} --factory {params.factory:q} --out {output} --threads {threads}"
         " 2>&1 | tee {log}"
@@ -107,16 +107,16 @@ rule dense_search:
         queries=plan.dense.split_questions("test"),
     output:
         f"{DENSE}/run-{{index}}.trec",
-    params:
-        depth=plan.dense.search_depth,
-        nprobe=config["faiss"]["nprobe"],
+    log:
+        "logs/{dataset}/dense_search_{model}_{split}_{index}.log",
+    conda:
+        plan.software.torch_env
     threads: config["torch_threads"]
     resources:
         **plan.software.gpu_job,
-    conda:
-        plan.software.torch_env
-    log:
-        "logs/{dataset}/dense_search_{model}_{split}_{index}.log",
+    params:
+        depth=plan.dense.search_depth,
+        nprobe=config["faiss"]["nprobe"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} dense-search --model {input.model} --index {input.index} --ids {input.ids}"
         " --queries {input.queries} --run {output} --depth {params.depth} --nprobe {params.nprobe}"
@@ -133,16 +133,16 @@ rule mine_hard_negatives:
         qrels=collection("{dataset}", "qrels.txt"),
     output:
         f"{DENSE}/mined.jsonl",
-    params:
-        depth=config["mining"]["depth"],
-        nprobe=config["faiss"]["nprobe"],
+    log:
+        "logs/{dataset}/mine_{model}_{split}.log",
+    conda:
+        plan.software.torch_env
     threads: config["torch_threads"]
     resources:
         **plan.software.gpu_job,
-    conda:
-        plan.software.torch_env
-    log:
-        "logs/{dataset}/mine_{model}_{split}.log",
+    params:
+        depth=config["mining"]["depth"],
+        nprobe=config["faiss"]["nprobe"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} mine-hard-negatives --model {input.model} --index {input.index}"
         " --ids {input.ids} --queries {input.train} {input.valid} --qrels {input.qrels} --out {output}"

@@ -4,7 +4,7 @@
 
 from towers.plan import ART, Plan, collection
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
@@ -12,17 +12,17 @@ rule evaluate:
     input:
         run=plan.evaluation.run_path,
         qrels=collection("{dataset}", "qrels.txt"),
-        queries=plan.evaluation.test_questions,   # an open-domain dataset: its base's
-        candidates=lambda w: collection(plan.data.corpus_of(w.dataset), "candidates.jsonl"),   # ranked ids are checked against it
+        queries=plan.evaluation.test_questions,  # an open-domain dataset: its base's
+        candidates=lambda w: collection(plan.data.corpus_of(w.dataset), "candidates.jsonl"),  # ranked ids are checked against it
     output:
         f"{ART}/{{dataset}}/eval/{{model}}/{{split}}/{{index}}.json",
-    params:
-        metrics=lambda w: plan.evaluation.eval_metrics(w.dataset, w.split),
-        recall=lambda w: plan.evaluation.recall_convention(w.dataset, w.model),
     log:
         "logs/{dataset}/eval_{model}_{split}_{index}.log",
     conda:
         plan.software.cpu_env
+    params:
+        metrics=lambda w: plan.evaluation.eval_metrics(w.dataset, w.split),
+        recall=lambda w: plan.evaluation.recall_convention(w.dataset, w.model),
     shell:
         "{TOWERS} evaluate --run {input.run} --qrels {input.qrels} --queries {input.queries}"
         " --metrics {params.metrics:q} --recall {params.recall:q} --candidates {input.candidates}"

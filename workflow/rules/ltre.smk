@@ -11,7 +11,7 @@
 
 from towers.plan import ART, Plan, flags, row_flags
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, TRAIN = plan.software.towers, plan.software.train
 
 
@@ -23,8 +23,15 @@ rule train_negatives:
     output:
         model=directory(f"{ART}/{{dataset}}/dense/neg-{{chain}}/{{split}}/model"),
         steps=f"{ART}/{{dataset}}/ltre/steps/neg-{{chain}}-{{split}}.jsonl",
+    log:
+        "logs/{dataset}/train_neg-{chain}_{split}.log",
     wildcard_constraints:
         chain=plan.ltre.chain,
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         start=lambda w, input: input.start if "start" in input.keys() else plan.ltre.lt["start_hub_model"],
         source=lambda w: w.chain.rsplit(".", 1)[-1],
@@ -32,13 +39,6 @@ rule train_negatives:
         train=flags(plan.ltre.lt["negatives"]),
         towers=flags(plan.ltre.lt["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/neg-{w.chain}-{w.split}",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/train_neg-{chain}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-negatives --start {params.start:q} --negatives {params.source}"
         " --candidates {input.candidates} --qrels {input.qrels} --train {input.train} --bm25-run {input.bm25}"
@@ -55,9 +55,16 @@ rule train_ltre:
     output:
         model=directory(f"{ART}/{{dataset}}/dense/{{method}}-{{start}}-{{index}}/{{split}}/model"),
         steps=f"{ART}/{{dataset}}/ltre/steps/{{method}}-{{start}}-{{index}}-{{split}}.jsonl",
+    log:
+        "logs/{dataset}/train_{method}-{start}-{index}_{split}.log",
     wildcard_constraints:
         method="ltre|qrand|qbm25|qasync",
         start=plan.ltre.chain,
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         negatives=lambda w: "ltre" if w.method == "ltre" else w.method[1:],
         seed=config["seed"],
@@ -67,13 +74,6 @@ rule train_ltre:
         refresh=plan.ltre.lt["figure3"]["refresh_every"],
         nprobe=config["faiss"]["nprobe"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.method}-{w.start}-{w.index}-{w.split}",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/train_{method}-{start}-{index}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-ltre --start {input.start} --embeddings {input.embeddings}"
         " --ids {input.ids} --index {input.index} --negatives {params.negatives} --candidates {input.candidates}"
@@ -91,16 +91,16 @@ rule ltre_table:
     output:
         csv="results/ltre/{table}.csv",
         json="results/ltre/{table}.json",
+    log:
+        "logs/tables/ltre_{table}.log",
     wildcard_constraints:
         table="table[134]",
+    conda:
+        plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.ltre.lt_rows(w.table)),
         profile=config["profile"],
         note=plan.ltre.table_note,
-    log:
-        "logs/tables/ltre_{table}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         plan.ltre.table_shell
 
@@ -112,14 +112,14 @@ rule ltre_figure:
     output:
         csv="results/ltre/figure3.csv",
         png="results/ltre/figure3.png",
-    params:
-        runs=row_flags(({"method": m, "steps": p} for m, p in plan.ltre.figure3_runs()), "--run"),
-        probe=plan.ltre.lt["figure3"]["probe_depth"],
-        note=plan.ltre.note,
     log:
         "logs/tables/ltre_figure3.log",
     conda:
         plan.software.cpu_env
+    params:
+        runs=row_flags(({"method": m, "steps": p} for m, p in plan.ltre.figure3_runs()), "--run"),
+        probe=plan.ltre.lt["figure3"]["probe_depth"],
+        note=plan.ltre.note,
     shell:
         "{TOWERS} ltre-figure {params.runs} --probe-depth {params.probe} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

@@ -3,8 +3,9 @@
 
 from towers.plan import ART, Plan, collection
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, CPU_ENV = plan.software.towers, plan.software.cpu_env
+
 
 rule pretraining_pairs:
     input:
@@ -14,15 +15,15 @@ rule pretraining_pairs:
     output:
         pairs=f"{ART}/{{dataset}}/pairs/{{task}}.jsonl",
         stats=f"{ART}/{{dataset}}/pairs/{{task}}.stats.json",
+    log:
+        "logs/{dataset}/pairs_{task}.log",
     wildcard_constraints:
         task=r"ict|bfs|wlp|ict\+bfs\+wlp",
+    conda:
+        CPU_ENV
     params:
         seed=config["seed"],
         per_article=config["chang2020"]["pretraining"]["per_article"],
-    log:
-        "logs/{dataset}/pairs_{task}.log",
-    conda:
-        CPU_ENV
     shell:
         "{TOWERS} pretraining-pairs --articles {input.articles} --redirects {input.redirects} --task '{wildcards.task}'"
         " --seed {params.seed} --per-article {params.per_article} --tokenizer {input.tokenizer} --out {output.pairs} --stats {output.stats}"

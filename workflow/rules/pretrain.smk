@@ -3,7 +3,7 @@
 
 from towers.plan import ART, Plan, collection, flags, q
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, TRAIN = plan.software.towers, plan.software.train
 
 
@@ -12,15 +12,15 @@ rule tokenizer:
         plan.train.tokenizer_text,
     output:
         directory(f"{ART}/{{dataset}}/tokenizer"),
+    log:
+        "logs/{dataset}/tokenizer.log",
+    conda:
+        plan.software.cpu_env
     params:
         vocab=config["tokenizer"]["vocab_size"],
         min_freq=config["tokenizer"]["min_frequency"],
         lowercase=int(config["tokenizer"]["lowercase"]),
         hub=q(config["tokenizer"]["hub_model"]),
-    log:
-        "logs/{dataset}/tokenizer.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} tokenizer --candidates {input} --out {output} --vocab-size {params.vocab}"
         " --min-frequency {params.min_freq} --lowercase {params.lowercase} --hub-model {params.hub} 2>&1 | tee {log}"
@@ -32,16 +32,16 @@ rule init_random:
         f"{ART}/{{dataset}}/tokenizer",
     output:
         directory(f"{ART}/{{dataset}}/encoders/random-l{{layers}}"),
+    log:
+        "logs/{dataset}/init_random_l{layers}.log",
     wildcard_constraints:
         layers="[0-9]+",
+    conda:
+        plan.software.cpu_env
     params:
         arch=lambda w: plan.train.arch_flags(int(w.layers)),
         seed=config["seed"],
         hub=q(config["encoder"]["hub_model"]),
-    log:
-        "logs/{dataset}/init_random_l{layers}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} init-random --tokenizer {input} --out {output} --seed {params.seed} {params.arch}"
         " --hub-model {params.hub} 2>&1 | tee {log}"
@@ -53,19 +53,19 @@ rule pretrain_mlm:
         tokenizer=f"{ART}/{{dataset}}/tokenizer",
     output:
         directory(f"{ART}/{{dataset}}/encoders/mlm"),
+    log:
+        "logs/{dataset}/pretrain_mlm.log",
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         arch=plan.train.arch_flags(),
         seed=config["seed"],
         hub=q(config["encoder"]["hub_model"]),
         train=flags(config["pretrain_mlm"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/pretrain_mlm.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --candidates {input.candidates} --tokenizer {input.tokenizer}"
         " --out {output} --state-dir {params.state} --seed {params.seed} {params.train} {params.arch}"
@@ -80,19 +80,19 @@ rule pretrain_mlm_nsp:
         tokenizer=f"{ART}/{{dataset}}/tokenizer",
     output:
         directory(f"{ART}/{{dataset}}/encoders/mlm-nsp"),
+    log:
+        "logs/{dataset}/pretrain_mlm_nsp.log",
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         arch=plan.train.arch_flags(),
         seed=config["seed"],
         train=flags({k: v for k, v in config["quadrupletbert"]["pretrain"].items() if k != "init_hub_model"}),
         init=q(config["quadrupletbert"]["pretrain"]["init_hub_model"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/pretrain_mlm_nsp.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --nsp 1 --init-hub-model {params.init}"
         " --candidates {input.candidates} --tokenizer {input.tokenizer} --out {output} --state-dir {params.state}"
@@ -104,14 +104,14 @@ rule init_bow:
     # The starting point of the bag-of-words towers: random embeddings of hashed features.
     output:
         directory(f"{ART}/{{dataset}}/encoders/{{bow}}"),
+    log:
+        "logs/{dataset}/init_{bow}.log",
     wildcard_constraints:
         bow="|".join(plan.train.bag_of_words),
+    conda:
+        plan.software.cpu_env
     params:
         seed=config["seed"],
         encoder=lambda w: plan.train.bag_of_words[w.bow],
-    log:
-        "logs/{dataset}/init_{bow}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} init-bow --out {output} --seed {params.seed} {params.encoder} 2>&1 | tee {log}"

@@ -2,7 +2,7 @@
 
 from towers.plan import Plan, row_flags
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
@@ -14,14 +14,14 @@ rule quadrupletbert_table:
     output:
         csv="results/{table}.csv",
         json="results/{table}.json",
-    wildcard_constraints:
-        table="table1|table2",
-    params:
-        rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
-        **plan.quadrupletbert.table_params(),   # metrics, profile, note, the paired test, the exact index
     log:
         "logs/tables/quadrupletbert_{table}.log",
+    wildcard_constraints:
+        table="table1|table2",
     conda:
         plan.software.cpu_env
+    params:
+        **plan.quadrupletbert.table_params(),  # metrics, profile, note, the paired test, the exact index
+        rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
     shell:
         plan.quadrupletbert.table

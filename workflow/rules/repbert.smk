@@ -4,7 +4,7 @@
 
 from towers.plan import ART, Plan, collection, flags, row_flags
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, TRAIN = plan.software.towers, plan.software.train
 
 
@@ -12,26 +12,26 @@ rule train_repbert:
     # One shared BERT, token embeddings averaged, segment 0 for queries and 1 for passages, inner product;
     # eq. 4 over in-batch negatives (an in-batch passage the qrels call relevant counts as positive).
     input:
-        start=plan.train.mlm_encoder,     # paper profile: bert-base-uncased (encoder.hub_model)
+        start=plan.train.mlm_encoder,  # paper profile: bert-base-uncased (encoder.hub_model)
         candidates=collection("{dataset}", "candidates.jsonl"),
         qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
     output:
         directory(f"{ART}/{{dataset}}/dense/repbert/{{split}}/model"),
+    log:
+        "logs/{dataset}/train_repbert_{split}.log",
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         seed=config["seed"],
         train=flags(plan.repbert.rb["train"]),
         lengths=flags(plan.repbert.rb["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/repbert-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_repbert_{w.split}.steps.jsonl",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/train_repbert_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-repbert --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
@@ -47,6 +47,11 @@ rule latency:
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/latency/{{name}}/{{split}}.json",
+    log:
+        "logs/{dataset}/latency_{name}_{split}.log",
+    conda:
+        plan.software.cpu_env
+    threads: 1
     params:
         method=lambda w: "bm25" if w.name == "bm25" else "dense",
         model=plan.repbert.latency_model_flag,
@@ -55,11 +60,6 @@ rule latency:
         k1=config["bm25"]["k1"],
         b=config["bm25"]["b"],
         nprobe=config["faiss"]["nprobe"],
-    threads: 1
-    log:
-        "logs/{dataset}/latency_{name}_{split}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} latency --method {params.method} --index {input.index} {params.model} --queries {input.queries}"
         " --depth {params.depth} --limit {params.limit} --k1 {params.k1} --b {params.b} --nprobe {params.nprobe}"
@@ -75,9 +75,18 @@ rule train_cross_encoder:
         qrels=collection("{dataset}", "qrels.txt"),
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
-        run=lambda w: plan.bm25.bm25_run(w.dataset, w.split, "train+valid", plan.repbert.rb["reranker"]["negatives_depth"]),
+        run=lambda w: plan.bm25.bm25_run(
+            w.dataset, w.split, "train+valid", plan.repbert.rb["reranker"]["negatives_depth"]
+        ),
     output:
         directory(f"{ART}/{{dataset}}/crossenc/{{split}}/model"),
+    log:
+        "logs/{dataset}/train_crossenc_{split}.log",
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         seed=config["seed"],
         train=flags(plan.repbert.rb["reranker"]["train"]),
@@ -87,13 +96,6 @@ rule train_cross_encoder:
         group_size=plan.repbert.rb["reranker"]["group_size"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/crossenc-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/train_crossenc_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-cross-encoder --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --run {input.run}"
@@ -111,20 +113,20 @@ rule rerank:
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/rerank/{{first}}-d{{depth}}/{{split}}.trec",
+    log:
+        "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     wildcard_constraints:
         first="|".join(plan.repbert.first_stage),
         depth="[0-9]+",
+    conda:
+        plan.software.torch_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.gpu_job,
     params:
         scorer=lambda w, input: plan.repbert.scorer_flags(w, input),
         max_length=plan.repbert.rb["reranker"]["max_length"],
         batch=plan.repbert.rb["reranker"]["batch_size"],
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.gpu_job,
-    conda:
-        plan.software.torch_env
-    log:
-        "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} rerank {params.scorer} --run {input.run}"
         " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
@@ -138,20 +140,20 @@ rule fuse_runs:
         lambda w: [plan.repbert.first_stage_run(w.dataset, name, w.split) for name in (w.a, w.b)],
     output:
         f"{ART}/{{dataset}}/fusion/{{fusion}}/{{a}}+{{b}}/{{split}}.trec",
+    log:
+        "logs/{dataset}/fuse_{fusion}_{a}+{b}_{split}.log",
     wildcard_constraints:
         fusion="alternate|union|rrf|combsum",
         a="|".join(plan.repbert.first_stage),
         b="|".join(plan.repbert.first_stage),
+    conda:
+        plan.software.cpu_env
     params:
         method=lambda w: "alternate" if w.fusion == "union" else w.fusion,
         union=lambda w: "--no-truncate" if w.fusion == "union" else "",
         depth=plan.repbert.rb["depth"],
         k=plan.repbert.rb["fusion"]["rrf_k"],
         normalisation=plan.repbert.rb["fusion"]["normalisation"],
-    log:
-        "logs/{dataset}/fuse_{fusion}_{a}+{b}_{split}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} fuse-runs --runs {input} --method {params.method} {params.union} --depth {params.depth}"
         " --rrf-k {params.k} --normalisation {params.normalisation} --tag {wildcards.fusion}"
@@ -166,13 +168,13 @@ rule consistency:
         queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
     output:
         f"{ART}/{{dataset}}/consistency/{{name}}/{{split}}.json",
-    params:
-        depths=" ".join(map(str, plan.repbert.rb["consistency_depths"])),
-        reference_depth=plan.repbert.rb["depth"],
     log:
         "logs/{dataset}/consistency_{name}_{split}.log",
     conda:
         plan.software.cpu_env
+    params:
+        depths=" ".join(map(str, plan.repbert.rb["consistency_depths"])),
+        reference_depth=plan.repbert.rb["depth"],
     shell:
         "{TOWERS} consistency --run {input.run} --reference {input.reference} --queries {input.queries}"
         " --depths {params.depths} --reference-depth {params.reference_depth} --out {output} 2>&1 | tee {log}"
@@ -186,16 +188,16 @@ rule repbert_table:
     output:
         csv="results/repbert/{table}.csv",
         json="results/repbert/{table}.json",
+    log:
+        "logs/tables/repbert_{table}.log",
     wildcard_constraints:
         table="table[1-4]",
+    conda:
+        plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.repbert.rb_rows(w.table)),
         profile=config["profile"],
         note=plan.evaluation.table_note(plan.repbert.dataset),
-    log:
-        "logs/tables/repbert_{table}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         plan.repbert.table
 
@@ -208,15 +210,15 @@ rule repbert_figure_1:
     output:
         csv="results/repbert/figure1.csv",
         png="results/repbert/figure1.png",
+    log:
+        "logs/tables/repbert_figure1.log",
+    conda:
+        plan.software.cpu_env
     params:
         recall=row_flags(plan.repbert.recall_rows(), "--recall"),
         rerank=row_flags(plan.repbert.rerank_rows(), "--rerank"),
         depths=" ".join(map(str, plan.repbert.recall_depths)),
         note=config["profile_note"],
-    log:
-        "logs/tables/repbert_figure1.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} repbert-figure --figure figure1 {params.recall} --depths {params.depths} {params.rerank}"
         " --note {params.note:q} --csv {output.csv} --png {output.png} 2>&1 | tee {log}"
@@ -229,13 +231,13 @@ rule repbert_figure_2:
     output:
         csv="results/repbert/figure2.csv",
         png="results/repbert/figure2.png",
-    params:
-        rows=row_flags(plan.repbert.consistency_rows(), "--consistency"),
-        note=config["profile_note"],
     log:
         "logs/tables/repbert_figure2.log",
     conda:
         plan.software.cpu_env
+    params:
+        rows=row_flags(plan.repbert.consistency_rows(), "--consistency"),
+        note=config["profile_note"],
     shell:
         "{TOWERS} repbert-figure --figure figure2 {params.rows} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

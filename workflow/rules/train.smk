@@ -8,7 +8,7 @@
 
 from towers.plan import ART, Plan, flags
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TRAIN = plan.software.train
 
 
@@ -21,8 +21,15 @@ rule pretrain_two_tower:
         pairs=plan.train.pretraining_pairs,
     output:
         directory(f"{ART}/{{dataset}}/pretrained/{{model}}/model"),
+    log:
+        "logs/{dataset}/pretrain_{model}.log",
     wildcard_constraints:
         model=plan.train.chang_model_re,
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         seed=config["seed"],
         train=plan.train.pretraining_flags(),
@@ -30,13 +37,6 @@ rule pretrain_two_tower:
         towers=lambda w: plan.train.chang_towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/pretrain-{w.model}",
         steps_log=lambda w: f"logs/{w.dataset}/pretrain_{w.model}.steps.jsonl",
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/pretrain_{model}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} pretrain-two-tower --start {input.start} --pairs {input.pairs}"
         " --title-tasks {params.titles} --out {output} --state-dir {params.state} --seed {params.seed}"
@@ -49,21 +49,21 @@ rule finetune:
         encoder=plan.train.chang_start,
     output:
         directory(f"{ART}/{{dataset}}/dense/{{model}}/{{split}}/model"),
+    log:
+        "logs/{dataset}/finetune_{model}_{split}.log",
     wildcard_constraints:
         model=plan.train.chang_model_re,
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         seed=config["seed"],
         train=flags(config["finetune"]),
         towers=lambda w: plan.train.chang_towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.model}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, w.model),
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/finetune_{model}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} finetune --encoder {input.encoder} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
@@ -77,18 +77,18 @@ rule train_margin_threet:
         start=lambda w: plan.train.three_t_settings(w.kind)[0].format(dataset=w.dataset),
     output:
         directory(f"{ART}/{{dataset}}/dense/threet-{{kind}}-m{{margin}}-s{{seed}}/{{split}}/model"),
+    log:
+        "logs/{dataset}/train_threet-{kind}-m{margin}-s{seed}_{split}.log",
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         towers=lambda w: plan.train.three_t_settings(w.kind)[1],
         train=lambda w: plan.train.three_t_settings(w.kind)[2],
         state=lambda w: f"{ART}/{w.dataset}/train-state/threet-{w.kind}-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/train_threet-{kind}-m{margin}-s{seed}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-margin --start {input.start} --candidates {input.candidates}"
         " --qrels {input.qrels} --train {input.train} --valid {input.valid} --out {output}"
@@ -105,18 +105,18 @@ rule train_margin_quadbert:
         mined=f"{ART}/{{dataset}}/dense/threet-bert-m{{margin}}-s{{seed}}/{{split}}/mined.jsonl",
     output:
         directory(f"{ART}/{{dataset}}/dense/quadbert-m{{margin}}-s{{seed}}/{{split}}/model"),
+    log:
+        "logs/{dataset}/train_quadbert-m{margin}-s{seed}_{split}.log",
+    conda:
+        plan.software.train_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.train_job,
     params:
         towers=flags(config["quadrupletbert"]["towers"]),
         train=flags(config["quadrupletbert"]["phase2"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/quadbert-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, f"quadbert-m{w.margin}-s{w.seed}"),
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.train_job,
-    conda:
-        plan.software.train_env
-    log:
-        "logs/{dataset}/train_quadbert-m{margin}-s{seed}_{split}.log",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-margin --start {input.start} --mined {input.mined}"
         " --candidates {input.candidates} --qrels {input.qrels} --train {input.train} --valid {input.valid}"

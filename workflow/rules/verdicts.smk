@@ -4,7 +4,7 @@
 
 from towers.plan import Plan, content_digest
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
@@ -17,16 +17,16 @@ rule claims:
     output:
         csv="results/claims.csv",
         json="results/claims.json",
+    log:
+        "logs/tables/claims.log",
+    conda:
+        plan.software.cpu_env
     params:
         tables=plan.verdicts.tables,
         profile=config["profile"],
         test=plan.verdicts.claims["test"],
         alpha=plan.verdicts.claims["alpha"],
-        claims_digest=[content_digest(path) for path in plan.verdicts.claims_files],   # by content
-    log:
-        "logs/tables/claims.log",
-    conda:
-        plan.software.cpu_env
+        claims_digest=[content_digest(path) for path in plan.verdicts.claims_files],  # by content
     shell:
         "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile:q}"
         " --test {params.test:q} --alpha {params.alpha:q} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
@@ -40,13 +40,13 @@ rule check_cells:
         expected=config["check"]["expected"],
     output:
         "results/check.csv",
-    params:
-        tables=plan.verdicts.tables,
-        expected_digest=content_digest(config["check"]["expected"]),   # tracked by content, not only by time
     log:
         "logs/tables/check.log",
     conda:
         plan.software.cpu_env
+    params:
+        tables=plan.verdicts.tables,
+        expected_digest=content_digest(config["check"]["expected"]),  # tracked by content, not only by time
     shell:
         "{TOWERS} check-cells {params.tables} --expected {input.expected} --csv {output} 2>&1 | tee {log}"
 
@@ -58,25 +58,26 @@ rule expected:
         tables=plan.verdicts.result_csvs,
     output:
         "results/expected-values.csv",
-    params:
-        tables=plan.verdicts.tables,
-        basis=config["check"].get("basis", "estimate"),
     log:
         "logs/tables/expected_values.log",
     conda:
         plan.software.cpu_env
+    params:
+        tables=plan.verdicts.tables,
+        basis=config["check"].get("basis", "estimate"),
     shell:
         "{TOWERS} expected {params.tables} --basis {params.basis:q} --out {output} 2>&1 | tee {log}"
 
 
-localrules: check
+localrules:
+    check,
 
 
 rule check:
     # `snakemake check`: exits non-zero when a cell FAILed or went MISSING (results/check.csv says which)
     input:
         "results/check.csv",
-    log:   # stays empty: the verdict goes to the terminal, where `snakemake check` is read
+    log:  # stays empty: the verdict goes to the terminal, where `snakemake check` is read
         "logs/tables/check_status.log",
     conda:
         plan.software.cpu_env

@@ -7,27 +7,27 @@
 
 from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, q, row_flags
 
-plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
+plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
 
 
 rule checkpoint_model:
     output:
         directory(f"{ART}/{{dataset}}/dense/{{model}}/{{split}}/model"),
+    log:
+        "logs/{dataset}/checkpoint_{model}_{split}.log",
     wildcard_constraints:
         model=plan.zeroshot.checkpoint_model,
         split=f"all|{PASSAGE_SPLIT}",
+    conda:
+        plan.software.torch_env
+    resources:
+        **plan.software.gpu_job,
     params:
         source=lambda w: plan.zeroshot.checkpoint_cfg(w.model)["source"],
         flags=plan.zeroshot.checkpoint_flags,
         label=lambda w: plan.zeroshot.checkpoint_cfg(w.model)["label"],
         caveat=lambda w: plan.zeroshot.caveat(w.model),
-    resources:
-        **plan.software.gpu_job,
-    conda:
-        plan.software.torch_env
-    log:
-        "logs/{dataset}/checkpoint_{model}_{split}.log",
     shell:
         "{TOWERS} checkpoint-model --source {params.source:q} {params.flags} --label {params.label:q}"
         " --caveat {params.caveat:q} --out {output} 2>&1 | tee {log}"
@@ -42,10 +42,10 @@ rule split_all:
         train=f"{ART}/{{dataset}}/splits/all/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/all/valid.tsv",
         test=f"{ART}/{{dataset}}/splits/all/test.tsv",
-    wildcard_constraints:
-        dataset=plan.data.only_reqa,
     log:
         "logs/{dataset}/split_all.log",
+    wildcard_constraints:
+        dataset=plan.data.only_reqa,
     conda:
         plan.software.cpu_env
     shell:
@@ -59,6 +59,10 @@ rule zeroshot_table:
     output:
         csv="results/zeroshot/{dataset}.csv",
         json="results/zeroshot/{dataset}.json",
+    log:
+        "logs/tables/zeroshot_{dataset}.log",
+    conda:
+        plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.zeroshot.zeroshot_rows(w.dataset)),
         published=lambda w: row_flags(plan.zeroshot.zeroshot_published(w.dataset), "--published"),
@@ -66,10 +70,6 @@ rule zeroshot_table:
         metrics=" ".join(map(q, plan.zeroshot.zs["metrics"])),
         profile=config["profile"],
         note=lambda w: plan.zeroshot.zeroshot_note(w.dataset),
-    log:
-        "logs/tables/zeroshot_{dataset}.log",
-    conda:
-        plan.software.cpu_env
     shell:
         "{TOWERS} zeroshot-table --dataset {wildcards.dataset} --split {params.split:q} --profile {params.profile:q}"
         " --note {params.note:q} --metrics {params.metrics} {params.rows} {params.published}"
