@@ -8,7 +8,7 @@ import os
 import time
 from pathlib import Path
 
-from ..io import sha256_of
+from ..io import atomic_open, sha256_of
 
 
 def content_digest(path) -> str:
@@ -53,8 +53,5 @@ def future_dated(paths, slack: float = 2.0):
 def mark_profile(path: str, profile: str) -> None:
     """Write the profile's marker where it is missing; never rewrite it (workflow/rules/common.smk says why)."""
     if not os.path.exists(path):
-        text = json.dumps({"profile": profile}) + "\n"
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(f"{path}.tmp", "w") as handle:
-            handle.write(text)
-        os.replace(f"{path}.tmp", path)
+        with atomic_open(path) as handle:
+            handle.write(json.dumps({"profile": profile}) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..params_check import ZEROSHOT_KINDS
 from .paths import PASSAGE_SPLIT, eval_json
-from .shell import q
+from .shell import flags
 
 CHECKPOINT_MODEL = "ckpt-[a-z0-9-]+"
 
@@ -40,12 +40,9 @@ class Zeroshot:
         """Settings given in params override the checkpoint's own config; a passage set is read as its contents."""
         cfg = self.checkpoint_cfg(w.model)
         doc_text = "contents" if w.dataset in self.plan.data.passage else cfg.get("doc_text", "sentence")
-        out = [f"--doc-text {doc_text}"]
-        for key in ("pooling", "query_length", "doc_length", "query_prefix", "doc_prefix", "normalize", "lowercase"):
-            if key in cfg:
-                value = int(cfg[key]) if isinstance(cfg[key], bool) else cfg[key]
-                out.append(f"--{key.replace('_', '-')} {q(value)}")
-        return " ".join(out)
+        given = {key: cfg[key] for key in ("pooling", "query_length", "doc_length", "query_prefix", "doc_prefix",
+                                           "normalize", "lowercase") if key in cfg}
+        return " ".join([f"--doc-text {doc_text}", flags(given)]).strip()
 
     def caveat(self, model):
         return " ".join(self.checkpoint_cfg(model)["caveat"].split())
