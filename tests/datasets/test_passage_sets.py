@@ -313,6 +313,28 @@ def test_dev_split_and_ict_queries(tiny_passages):
     assert sum(q.startswith("ict-") for q in read_queries(everything / "splits/dev/train.tsv")) == 8
 
 
+def test_a_second_question_set_gives_the_test_side(tiny_passages, tmp_path):
+    """--test-questions: the test queries are a dev fraction of that set (ids n...), the rest of it trains beside
+    every question of --questions; validation draws from both."""
+    articles, _ = tiny_passages
+    path = tmp_path / "articles.jsonl"
+    later = tmp_path / "later.tsv"     # six of the tiny questions reworded, as a second set
+    rows = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
+    later.write_text("\n".join([rows[0]] + [r.replace("?", " today?", 1) for r in rows[1:7]]) + "\n")
+    _main("passages-wiki", "--articles", path, "--questions", FIXTURES / "tiny-questions.tsv", "--test-questions", later,
+          "--ict-queries", 0, "--dev-fraction", 0.5, "--valid-fraction", 0.25, "--seed", 13,
+          "--out-dir", tmp_path / "n/collection", "--split-dir", tmp_path / "n/splits/dev")
+    split = {name: read_queries(tmp_path / f"n/splits/dev/{name}.tsv") for name in ("train", "valid", "test")}
+    assert len(split["test"]) == 3 and all(q.startswith("n") and q.endswith("today?") is False
+                                           for q in split["test"]) and all("today?" in t for t in split["test"].values())
+    trained = {**split["train"], **split["valid"]}
+    assert sum(q.startswith("q") for q in trained) == 12 and sum(q.startswith("n") for q in trained) == 3
+    assert {q[0] for q in split["valid"]} == {"q", "n"}
+    qrels = read_qrels(tmp_path / "n/collection/qrels.txt")
+    for qid in split["test"]:     # n0002 asks line 2's question again: the same paragraph is relevant
+        assert qrels[qid] == qrels["q" + qid[1:]]
+
+
 # --- MS MARCO's text triples -> ids ---------------------------------------------------------------
 
 def test_triples_to_ids(tmp_path):

@@ -38,13 +38,18 @@ def test_each_dataset_goes_to_one_builder():
     builders = {name: [rule for rule, pattern in patterns.items() if re.fullmatch(pattern, name)]
                 for name in mini.config["datasets"]}
     assert builders == {"enwiki-mini": ["reqa"], "enwiki-mini-nq": ["reqa"], "squad": ["reqa"], "enwiki-extra": ["reqa"],
-                        "enwiki-mini-open": ["reqa_open"], "enwiki-mini-passages": ["passages"]}
+                        "enwiki-mini-open": ["reqa_open"], "enwiki-mini-nq-open": ["reqa_open"],
+                        "enwiki-mini-passages": ["passages"]}
     assert re.fullmatch(data.not_parted_wiki, "enwiki-extra") and data.parted_wiki == []
 
 
 def test_a_passage_datasets_command_names_its_stage_and_every_setting():
     mini = mini_plan()
-    assert mini.data.passage_command(W(dataset="enwiki-mini-passages")).startswith("passages-wiki --ict-queries ")
+    command = mini.data.passage_command(W(dataset="enwiki-mini-passages"))
+    assert command.startswith("passages-wiki --ict-queries ")
+    assert " --test-questions data/enwiki-mini/questions-nq.tsv " in command
+    assert mini.data.passage_inputs(W(dataset="enwiki-mini-passages"))["test_questions"] == \
+        "data/enwiki-mini/questions-nq.tsv"
     assert mini.data.passage_listing(W(dataset="enwiki-mini-passages")) == ""
     with pytest.raises(ValueError, match="not a passage dataset"):
         mini.data.passage_inputs(W(dataset="enwiki-mini"))

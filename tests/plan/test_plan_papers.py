@@ -15,7 +15,7 @@ def test_chang_rows_are_bm25_then_each_encoder_for_each_split():
                                                      "ICT+BFS+WLP"]
     assert rows[5]["eval"] == f"artifacts/enwiki-mini/eval/transformer-ict+bfs+wlp-l2-d128/{splits[0]}/flat.json"
     ablation = mini.chang2020.ablation_rows()
-    assert ablation[0]["eval"].startswith("artifacts/enwiki-mini/eval/transformer-ict-l1-d32/")
+    assert ablation[0]["eval"].startswith("artifacts/enwiki-mini-nq/eval/transformer-ict-l1-d32/")   # NQ, as the paper
 
 
 def test_quadrupletbert_rows_hold_every_seeds_evaluation():
@@ -25,7 +25,12 @@ def test_quadrupletbert_rows_hold_every_seeds_evaluation():
     assert qb.qb_model("QuadrupletBERT", 0.1, 14) == "quadbert-m0.1-s14"
     row = qb.qb_table1_rows()[0]
     assert row["model"] == "Three-T Emb" and len(row["evals"]) == len(mini.config["quadrupletbert"]["seeds"])
-    assert len(qb.qb_table2_rows()) == len(mini.config["quadrupletbert"]["margins"]) * 2
+    settings = mini.config["quadrupletbert"]
+    sweep = qb.qb_table2_rows()
+    assert len(sweep) == len(settings["margins"]) * len(settings["splits"]) * len(settings["datasets"])
+    assert all(len(row["evals"]) == len(settings["sweep_seeds"]) for row in sweep)   # Table 2: one run a cell
+    settings["sweep_seeds"] = []
+    assert all(len(row["evals"]) == len(settings["seeds"]) for row in qb.qb_table2_rows())
     assert "--compare QuadrupletBERT 'Three-T BERT'" in qb.table
 
 

@@ -40,3 +40,16 @@ def test_a_passage_set_of_wikipedia_reuses_its_articles_mlm_encoder():
     mini = mini_plan()
     assert mini.train.mlm_encoder(W(dataset="enwiki-mini-passages")) == "artifacts/enwiki-mini/encoders/mlm"
     assert mini.train.mlm_encoder(W(dataset="enwiki-mini")) == "artifacts/enwiki-mini/encoders/mlm"
+
+
+def test_a_second_question_set_over_the_same_articles_shares_their_tokenizer_and_encoders():
+    mini = mini_plan()
+    train, datasets = mini.train, mini.config["datasets"]
+    assert train.text_home("enwiki-mini-nq") == "enwiki-mini" and train.tokenizer("enwiki-mini-nq") == \
+        "artifacts/enwiki-mini/tokenizer"
+    assert train.encoder("enwiki-mini-nq", "mlm-nsp") == "artifacts/enwiki-mini/encoders/mlm-nsp"
+    assert train.chang_init("enwiki-mini-nq", train.parse_chang("transformer-none-l1-d32")) == \
+        "artifacts/enwiki-mini/encoders/random-l1"
+    datasets["enwiki-mini-nq"]["max_articles"] = 50      # other text: its own
+    assert train.text_home("enwiki-mini-nq") == "enwiki-mini-nq"
+    assert train.text_home("squad") == "squad"

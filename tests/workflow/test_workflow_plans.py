@@ -262,3 +262,24 @@ def test_paper_profile_plans_the_claims_and_the_check_against_the_papers_values(
     # the check compares every cell with the paper's own value (data/expected/paper.yaml)
     assert "--expected data/expected/paper.yaml" in plan.stdout
     assert plan.stdout.count("--table ") >= 2 * 17   # claims and check read every table and figure
+
+
+def test_mini_nq_halves_share_the_text_and_sweep_one_seed(tmp_path):
+    """The NQ-like question set (enwiki-mini-nq) reads enwiki-mini's articles: one tokenizer and one MLM+NSP
+    encoder serve both; its models are its own. Table 2's margin sweep trains sweep_seeds only, Table 1 every seed."""
+    work = copy_workflow(tmp_path)
+    plan = snakemake(work, *QUADRUPLET_TABLES, "results/chang2020/table4.csv", "-n")
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    blocks = job_blocks(plan.stdout)
+    assert len(blocks["tokenizer"]) == len(blocks["pretrain_mlm_nsp"]) == 1
+    assert "artifacts/enwiki-mini/encoders/mlm-nsp" in blocks["pretrain_mlm_nsp"][0]
+    quad = [re.search(r"output: artifacts/([a-z-]+)/dense/quadbert-m([0-9.]+)-s([0-9]+)/", b).groups()
+            for b in blocks["train_margin_quadbert"]]
+    quad = [(m, s, d) for d, m, s in quad]
+    params = yaml.safe_load((work / "params.yaml").read_text())["quadrupletbert"]
+    for spec in params["datasets"]:
+        seeds = {m: {int(s) for m_, s, d in quad if m_ == m and d == spec["name"]} for m, _, _ in quad}
+        assert seeds[str(spec["margin"])] == set(params["seeds"])          # Table 1's margin: every seed
+        assert all(found == set(params["sweep_seeds"]) for m, found in seeds.items() if m != str(spec["margin"]))
+    finetuned = {re.search(r"output: artifacts/([a-z-]+)/", b)[1] for b in blocks["finetune"]}
+    assert finetuned == {"enwiki-mini-nq"}

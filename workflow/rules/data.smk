@@ -195,7 +195,8 @@ rule passages:
         out_dir=lambda w: collection(w.dataset),
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
         kind=lambda w: plan.data.dataset_cfg(w.dataset)["kind"],
-        questions_digest=lambda w: content_digest(plan.data.dataset_cfg(w.dataset).get("questions", "")),   # by content
+        questions_digest=lambda w: [content_digest(plan.data.dataset_cfg(w.dataset).get(key, ""))   # by content
+                                    for key in ("questions", "test_questions")],
     log:
         "logs/{dataset}/passages.log",
     run:

@@ -36,7 +36,7 @@ rule reqa_statistics:
         candidates=collection("{dataset}", "candidates.jsonl"),
         queries=collection("{dataset}", "queries.tsv"),
         qrels=collection("{dataset}", "qrels.txt"),
-        tokenizer=f"{ART}/{{dataset}}/tokenizer",
+        tokenizer=lambda w: plan.train.tokenizer(w.dataset),
     output:
         collection("{dataset}", "table2-stats.json"),
     log:

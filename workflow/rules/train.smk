@@ -74,7 +74,7 @@ rule finetune:
 rule train_margin_threet:
     input:
         unpack(plan.train.split_files),
-        start=lambda w: plan.train.three_t_settings(w.kind)[0].format(dataset=w.dataset),
+        start=lambda w: plan.train.encoder(w.dataset, plan.train.three_t_settings(w.kind)[0]),
     output:
         directory(f"{ART}/{{dataset}}/dense/threet-{{kind}}-m{{margin}}-s{{seed}}/{{split}}/model"),
     log:

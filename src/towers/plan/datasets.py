@@ -149,7 +149,8 @@ class Datasets:
     def passage_inputs(self, wildcards):
         cfg = self.dataset_cfg(wildcards.dataset)
         if cfg["kind"] == "wikipedia-passages":
-            return {"articles": f"{ART}/{cfg['articles']}/corpus/articles.jsonl", "questions": cfg["questions"]}
+            return {"articles": f"{ART}/{cfg['articles']}/corpus/articles.jsonl", "questions": cfg["questions"],
+                    **({"test_questions": cfg["test_questions"]} if cfg.get("test_questions") else {})}
         if cfg["kind"] in PASSAGE_KINDS:
             # a local_dir collection: its files are inputs too (the folder's own time moves only when an entry is
             # added or removed, not when a file in it is edited)
@@ -178,8 +179,9 @@ class Datasets:
         valid = (f"--seed {self.config['seed']}"
                  f" --valid-fraction {cfg.get('valid_fraction', self.config['valid_fraction'])}")
         if cfg["kind"] == "wikipedia-passages":
+            later = f" --test-questions {shlex.quote(cfg['test_questions'])}" if cfg.get("test_questions") else ""
             return (f"passages-wiki --ict-queries {cfg.get('ict_queries', 0)}"
-                    f" --dev-fraction {cfg.get('dev_fraction', 0.2)} {valid}")
+                    f" --dev-fraction {cfg.get('dev_fraction', 0.2)}{later} {valid}")
         valid += f" --max-valid {cfg.get('max_valid', 0)} {self.source_check(dataset)}"
         if cfg["kind"] == "beir":
             return (f"passages-beir --eval-split {shlex.quote(cfg.get('eval_split', 'test'))}"

@@ -22,8 +22,9 @@ class QuadrupletBert:
                 "Three-T BERT": f"threet-bert-m{margin}-s{seed}",
                 "QuadrupletBERT": f"quadbert-m{margin}-s{seed}"}[kind]
 
-    def qb_row(self, dataset, split, label, margin, index):
-        evals = [eval_json(dataset["name"], self.qb_model(label, margin, seed), split, index) for seed in self.qb["seeds"]]
+    def qb_row(self, dataset, split, label, margin, index, seeds=None):
+        evals = [eval_json(dataset["name"], self.qb_model(label, margin, seed), split, index)
+                 for seed in seeds or self.qb["seeds"]]
         shown_margin = self.qb["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
         return {"dataset": dataset["name"], "paper_dataset": dataset["paper"], "split": split, "model": label,
                 "margin": str(shown_margin), "index": index, "evals": evals}   # evals: every seed's evaluation
@@ -39,8 +40,9 @@ class QuadrupletBert:
         return rows
 
     def qb_table2_rows(self):
+        """Table 2's sweep: each margin trained with sweep_seeds (the paper's Table 2 is one run a cell)."""
         qb = self.qb
-        return [self.qb_row(dataset, split, "QuadrupletBERT", margin, qb["index"])
+        return [self.qb_row(dataset, split, "QuadrupletBERT", margin, qb["index"], qb.get("sweep_seeds") or qb["seeds"])
                 for dataset in qb["datasets"] for split in qb["splits"] for margin in qb["margins"]]
 
     def rows(self, table):

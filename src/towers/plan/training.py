@@ -12,6 +12,7 @@ from .shell import flags
 
 CHANG_MODEL = r"(transformer-[a-z+]+-l[0-9]+|bowmlp-[a-z+]+)-d[0-9]+"
 PAIR_TASKS = ("ict", "bfs", "wlp")
+SAME_TEXT = ("dump", "dump_sha256", "max_articles")   # wikipedia-qa datasets alike in these share encoders
 
 
 class Training:
@@ -42,12 +43,28 @@ class Training:
             return f"{ART}/{w.dataset}/corpus/articles.jsonl"
         return collection(w.dataset, "candidates.jsonl")
 
+    def text_home(self, dataset):
+        """The dataset whose tokenizer and pre-trained encoders `dataset` uses, so that one text is pre-trained on
+        once: a wikipedia-passages dataset's articles dataset; for a wikipedia-qa dataset, the first one in params
+        over the same articles (dump, dump_sha256, max_articles), e.g. a second question set's; else itself."""
+        datasets = self.config["datasets"]
+        spec = datasets[dataset]
+        if spec["kind"] == "wikipedia-passages":
+            return spec["articles"]
+        if spec["kind"] == "wikipedia-qa":
+            return next(name for name, other in datasets.items() if other["kind"] == "wikipedia-qa"
+                        and all(other.get(key) == spec.get(key) for key in SAME_TEXT))
+        return dataset
+
+    def encoder(self, dataset, name):
+        """An encoder (mlm, mlm-nsp, random-l<layers>, a bag of words) of the dataset's text."""
+        return f"{ART}/{self.text_home(dataset)}/encoders/{name}"
+
+    def tokenizer(self, dataset):
+        return f"{ART}/{self.text_home(dataset)}/tokenizer"
+
     def mlm_encoder(self, w):
-        """The dataset's MLM encoder; a wikipedia-passages dataset's text is its articles dataset's, so it
-        reuses that dataset's encoder (and tokenizer) instead of pre-training a second one on the same text."""
-        spec = self.config["datasets"][w.dataset]
-        home = spec["articles"] if spec["kind"] == "wikipedia-passages" else w.dataset
-        return f"{ART}/{home}/encoders/mlm"
+        return self.encoder(w.dataset, "mlm")
 
     # --- a split's training ---------------------------------------------------------------------------
 
@@ -78,12 +95,11 @@ class Training:
             raise ValueError(f"model {name}: MLM exists for the transformer of encoder.layers only")
         return {"arch": arch, "pretraining": pretraining, "tasks": tasks, "layers": layers, "dim": int(shape[-1][1:])}
 
-    @staticmethod
-    def chang_init(dataset, m):
+    def chang_init(self, dataset, m):
         """Where a model's towers start before any two-tower training."""
         if m["arch"] == "bowmlp":
-            return f"{ART}/{dataset}/encoders/bow-unigram"
-        return f"{ART}/{dataset}/encoders/" + ("mlm" if m["pretraining"] == "mlm" else f"random-l{m['layers']}")
+            return self.encoder(dataset, "bow-unigram")
+        return self.encoder(dataset, "mlm" if m["pretraining"] == "mlm" else f"random-l{m['layers']}")
 
     def chang_start(self, w):
         """Fine-tuning starts from the corpus's pre-trained two towers, or from an encoder."""
@@ -111,9 +127,9 @@ class Training:
     # --- the three-tower baselines (QuadrupletBERT) ---------------------------------------------------
 
     def three_t_settings(self, kind):
-        """The three-tower baselines: (starting encoder, tower flags, schedule flags)."""
+        """The three-tower baselines: (starting encoder's name, tower flags, schedule flags)."""
         qb = self.config["quadrupletbert"]
         if kind == "bert":
-            return f"{ART}/{{dataset}}/encoders/mlm-nsp", flags(qb["towers"]), flags(qb["phase1"])
+            return "mlm-nsp", flags(qb["towers"]), flags(qb["phase1"])
         emb = qb["three_t_emb"]
-        return f"{ART}/{{dataset}}/encoders/hashed-bow", flags(emb["towers"]), flags(emb["train"])
+        return "hashed-bow", flags(emb["towers"]), flags(emb["train"])
