@@ -144,7 +144,8 @@ DVC_HEADER = """\
 # each calls snakemake for its targets (shared jobs are built once).
 stages:
 """
-DVC_DEPS = ["Snakefile", "workflow", "src/towers", "data/enwiki-mini/questions.tsv"]
+# data/enwiki-mini: both embedded question sets (SQuAD-like and NQ-like) and their notes
+DVC_DEPS = ["Snakefile", "workflow", "src/towers", "data/enwiki-mini"]
 
 
 def dvc_stage(indent: str, targets: list[str], deps: list[str], outs: list[str], metrics: list[str]) -> list[str]:
