@@ -117,6 +117,20 @@ def test_gain_not_worse_and_by(table):
     assert by["verdict"] in ("not supported", "contradicted") and by["bound"] == "by at least 60"
 
 
+def test_a_mean_past_the_bound_against_most_items_is_not_significant(tmp_path):
+    # 4 of 40 queries found by one model only: a 10-point mean, 5 past the bound of 5, but 36 queries 5 below it,
+    # so the signed-rank test rejects the other way; neither direction is shown
+    qids = [f"q{i}" for i in range(40)]
+    files = {name: evaluation(tmp_path / f"{name}.json", {q: float(i < found) for i, q in enumerate(qids)})
+             for name, found in (("more", 14), ("less", 10))}
+    cells = {"t": [cell({"model": name}, "R@10", path) for name, path in files.items()]}
+    [part] = run([claim(higher={"model": "more"}, lower={"model": "less"}, by=5)], cells)
+    assert part["difference"] == pytest.approx(10.0) and part["p (Holm)"] < 0.05 and part["effect size"] < 0
+    assert part["verdict"] == "same direction, not significant"
+    [part] = run([claim(higher={"model": "more"}, lower={"model": "less"}, by=5)], cells, test="ttest")
+    assert part["effect size"] > 0   # the t test tests the mean: no disagreement to resolve
+
+
 def test_sweep_picks_best_inside_and_outside_the_range(tmp_path):
     qids = [f"q{i}" for i in range(30)]
     found = {"0": 10, "0.1": 25, "0.2": 20, "1": 5}

@@ -302,7 +302,7 @@ def record(document: dict, part: Part, alpha: float) -> dict:
         "value higher": _round(part.higher.value), "value lower": _round(part.lower.value),
         "difference": _round(t.effect), "effect size": _round(t.effect_size), "effect size measure": t.effect_size_name,
         "n": t.n, "pairing": t.pairing, "test": t.name, "p": _significant(t.p), "p (Holm)": _significant(part.p_adjusted),
-        "verdict": verdict(shifted, part.p_adjusted if t.p is not None else None, alpha),
+        "verdict": verdict(shifted, part.p_adjusted if t.p is not None else None, alpha, t.effect_size),
         "paper higher": _round(part.higher.paper), "paper lower": _round(part.lower.paper),
         "paper difference": _round(paper_diff),
         "paper agrees": "n.a." if paper_shifted is None else ("yes" if paper_shifted > 0 else "no"),

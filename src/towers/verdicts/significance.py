@@ -107,13 +107,18 @@ def holm(p_values: list[float]) -> list[float]:
     return [float(p) for p in multipletests(p_values, method="holm")[1]]
 
 
-def verdict(shifted_effect: float | None, p_adjusted: float | None, alpha: float) -> str:
-    """A part's verdict from its effect beyond the claimed bound (positive = the claimed direction)."""
+def verdict(shifted_effect: float | None, p_adjusted: float | None, alpha: float,
+            effect_size: float | None = None) -> str:
+    """A part's verdict from its effect beyond the claimed bound (positive = the claimed direction). A significant
+    test counts only when its effect size points the way the mean does: a rank test can reject because most items
+    lie a little on one side while the mean, pulled by a few large differences, lies on the other (a spread of at
+    least 5 points on 0/1 recall); then neither direction is shown."""
     if shifted_effect is None:
         return "not measurable"
     if p_adjusted is None:   # no per-item values: a deterministic comparison
         return "holds" if shifted_effect > 0 else "contradicted"
-    if p_adjusted < alpha and shifted_effect != 0:
+    opposed = effect_size is not None and effect_size * shifted_effect < 0
+    if p_adjusted < alpha and shifted_effect != 0 and not opposed:
         return "holds" if shifted_effect > 0 else "contradicted"
     return "same direction, not significant" if shifted_effect > 0 else "not supported"
 
