@@ -4,6 +4,8 @@ import json
 
 from conftest import run_stage
 
+from towers.digests import Records
+
 
 def _stderr_line(result) -> str:
     text = result.stderr.strip()
@@ -57,3 +59,16 @@ def test_a_truncated_record_stops_the_stage_that_reads_its_output(tmp_path):
     assert run_stage("fuse-runs", "--runs", *runs, "--method", "rrf", "--out", fused).returncode == 0
     assert _evaluate(tmp_path, fused).returncode == 0
     assert json.loads((tmp_path / "e.json.meta.json").read_text())["inputs_checked"] == 1
+
+
+def test_a_record_replaced_beside_the_input_while_read_is_passed_over(tmp_path):
+    """check-cells lists results/ while the claims job rewrites its record there (a race seen in a build)."""
+    table = tmp_path / "table1.csv"
+    table.write_text("a\n1\n")
+    beside = tmp_path / "claims.csv.meta.json"
+    beside.write_text("{}")
+    records = Records()
+    assert beside in records.candidates(table)
+    beside.unlink()   # the other job removes its old record before it writes the new one
+    assert records.meta(beside) == {}
+    assert records.find(table) is None

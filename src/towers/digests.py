@@ -98,6 +98,8 @@ class Records:
                 with open(record, encoding="utf-8") as handle:
                     meta = json.load(handle)
                 problem = "" if isinstance(meta, dict) and isinstance(meta.get(FIELD, {}), dict) else "not a stage record"
+            except FileNotFoundError:   # listed a moment ago, gone now: another job is replacing its record, and
+                meta, problem = {}, ""    # Snakemake never runs a job beside the one that writes its inputs
             except OSError as err:
                 problem = err.strerror or type(err).__name__
             except ValueError as err:   # truncated, or not JSON (UnicodeDecodeError is one too)
