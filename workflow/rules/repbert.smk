@@ -51,7 +51,8 @@ rule latency:
         "logs/{dataset}/latency_{name}_{split}.log",
     conda:
         plan.software.cpu_env
-    threads: 1
+    # holds latency_cores (nothing runs beside it on a small machine), times on one thread
+    threads: plan.repbert.rb.get("latency_cores", 1)
     params:
         method=lambda w: "bm25" if w.name == "bm25" else "dense",
         model=plan.repbert.latency_model_flag,
@@ -63,7 +64,7 @@ rule latency:
     shell:
         "{TOWERS} latency --method {params.method} --index {input.index} {params.model} --queries {input.queries}"
         " --depth {params.depth} --limit {params.limit} --k1 {params.k1} --b {params.b} --nprobe {params.nprobe}"
-        " --threads {threads} --out {output} 2>&1 | tee {log}"
+        " --threads 1 --out {output} 2>&1 | tee {log}"
 
 
 rule train_cross_encoder:
