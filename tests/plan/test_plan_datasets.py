@@ -61,3 +61,8 @@ def test_a_download_is_checked_or_refused():
     assert paper.data.download_check("msmarco-passage", name).startswith(("--sha256 ", "--md5 "))
     with pytest.raises(ValueError, match="no file named"):
         paper.data.file_spec("msmarco-passage", "nothing.tsv")
+
+
+def test_a_passage_sets_tables_name_the_question_set_its_test_queries_come_from():
+    plan = mini_plan()
+    assert plan.evaluation.evaluation_queries("enwiki-mini-passages") == "0.5 of questions-nq.tsv, the rest training"

@@ -3,6 +3,7 @@ index) evaluates, the recall convention and metrics, and how a table says they a
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from .paths import ART
 
@@ -57,7 +58,9 @@ class Evaluation:
         if cfg["kind"] == "beir":
             return f"qrels/{cfg.get('eval_split', 'test')}.tsv"
         if cfg["kind"] == "wikipedia-passages":
-            return f"{cfg.get('dev_fraction', 0.2):g} of the questions"
+            questions = cfg.get("test_questions")   # a second set whose share is the test side (the rest trains)
+            named = f"{Path(questions).name}, the rest training" if questions else "the questions"
+            return f"{cfg.get('dev_fraction', 0.2):g} of {named}"
         if cfg["kind"] == "graded-passages":
             return "the judged queries of the graded set"
         return "a split's test questions (split all: every question)"
