@@ -26,6 +26,11 @@ that is process start-up (issue 28).
     benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
                                              (key `reproduce_before_after`)
+    benchmarks/reproduce.py --project DIR    a projection, not a measurement: the clean run's minutes, per paper,
+                                             from a finished build's stage records (incremental builds too: each
+                                             job's record is the one its last run wrote) and the measured clean
+                                             run's parallelism and per-job overhead (key `reproduce`); the records
+                                             carry that build machine's speed (key `reproduce_projection`)
 
 Per paper minutes are the wall time of building that paper's targets after the papers before it, so jobs
 shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them."""
@@ -276,6 +281,58 @@ def machine_speed(now: dict, before: dict) -> dict:
             "per_rule_slower_by": {r: round(work_cpu(now, [r]) / max(1e-9, work_cpu(before, [r])), 2) for r in same}}
 
 
+def planned_jobs(folder: Path, targets: list[str]) -> list[dict]:
+    """Every job a clean build of `targets` runs (a forced dry run in `folder`): rule and outputs."""
+    dry = subprocess.run([str(folder / ".venv/bin/snakemake"), "-n", "--forceall", "--cores", "2", *targets],
+                         cwd=folder, capture_output=True, text=True, check=True).stdout
+    jobs, current = [], None
+    for line in dry.splitlines():
+        if m := STARTED.match(line):
+            current = {"rule": m.group(1), "outputs": []}
+            jobs.append(current)
+        elif current and line.startswith("    output: "):
+            current["outputs"] = line.removeprefix("    output: ").split(", ")
+    return jobs
+
+
+def project(folder: Path, measured: dict) -> dict:
+    """The clean run's seconds a build's records imply: each paper's new jobs (papers.yaml order, as --run builds
+    them) summed from their stage records, plus the measured run's overhead a job, over its parallelism."""
+    parallel = measured["job_seconds"] / measured["clean_run_seconds"]
+    overhead = measured["startup_seconds"] / measured["jobs"]
+    steps = [(paper["id"], paper_list.targets(paper)) for paper in paper_list.load(root=folder).values()]
+    steps.append(("rest", ["all", "check", "results/report.html"]))
+    seen: set[str] = set()
+    per_paper, per_rule, without_record = {}, {}, 0
+    targets: list[str] = []
+    for name, more in steps:
+        targets += more
+        seconds = 0.0
+        for job in planned_jobs(folder, targets):
+            key = job["rule"] + ":" + ",".join(job["outputs"])
+            if key in seen:
+                continue
+            seen.add(key)
+            meta = record_of(folder, job["outputs"])
+            without_record += meta is None
+            work = (meta or {}).get("seconds", 0.0) + overhead
+            seconds += work
+            row = per_rule.setdefault(job["rule"], {"jobs": 0, "job_seconds": 0.0})
+            row["jobs"] += 1
+            row["job_seconds"] += work
+        per_paper[name] = seconds / parallel
+    return {"projected_clean_run_seconds": round(sum(per_paper.values()), 1), "clean_run_goal_seconds": 5400,
+            "per_paper_minutes": {k: round(v / 60, 1) for k, v in per_paper.items()}, "jobs": len(seen), "jobs_without_record": without_record,
+            "calibrated_on": {"commit": measured["commit"], "parallelism": round(parallel, 3),
+                              "overhead_seconds_a_job": round(overhead, 2)},
+            "per_rule": {k: {"jobs": v["jobs"], "job_seconds": round(v["job_seconds"], 1)}
+                         for k, v in sorted(per_rule.items(), key=lambda kv: -kv[1]["job_seconds"])},
+            "how": "benchmarks/reproduce.py --project DIR: a forced dry run per paper step, each job's stage record "
+                   "seconds + the measured run's start-up a job, divided by its parallelism (job seconds over "
+                   "clean-run seconds); setup excluded, as in clean_run_seconds. A projection on the machine "
+                   "that wrote the records, not a measurement"}
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -425,6 +482,7 @@ def main() -> None:
                         "to set beside this one (under `before`)")
     parser.add_argument("--commit", help="--run: build this commit instead of HEAD")
     parser.add_argument("--before-after", type=Path, nargs=2, metavar=("OLD", "NEW"))
+    parser.add_argument("--project", type=Path, help="a finished build (any): its clean run projected")
     args = parser.parse_args()
     if args.run:
         run(args.run, args.cores, args.commit)
@@ -443,6 +501,9 @@ def main() -> None:
         save(f"reproduce_rerun_{name}", rerun_step(Path(folder), name, args.cores))
     if args.before_after:
         save("reproduce_before_after", before_after(*args.before_after))
+    if args.project:
+        save(args.key if args.key != "reproduce" else "reproduce_projection",
+             project(args.project, json.loads(RESULTS.read_text())["reproduce"]))
 
 
 def save(key: str, measured: dict) -> None:

@@ -112,3 +112,23 @@ def test_only_the_timed_steps_logs_are_read(tmp_path):
         log.write_text("")
         os.utime(log, (written, written))
     assert [log.name for log in reproduce.build_logs(tmp_path, times)] == ["paper.snakemake.log"]
+
+
+def test_a_projection_counts_each_job_once_for_the_first_paper_that_needs_it(tmp_path, monkeypatch):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m/model.meta.json").write_text(json.dumps({"seconds": 100.0}))
+    (tmp_path / "t.csv.meta.json").write_text(json.dumps({"seconds": 20.0}))
+    plans = {("a.csv",): [{"rule": "train", "outputs": ["m/model"]}],
+             ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
+    monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
+    monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
+    monkeypatch.setattr(reproduce, "planned_jobs", lambda folder, targets: plans.get(tuple(targets), [
+        *plans[("a.csv", "b.csv")], {"rule": "all", "outputs": []}]))
+    measured = {"commit": "c", "job_seconds": 400.0, "clean_run_seconds": 200.0, "startup_seconds": 10.0, "jobs": 10}
+    projected = reproduce.project(tmp_path, measured)
+    # parallelism 2, one second of overhead a job: (100 + 1) / 2, (20 + 1) / 2, then the record-less `all` (0 + 1) / 2
+    assert projected["per_paper_minutes"] == {"p": round(50.5 / 60, 1), "q": round(10.5 / 60, 1),
+                                              "rest": round(0.5 / 60, 1)}
+    assert projected["projected_clean_run_seconds"] == 61.5
+    assert projected["jobs"] == 3 and projected["jobs_without_record"] == 1
+    assert projected["per_rule"]["train"] == {"jobs": 1, "job_seconds": 101.0}
