@@ -231,14 +231,18 @@ def test_cross_encoder_examples_by_row_are_the_examples_by_id(tmp_path):
 @pytest.mark.extended
 def test_train_cross_encoder_then_rerank_keeps_the_top_k_reordered_and_repeatably(setup):
     ce = setup / "ce"
+    train = setup / "train-and-unjudged.tsv"   # one more query, judged nowhere: left out, and said so
+    train.write_text((setup / "train.tsv").read_text() + "q-unjudged\twhere is no lighthouse?\n")
     result = run_stage("train-cross-encoder", "--start", setup / "enc", "--candidates", setup / "candidates.jsonl",
-                       "--qrels", setup / "qrels.txt", "--train", setup / "train.tsv", "--valid", setup / "valid.tsv",
+                       "--qrels", setup / "qrels.txt", "--train", train, "--valid", setup / "valid.tsv",
                        "--run", setup / "bm25.run", "--negatives-depth", 10, "--max-length", 48, "--out", ce,
                        "--state-dir", f"{ce}.state", "--seed", 2, "--steps", 3, "--batch-size", 4, "--lr", 1e-3,
                        "--warmup-ratio", 0.1, "--checkpoint-every", 3)
     assert result.returncode == 0, result.stderr
     meta = json.loads((setup / "ce.meta.json").read_text())["counts"]
     assert meta["train_queries"] == 30 and meta["num_labels"] == 1 and meta["max_length"] == 48
+    assert meta["queries_left_out"] == {"train": 1, "valid": 0}
+    assert "left out 1 of 31 training and 0 of" in result.stdout + result.stderr
 
     queries = setup / "all.tsv"   # the run covers all 40 queries
     queries.write_text("".join(f"q{i}\twhen was lighthouse {i} lit?\n" for i in range(40)))

@@ -430,11 +430,21 @@ def train_cross_encoder(a):
     seed_everything(a.seed)
     settings = CrossEncoder.of(a)
     passages = CandidateTexts(a.candidates, "contents")   # row -> passage, read when a step asks
-    examples, valid = cross_encoder.examples_by_row([read_split(a.train), read_split(a.valid)], read_qrels(a.qrels),
-                                                    a.run, passages, settings.negatives_depth, a.qrels)
+    splits = [read_split(a.train), read_split(a.valid)]
+    examples, valid = cross_encoder.examples_by_row(splits, read_qrels(a.qrels), a.run, passages,
+                                                    settings.negatives_depth, a.qrels)
     if not examples:
         raise StageError(a.train, f"no training query has both a relevant document and a negative in {a.run}")
+    # a query without a judged passage or without a negative in the run's top has nothing to learn from: say so
+    left_out = {"train": len(splits[0]) - len(examples), "valid": len(splits[1]) - len(valid)}
+    if any(left_out.values()):
+        print(f"left out {left_out['train']} of {len(splits[0])} training and {left_out['valid']} of "
+              f"{len(splits[1])} validation queries: no relevant passage, or no negative in the top "
+              f"{settings.negatives_depth} of {a.run}", flush=True)
     model, tokenizer = cross_encoder.start(a.start, settings, a.seed)
-    return trained(a, lambda run: cross_encoder.train(model, tokenizer, examples, valid, passages, settings, run,
-                                                           start_key(a.start)),
-                   lambda folder: cross_encoder.save(model, tokenizer, folder))
+
+    def train(run):
+        return {**cross_encoder.train(model, tokenizer, examples, valid, passages, settings, run, start_key(a.start)),
+                "queries_left_out": left_out}
+
+    return trained(a, train, lambda folder: cross_encoder.save(model, tokenizer, folder))
