@@ -99,7 +99,8 @@ def restore_provenance(root: Path = Path(".")) -> int:
 EXCLUDED = {f"/{ARTIFACTS}/*/train-state/": "training resume state",
             f"/{ARTIFACTS}/**/shards/": "encoding shards (temporary)",
             f"/{ARTIFACTS}/**/*.shards/": "BM25 query shards (temporary)",
-            f"/{ARTIFACTS}/**/.*.tmp*": "unfinished atomic writes"}
+            f"/{ARTIFACTS}/**/.*.tmp*": "unfinished atomic writes",
+            f"/{ARTIFACTS}/**/.tokens/": "token ids of encoded corpora (a cache: retrieval.encode.cached_tokens)"}
 DVCIGNORE = Path(".dvcignore")
 
 

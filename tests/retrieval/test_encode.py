@@ -264,3 +264,37 @@ def test_an_empty_shard_is_refused(tmp_path, tower):
                        "--embeddings", tmp_path / "e.npy", "--ids", tmp_path / "e.ids", "--shard", 0, "--shards", 8)
     _one_line_error(result, "--shards", "8 shards of 5 candidates leave shard 0 empty")
     assert not (tmp_path / "e.npy").exists()
+
+
+def test_token_ids_kept_beside_the_corpus_give_the_same_bytes_and_are_read_back(tmp_path, tower, monkeypatch):
+    """cached_tokens: the first encoding of a corpus keeps its ids (one file a chunk), the next reads them instead
+    of tokenising, and both write the bytes of an encoding without the cache; another length cut, other texts or
+    a damaged file are tokenised again."""
+    from towers.retrieval import encode as enc
+
+    model, tok = tower
+    rows = [{"id": f"d{i}", "sentence": TEXTS[i % 5], "paragraph": TEXTS[(i + 2) % 5]} for i in range(40)]
+    doc_of = lambda r: (r["sentence"], r["paragraph"])   # noqa: E731
+    cache = tmp_path / ".tokens"
+
+    def run(name, length=24, cached=cache, texts=rows):
+        enc.encode_corpus(model, tok, iter(texts), len(texts), doc_of, tmp_path / f"{name}.npy", tmp_path / f"{name}.ids",
+                          length, 7, chunk=16, desc=None, segment=1, cache=cached)
+        return (tmp_path / f"{name}.npy").read_bytes()
+
+    plain = run("plain", cached=None)
+    assert not cache.exists()
+    assert run("cold") == plain and len(list(cache.glob("*.npz"))) == 3          # 40 rows in chunks of 16
+    made, tokenised = [], enc.Tokenised
+    monkeypatch.setattr(enc, "Tokenised", type("Counted", (tokenised,), {
+        "__init__": lambda self, *a, **k: (made.append(1), tokenised.__init__(self, *a, **k))[1]}))
+    assert run("warm") == plain and made == []                                  # read back, not tokenised
+    run("shorter", length=16)
+    run("others", texts=[{**r, "sentence": r["sentence"] + " more"} for r in rows])
+    assert len(made) == 6 and len(list(cache.glob("*.npz"))) == 9               # their own keys
+    for path in cache.glob("*.npz"):
+        path.write_bytes(path.read_bytes()[:100])                               # damaged: tokenised again
+    assert run("damaged") == plain and len(made) == 9
+    assert enc.token_cache(tmp_path / "candidates.jsonl") == tmp_path / ".tokens"
+    monkeypatch.setenv("TOWERS_TOKEN_CACHE", "off")
+    assert enc.token_cache(tmp_path / "candidates.jsonl") is None

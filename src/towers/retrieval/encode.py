@@ -6,22 +6,27 @@ sorted on its own (`encode_corpus`), so memory does not grow with the corpus. Wh
 run on a GPU, the next is read and tokenised in a background thread (`overlaps`), so the GPU does not wait."""
 from __future__ import annotations
 
+import hashlib
+import os
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain, islice
+from pathlib import Path
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..io import StageError, atomic_open
+from ..io import StageError, atomic_open, atomic_path
 from ..models import prepare_texts, tokenize_docs, tokenize_queries, with_segment
 from ..runtime import device
 from .matrix import NpyWriter, first_nonfinite
 
 SORT_CHUNK = 65536    # texts sorted by length together; a corpus up to this size is sorted as one
 LENGTH_STEP = 4096    # texts tokenised at once for the length pass (~20 KB of token lists a passage)
+TOKEN_CACHE = "TOWERS_TOKEN_CACHE"   # "off": every encoding tokenises its corpus itself (see cached_tokens)
 
 
 def length_order(lengths: list[int]) -> np.ndarray:
@@ -53,8 +58,7 @@ class Tokenised:
 
     def __init__(self, tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP):
         pairs = _are_pairs(items, kind)
-        self.pad_ids = {"input_ids": getattr(tokenizer, "pad_token_id", 0),
-                        "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+        self.pad_ids = self.pad_ids_of(tokenizer)
         columns: dict[str, list[np.ndarray]] = {}
         lengths = []
         for start in range(0, len(items), step):
@@ -73,6 +77,32 @@ class Tokenised:
         if getattr(tokenizer, "padding_side", None) != "right" or getattr(tokenizer, "pad_token_id", None) is None:
             return False
         return kind == "query" or len({isinstance(item, str) for item in items}) <= 1
+
+    @staticmethod
+    def pad_ids_of(tokenizer) -> dict:
+        return {"input_ids": getattr(tokenizer, "pad_token_id", 0),
+                "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+
+    @classmethod
+    def load(cls, path, pad_ids: dict, count: int) -> "Tokenised | None":
+        """The arrays `save` wrote, if they are there, readable and hold `count` items (None otherwise)."""
+        try:
+            with np.load(path) as saved:
+                arrays = {key: saved[key] for key in saved.files}
+        except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile):   # damaged: tokenised again
+            return None
+        lengths = arrays.pop("lengths", None)
+        if lengths is None or len(lengths) != count or any(len(v) != lengths.sum() for v in arrays.values()):
+            return None
+        out = cls.__new__(cls)
+        out.pad_ids, out.lengths, out.columns = pad_ids, lengths, arrays
+        out.starts = np.concatenate([[0], np.cumsum(lengths)])
+        return out
+
+    def save(self, path) -> None:
+        with atomic_path(path) as tmp:
+            with open(tmp, "wb") as handle:
+                np.savez(handle, lengths=self.lengths, **self.columns)
 
     def batch(self, idx: np.ndarray, dev) -> dict:
         width = int(self.lengths[idx].max())
@@ -94,11 +124,55 @@ class Prepared:
     order: np.ndarray
 
 
+def tokens_key(tokenizer, items: list, kind: str, max_length: int) -> str | None:
+    """What a corpus's token ids depend on, digested: the fast tokenizer's full definition (vocabulary,
+    normaliser, special tokens), its padding, the texts, their kind and the length cut. None for a tokenizer
+    without a serialisable definition (the bag-of-words hasher): nothing is cached for it."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return None
+    h = hashlib.sha256()
+    for part in (backend.to_str(), type(tokenizer).__name__, getattr(tokenizer, "padding_side", ""),
+                 str(getattr(tokenizer, "pad_token_id", "")), str(getattr(tokenizer, "pad_token_type_id", "")),
+                 kind, str(max_length), str(len(items))):
+        h.update(part.encode() + b"\0")
+    for item in items:
+        h.update((item if isinstance(item, str) else "\x1f".join(item)).encode() + b"\x1e")
+    return h.hexdigest()[:32]
+
+
+def cached_tokens(tokenizer, items: list, kind: str, max_length: int, folder) -> Tokenised:
+    """Tokenised(items), kept in `folder` under a digest of everything the ids depend on (tokens_key): the
+    many models of one collection that share a tokenizer and a length (Chang et al.'s ~80 encodings of the
+    same 17,018 candidates) tokenise it once. Same ids, so the same embeddings; a missing, unreadable or
+    short file is tokenised again and rewritten (written atomically: concurrent jobs write the same bytes)."""
+    key = tokens_key(tokenizer, items, kind, max_length)
+    if folder is None or key is None:
+        return Tokenised(tokenizer, items, kind, max_length)
+    path = Path(folder) / f"{key}.npz"
+    found = Tokenised.load(path, Tokenised.pad_ids_of(tokenizer), len(items)) if path.exists() else None
+    if found is None:
+        found = Tokenised(tokenizer, items, kind, max_length)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            found.save(path)
+        except OSError:   # a read-only or full disk: the encoding goes on without keeping them
+            pass
+    return found
+
+
+def token_cache(beside) -> Path | None:
+    """Where an encoding of the corpus file `beside` keeps its token ids: a hidden folder next to it (never
+    shared through DVC: towers.cache), or nowhere when TOWERS_TOKEN_CACHE=off."""
+    return None if os.environ.get(TOKEN_CACHE) == "off" else Path(beside).parent / ".tokens"
+
+
 def prepare(tokenizer, items: list, kind: str, max_length: int, sort_by_length: bool = True, prefix: str = "",
-            lowercase: bool = False) -> Prepared:
-    """The CPU half of `encode`: texts prepared, tokenised once and ordered by length."""
+            lowercase: bool = False, cache=None) -> Prepared:
+    """The CPU half of `encode`: texts prepared, tokenised once (or read from `cache`, a folder: cached_tokens)
+    and ordered by length."""
     items = prepare_texts(items, prefix, lowercase)
-    tokenised = Tokenised(tokenizer, items, kind, max_length) if sort_by_length else None
+    tokenised = cached_tokens(tokenizer, items, kind, max_length, cache) if sort_by_length else None
     order = length_order(tokenised.lengths) if tokenised is not None else np.arange(len(items))
     if not Tokenised.fits(tokenizer, items, kind):
         tokenised = None   # its lengths only: batches tokenised one by one
@@ -164,7 +238,8 @@ def encode_corpus(tower, tokenizer, rows: Iterable[dict], count: int, doc_of: Ca
                   overlap: bool | None = None, desc: str | None = "encode", segment: int = 0, **options) -> int:
     """Encode `count` candidate rows (streamed) with a doc tower, `chunk` at a time, appending each chunk's
     embeddings to the .npy at `embeddings_path` and its ids to `ids_path` (both written atomically).
-    `doc_of` gives what the tower reads of a row; `options` go to `prepare` (sort_by_length, prefix, lowercase).
+    `doc_of` gives what the tower reads of a row; `options` go to `prepare` (sort_by_length, prefix, lowercase,
+    cache).
     `overlap` (default: `overlaps()`): the next chunk is read and tokenised in a background thread meanwhile;
     the chunks and their batches are the same either way, so are the bytes. Returns the width."""
     if count < 1:

@@ -69,7 +69,7 @@ def encode_candidates(a):
     into the matrix as it is written."""
     from ..io import count_jsonl, read_jsonl_slice
     from ..models import TwoTower, doc_input, text_options
-    from ..retrieval.encode import SORT_CHUNK, encode_corpus, shard_range
+    from ..retrieval.encode import SORT_CHUNK, encode_corpus, shard_range, token_cache
 
     shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
@@ -91,7 +91,7 @@ def encode_candidates(a):
     dim = encode_corpus(model.doc, tok, read_jsonl_slice(a.candidates, start, stop), stop - start, doc_of,
                         a.embeddings, a.ids, model.config["doc_length"], a.batch_size, chunk=a.chunk or SORT_CHUNK,
                         desc="encode candidates", segment=model.config.get("doc_segment", 0),
-                        **text_options(model.config, "doc"))
+                        cache=token_cache(a.candidates), **text_options(model.config, "doc"))
     return a.embeddings, {"candidates": stop - start, "rows": [start, stop], "dim": int(dim)}
 
 
