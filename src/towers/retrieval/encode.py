@@ -136,8 +136,8 @@ def tokens_key(tokenizer, items: list, kind: str, max_length: int) -> str | None
                  str(getattr(tokenizer, "pad_token_id", "")), str(getattr(tokenizer, "pad_token_type_id", "")),
                  kind, str(max_length), str(len(items))):
         h.update(part.encode() + b"\0")
-    for item in items:
-        h.update((item if isinstance(item, str) else "\x1f".join(item)).encode() + b"\x1e")
+    for item in items:   # repr: a text and a pair of texts never digest alike
+        h.update(repr(item).encode() + b"\n")
     return h.hexdigest()[:32]
 
 
