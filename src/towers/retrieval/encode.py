@@ -133,8 +133,7 @@ def tokens_key(tokenizer, items: list, kind: str, max_length: int) -> str | None
         return None
     h = hashlib.sha256()
     for part in (backend.to_str(), type(tokenizer).__name__, getattr(tokenizer, "padding_side", ""),
-                 str(getattr(tokenizer, "pad_token_id", "")), str(getattr(tokenizer, "pad_token_type_id", "")),
-                 kind, str(max_length), str(len(items))):
+                 repr(Tokenised.pad_ids_of(tokenizer)), kind, str(max_length), str(len(items))):
         h.update(part.encode() + b"\0")
     for item in items:   # repr: a text and a pair of texts never digest alike
         h.update(repr(item).encode() + b"\n")
