@@ -16,20 +16,14 @@ the setting is opt-in."""
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import os
-import resource
-import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from stage_pairs import pair_row
 from workflow_helpers import RESULTS, keep_result
 
-from towers import warm
 from towers.cli import KEEP_FREED_MEMORY, MALLOC_SETTINGS
 
 # stage record (under DIR) -> the reproduce rule it stands for, what its run changes, which arguments it writes
@@ -49,87 +43,19 @@ JOBS = [
 ]
 
 
-def command(record: dict, changes: dict, outputs: tuple, scratch: Path) -> list[str]:
-    """The stage's command line from its record's arguments, with `changes` and every output moved into `scratch`."""
-    arguments = {**record["arguments"], **changes}
-    for name in outputs:
-        if arguments.get(name):
-            arguments[name] = str(scratch / Path(arguments[name]).name)
-    argv = [sys.executable, "-m", "towers", record["stage"]]
-    for name, value in arguments.items():
-        flag = "--" + name.replace("_", "-")
-        if value is None or value is False or value == "":
-            continue
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, list):
-            argv += [flag, *map(str, value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
-
-
-def digest(paths: list[Path]) -> str:
-    """One sha256 over the outputs' bytes (a folder's files in name order), stage records left out."""
-    h = hashlib.sha256()
-    for path in paths:
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            if not f.name.endswith(".meta.json"):
-                h.update(f.name.encode() + f.read_bytes())
-    return h.hexdigest()
-
-
 def setting_env(on: bool) -> dict[str, str]:
     """The environment a side of the comparison adds: glibc's own knobs at cli.MALLOC_SETTINGS' values (every stage
     takes them, as glibc reads them at start-up), or nothing (glibc's defaults)."""
     return {name: str(value) for name, (_, value) in MALLOC_SETTINGS.items()} if on else {}
 
 
-def run_once(tree: Path, argv: list[str], outputs: list[Path], baseline: bool, kept_aside: set[str]) -> dict:
-    """`kept_aside`: outputs left out of the comparison (training state, and step logs that record seconds)."""
-    for out in outputs:   # a training stage would resume from its own state: every run starts clean
-        if out.is_dir():
-            shutil.rmtree(out)
-        else:
-            out.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k not in MALLOC_SETTINGS and k != "TOWERS_MALLOC"}
-    env["OMP_NUM_THREADS"] = "1"
-    env.pop(warm.ENV, None)   # a process of its own, never a fork of a warm-start server
-    env.update(setting_env(not baseline))   # the setting tried on every stage, not only its own
-    faults_before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
-    done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True)
-    if done.returncode:
-        sys.exit(f"{' '.join(argv)}\n{done.stderr[-2000:]}")
-    record = json.loads(Path(f"{outputs[0]}.meta.json").read_text())
-    return {"seconds": record["seconds"],
-            "page_faults": resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - faults_before,
-            "digest": digest([out for out in outputs if out.name not in kept_aside])}
-
-
 def measure(tree: Path, pairs: int) -> list[dict]:
     rows = []
+    removed = set(MALLOC_SETTINGS) | {"TOWERS_MALLOC"}
     with tempfile.TemporaryDirectory(prefix="allocator-") as scratch_root:
         for record_path, rule, changes, output_names in JOBS:
-            record = json.loads((tree / record_path).read_text())
-            scratch = Path(scratch_root) / rule
-            scratch.mkdir()
-            argv = command(record, changes, output_names, scratch)
-            outputs = [scratch / Path(record["arguments"][n]).name for n in output_names if record["arguments"].get(n)]
-            aside = {Path(record["arguments"][n]).name for n in ("state_dir", "log") if record["arguments"].get(n)}
-            runs = {"glibc": [], "set": []}
-            for _ in range(pairs):
-                runs["glibc"].append(run_once(tree, argv, outputs, True, aside))
-                runs["set"].append(run_once(tree, argv, outputs, False, aside))
-            ratios = [a["seconds"] / b["seconds"] for a, b in zip(runs["glibc"], runs["set"])]
-            row = {"rule": rule, "stage": record["stage"], "changes": changes,
-                   "seconds_glibc": statistics.median(r["seconds"] for r in runs["glibc"]),
-                   "seconds_set": statistics.median(r["seconds"] for r in runs["set"]),
-                   "page_faults_glibc": statistics.median(r["page_faults"] for r in runs["glibc"]),
-                   "page_faults_set": statistics.median(r["page_faults"] for r in runs["set"]),
-                   "speedup_median": round(statistics.median(ratios), 3),
-                   "speedup_range": [round(min(ratios), 3), round(max(ratios), 3)],
-                   "byte_identical": len({r["digest"] for r in runs["glibc"] + runs["set"]}) == 1}
+            row = {"rule": rule, **pair_row(tree, record_path, changes, output_names, Path(scratch_root) / rule, pairs,
+                                            {"glibc": setting_env(False), "set": setting_env(True)}, removed)}
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows

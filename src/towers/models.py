@@ -15,6 +15,7 @@ import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import torch
 from torch import nn
 from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
@@ -251,7 +252,7 @@ class TwoTower(nn.Module):
         self.query.encoder.save_pretrained(folder / "query")
         if not self.shared:
             self.doc.encoder.save_pretrained(folder / "doc")
-        tokenizer.save_pretrained(folder / "tokenizer")
+        save_tokenizer(tokenizer, folder / "tokenizer")
         heads = {f"query.{k}": v for k, v in self.query.projection.state_dict().items()}
         if not self.shared:
             heads.update({f"doc.{k}": v for k, v in self.doc.projection.state_dict().items()})
@@ -279,6 +280,17 @@ class TwoTower(nn.Module):
         model = cls(query, doc, config)
         model.eval()
         return model, load_tokenizer(folder / "tokenizer")
+
+
+def save_tokenizer(tokenizer, folder) -> None:
+    """A fast tokenizer's file keeps the padding and truncation of its last call; every call here sets its own, so
+    they are cleared first: a trained model's files do not depend on how its run happened to tokenise (one batch
+    at a time, or from token_memo's kept ids)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        backend.no_padding()
+        backend.no_truncation()
+    tokenizer.save_pretrained(folder)
 
 
 def random_encoder(tokenizer_dir, out_dir, arch: dict, seed: int) -> None:
@@ -321,9 +333,71 @@ def to_bucket(batch, tokenizer):
     return {k: torch.nn.functional.pad(v, (0, target - width), value=pads.get(k, 0)) for k, v in batch.items()}
 
 
+_MEMO: dict | None = None   # set by `token_memo` around training steps: each text's token ids, kept for the run
+
+
+@contextlib.contextmanager
+def token_memo(memo: dict):
+    """Within: texts tokenised here are tokenised once and their ids kept in `memo` (a training run draws the same
+    questions and passages again and again); each batch is padded from the kept ids as the tokenizer pads it,
+    so the tensors are the same as without. `memo` lives as long as its caller keeps it (one training run)."""
+    global _MEMO
+    before, _MEMO = _MEMO, memo
+    try:
+        yield
+    finally:
+        _MEMO = before
+
+
+def _memoisable(tokenizer) -> bool:
+    """A Hugging Face tokenizer padding on the right with a pad id (the hasher and others: tokenised as before)."""
+    return (_MEMO is not None and hasattr(tokenizer, "pad") and getattr(tokenizer, "padding_side", None) == "right"
+            and getattr(tokenizer, "pad_token_id", None) is not None)
+
+
+def _rows(encoded, count: int) -> list[dict]:
+    """An unpadded batch encoding split into its items, each column an int32 array."""
+    return [{name: np.asarray(encoded[name][i], dtype=np.int32) for name in encoded.keys()} for i in range(count)]
+
+
+MEMO_LIMIT = 200_000   # texts a run keeps (the mini's runs draw under 25,000; MS MARCO's would draw millions)
+
+
+def _memo_batch(tokenizer, items: list, max_length: int) -> dict:
+    """The padded batch of `items` (texts, and text pairs whose second text is truncated first), from their ids in
+    _MEMO (tokenised now where missing, and kept while the memo holds under MEMO_LIMIT texts): right-padded with the
+    pad ids, attention mask 0, int64, as tokenizer(..., padding=True, return_tensors="pt") pads."""
+    keys = [(id(tokenizer), max_length, item if isinstance(item, str) else tuple(item)) for item in items]
+    missing = list(dict.fromkeys(key for key in keys if key not in _MEMO))
+    texts = [key for key in missing if isinstance(key[2], str)]
+    pairs = [key for key in missing if not isinstance(key[2], str)]
+    encoded = []
+    if texts:
+        encoded += _rows(tokenizer([k[2] for k in texts], max_length=max_length, truncation=True), len(texts))
+    if pairs:
+        encoded += _rows(tokenizer([k[2][0] for k in pairs], [k[2][1] for k in pairs], max_length=max_length,
+                                   truncation="longest_first"), len(pairs))
+    fresh = dict(zip(texts + pairs, encoded))
+    rows = [fresh[key] if key in fresh else _MEMO[key] for key in keys]
+    if len(_MEMO) < MEMO_LIMIT:
+        _MEMO.update(fresh)
+    lengths = np.array([len(row["input_ids"]) for row in rows])
+    filled = np.arange(lengths.max()) < lengths[:, None]   # right padding: each row's first `length` places
+    pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+    batch = {}
+    for name in rows[0]:
+        padded = np.full(filled.shape, pads.get(name, 0), dtype=np.int64)
+        padded[filled] = np.concatenate([row[name] for row in rows])
+        batch[name] = torch.from_numpy(padded)
+    return batch
+
+
 def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):
-    batch = to_bucket(tokenizer(texts, max_length=max_length, truncation=True, padding=True, return_tensors="pt"), tokenizer)
-    return {k: v.to(dev or device()) for k, v in batch.items()}
+    if _memoisable(tokenizer):
+        batch = _memo_batch(tokenizer, texts, max_length)
+    else:
+        batch = tokenizer(texts, max_length=max_length, truncation=True, padding=True, return_tensors="pt")
+    return {k: v.to(dev or device()) for k, v in to_bucket(batch, tokenizer).items()}
 
 
 def tokenize_docs(tokenizer, docs: list, max_length: int, dev=None, segment: int = 0):
@@ -349,7 +423,9 @@ def _tokenize_docs(tokenizer, docs: list, max_length: int, dev=None):
         docs, pairs = [d if isinstance(d, str) else f"{d[0]} {d[1]}" for d in docs], [False] * len(docs)
     if not any(pairs):
         return tokenize_queries(tokenizer, docs, max_length, dev)
-    if all(pairs):
+    if _memoisable(tokenizer):   # pairs, or a mixture: each item as it is tokenised alone
+        batch = _memo_batch(tokenizer, docs, max_length)
+    elif all(pairs):
         batch = tokenizer([s for s, _ in docs], [p for _, p in docs], max_length=max_length,
                           truncation="longest_first", padding=True, return_tensors="pt")
     else:   # a task mixture: ICT's (title, passage) beside other tasks' passages

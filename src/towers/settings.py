@@ -172,7 +172,7 @@ class Speed(Settings):
     the paper profile sets them (params `gpu`)."""
     length_buckets: str = knob("", help="comma-separated lengths: a training batch is padded to the smallest that "
                                         "holds it (shapes a GPU can reuse); '': to its longest text")
-    fused_adamw: int = knob(0, choices=(0, 1), help="1: AdamW's fused kernel (CUDA only)")
+    fused_adamw: int = knob(0, choices=(0, 1), help="1: AdamW's fused kernel (on a GPU, and on a CPU)")
     compile: int = knob(0, choices=(0, 1), help="1: torch.compile(mode='reduce-overhead'), CUDA graphs (CUDA only)")
 
     def __post_init__(self):

@@ -42,7 +42,7 @@ def test_a_passage_set_of_wikipedia_reuses_its_articles_mlm_encoder():
     assert mini.train.mlm_encoder(W(dataset="enwiki-mini")) == "artifacts/enwiki-mini/encoders/mlm"
 
 
-def test_a_second_question_set_over_the_same_articles_shares_their_tokenizer_and_encoders():
+def test_a_second_question_set_over_the_same_articles_shares_their_tokenizer_encoders_and_parse():
     mini = mini_plan()
     train, datasets = mini.train, mini.config["datasets"]
     assert train.text_home("enwiki-mini-nq") == "enwiki-mini" and train.tokenizer("enwiki-mini-nq") == \
@@ -50,6 +50,17 @@ def test_a_second_question_set_over_the_same_articles_shares_their_tokenizer_and
     assert train.encoder("enwiki-mini-nq", "mlm-nsp") == "artifacts/enwiki-mini/encoders/mlm-nsp"
     assert train.chang_init("enwiki-mini-nq", train.parse_chang("transformer-none-l1-d32")) == \
         "artifacts/enwiki-mini/encoders/random-l1"
+    # the same articles, so the same candidates: one parse, and one encoding of them by an untrained checkpoint
+    assert mini.data.reqa_inputs(W(dataset="enwiki-mini-nq"))["articles"] == "artifacts/enwiki-mini/corpus/articles.jsonl"
+    shared = mini.dense.dense_files("enwiki-mini-nq", "ckpt-minilm", "80-20", "flat")
+    assert shared["index"] == "artifacts/enwiki-mini/dense/ckpt-minilm/all/index-flat.faiss"
+    assert shared["model"] == "artifacts/enwiki-mini-nq/dense/ckpt-minilm/all/model"
+    trained = mini.dense.dense_files("enwiki-mini-nq", "transformer-none-l2-d128", "80-20", "flat")   # fine-tuned apart
+    assert trained["index"] == "artifacts/enwiki-mini-nq/dense/transformer-none-l2-d128/80-20/index-flat.faiss"
+    passages = mini.dense.dense_files("enwiki-mini-passages", "ckpt-minilm", "dev", "flat")   # passages: other candidates
+    assert passages["index"] == "artifacts/enwiki-mini-passages/dense/ckpt-minilm/dev/index-flat.faiss"
     datasets["enwiki-mini-nq"]["max_articles"] = 50      # other text: its own
     assert train.text_home("enwiki-mini-nq") == "enwiki-mini-nq"
+    assert mini.dense.dense_files("enwiki-mini-nq", "ckpt-minilm", "all", "flat")["index"].startswith(
+        "artifacts/enwiki-mini-nq/")
     assert train.text_home("squad") == "squad"

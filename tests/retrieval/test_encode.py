@@ -289,6 +289,8 @@ def test_token_ids_kept_beside_the_corpus_give_the_same_bytes_and_are_read_back(
     monkeypatch.setattr(enc, "Tokenised", type("Counted", (tokenised,), {
         "__init__": lambda self, *a, **k: (made.append(1), tokenised.__init__(self, *a, **k))[1]}))
     assert run("warm") == plain and made == []                                  # read back, not tokenised
+    tok(["a", "b c"], padding=True, truncation=True, max_length=5)               # the last call's padding and cut
+    assert run("after a padded call") == plain and made == []                   # are no part of the key
     run("shorter", length=16)
     run("others", texts=[{**r, "sentence": r["sentence"] + " more"} for r in rows])
     assert len(made) == 6 and len(list(cache.glob("*.npz"))) == 9               # their own keys

@@ -80,6 +80,36 @@ def test_a_task_mixture_batch_mixes_title_pairs_and_plain_passages(setup):
     assert hashed["attention_mask"].sum(1).tolist() == [3, 1]   # the hasher reads a pair as one text
 
 
+def test_a_training_run_tokenises_each_text_once_into_the_same_tensors(setup, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from towers import models
+    from towers.models import token_memo, tokenize_queries
+
+    tok = AutoTokenizer.from_pretrained(setup / "tok")
+    cpu = torch.device("cpu")
+    batches = [("docs", [("Light 1", TEXTS[1]), ("Light 2", TEXTS[2] * 3)], 12),   # pairs, the second truncated
+               ("docs", [("Light 1", TEXTS[1]), TEXTS[3]], 32),                     # a task mixture
+               ("docs", [TEXTS[4], TEXTS[5] * 2, TEXTS[4]], 20),                    # texts, one twice, one cut
+               ("queries", ["lighthouse 4 was lit", "lighthouse 40"], 16),
+               ("docs", [("Light 1", TEXTS[1]), ("Light 3", TEXTS[3])], 12)]        # one pair again
+    tokenize = {"docs": tokenize_docs, "queries": tokenize_queries}
+    memo = {}
+    for kind, items, length in batches:
+        plain = tokenize[kind](tok, items, length, cpu)
+        with token_memo(memo):
+            kept = tokenize[kind](tok, items, length, cpu)
+        assert kept.keys() == plain.keys()
+        for name in plain:
+            assert kept[name].dtype == plain[name].dtype and torch.equal(kept[name], plain[name]), (kind, items, name)
+    assert len(memo) == 9   # each distinct (text or pair, length) once; ("Light 1", TEXTS[1]) at 12 and at 32
+    monkeypatch.setattr(models, "MEMO_LIMIT", 9)   # full: new texts are tokenised for their batch, not kept
+    with token_memo(memo):
+        kept = tokenize_queries(tok, ["lighthouse 4 was lit", "a text never seen"], 16, cpu)
+    assert torch.equal(kept["input_ids"], tokenize_queries(tok, ["lighthouse 4 was lit", "a text never seen"], 16,
+                                                           cpu)["input_ids"]) and len(memo) == 9
+
+
 def test_unigram_hasher_has_only_word_features():
     words = FeatureHasher(1000, char_ngram=0, word_bigrams=False).features("red fox red")
     assert len(words) == 3 and words[0] == words[2]

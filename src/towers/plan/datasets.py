@@ -123,8 +123,9 @@ class Datasets:
 
     def reqa_inputs(self, wildcards):
         cfg = self.dataset_cfg(wildcards.dataset)
-        if cfg["kind"] == "wikipedia-qa":
-            return {"articles": f"{ART}/{wildcards.dataset}/corpus/articles.jsonl", "questions": cfg["questions"]}
+        if cfg["kind"] == "wikipedia-qa":   # a second question set over the same dump reads the first's parse
+            home = self.plan.train.text_home(wildcards.dataset)
+            return {"articles": f"{ART}/{home}/corpus/articles.jsonl", "questions": cfg["questions"]}
         if cfg["kind"] in ("squad", "nq"):
             return {"files": [self.dataset_file(wildcards.dataset, f) for f in cfg["files"]]}
         if cfg["kind"] == "wikipedia":

@@ -89,11 +89,21 @@ class Dense:
         fixed = re.fullmatch(FIXED_DOC_SIDE, model)
         return f"neg-{fixed['start']}" if fixed else model
 
+    def checkpoint_home(self, dataset):
+        """Whose encoding of its candidates an untrained checkpoint searches for `dataset`: a question set over
+        the same articles as one before it in params (plan.train.text_home) has the same candidates, every sentence
+        of those articles, so the first one's encoding serves both; any other dataset, its corpus's own."""
+        if self.plan.data.dataset_cfg(dataset)["kind"] == "wikipedia-qa":
+            return self.plan.train.text_home(dataset)
+        return self.plan.data.corpus_of(dataset)
+
     def dense_files(self, dataset, model, split, index):
+        data = self.plan.data
+        corpus = data.corpus_of(dataset)
         if self.plan.zeroshot.is_checkpoint(model):   # not trained: every split searches the one encoding of the corpus
             split = self.plan.zeroshot.checkpoint_split(dataset)
-        data = self.plan.data
-        folder = f"{ART}/{data.corpus_of(dataset)}/dense/{self.index_owner(model)}/{split}"
+            corpus = self.checkpoint_home(dataset)
+        folder = f"{ART}/{corpus}/dense/{self.index_owner(model)}/{split}"
         return {"model": f"{ART}/{data.base_of(dataset)}/dense/{model}/{split}/model",
                 "index": f"{folder}/index-{index}.faiss", "ids": f"{folder}/candidates.ids"}
 

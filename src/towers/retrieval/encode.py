@@ -7,6 +7,7 @@ run on a GPU, the next is read and tokenised in a background thread (`overlaps`)
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -127,12 +128,15 @@ class Prepared:
 def tokens_key(tokenizer, items: list, kind: str, max_length: int) -> str | None:
     """What a corpus's token ids depend on, digested: the fast tokenizer's full definition (vocabulary,
     normaliser, special tokens), its padding, the texts, their kind and the length cut. None for a tokenizer
-    without a serialisable definition (the bag-of-words hasher): nothing is cached for it."""
+    without a serialisable definition (the bag-of-words hasher): nothing is cached for it.
+    The definition leaves out the padding and truncation the tokenizer was last called with (a saved tokenizer
+    keeps them): every call here sets both, so two models whose training last called it differently share ids."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return None
+    definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("padding", "truncation")}
     h = hashlib.sha256()
-    for part in (backend.to_str(), type(tokenizer).__name__, getattr(tokenizer, "padding_side", ""),
+    for part in (json.dumps(definition, sort_keys=True), type(tokenizer).__name__, getattr(tokenizer, "padding_side", ""),
                  repr(Tokenised.pad_ids_of(tokenizer)), kind, str(max_length), str(len(items))):
         h.update(part.encode() + b"\0")
     for item in items:   # repr: a text and a pair of texts never digest alike

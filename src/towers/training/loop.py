@@ -19,7 +19,7 @@ from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..io import StageError, atomic_path, sha256_of
-from ..models import length_buckets
+from ..models import length_buckets, token_memo
 from ..runtime import device  # noqa: F401  (the regimes' loop.device())
 from ..settings import Schedule, Speed
 from . import distributed
@@ -77,7 +77,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     key = fingerprint(identity)
     params = [p for p in model.parameters() if p.requires_grad]
     cuda = device().type == "cuda"
-    fused = {"fused": True} if run.speed.fused_adamw and cuda else {}   # one kernel for all tensors' updates
+    fused = {"fused": True} if run.speed.fused_adamw else {}   # one kernel for all tensors' updates (CUDA or CPU)
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **fused)
     if run.speed.compile and cuda:
         compile_encoders(model)
@@ -107,6 +107,9 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         with atomic_path(state_log) as tmp:
             tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         log = open(state_log, "a", encoding="utf-8")
+    # each text's token ids, tokenised at its first draw (models.token_memo): the same tensors, sooner.
+    # TOWERS_TOKEN_MEMO=off tokenises every batch afresh (benchmarks/README.md compares the two)
+    memo = None if os.environ.get("TOWERS_TOKEN_MEMO") == "off" else {}
     bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2, disable=not leader)
     for step in bar:
         began, stop = time.perf_counter(), False
@@ -116,7 +119,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         if run.speed.compile and cuda:   # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
         with distributed.stepping(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp), \
-                length_buckets(buckets):
+                length_buckets(buckets), token_memo(memo):
             loss = loss_fn(step)
         loss, extras = loss if isinstance(loss, tuple) else (loss, None)
         optimizer.zero_grad(set_to_none=True)
@@ -144,7 +147,8 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         if done % checkpoint_every == 0 or done == steps:
             if on_checkpoint and leader:   # the leader alone validates; it decides early stopping for all
                 model.eval()
-                record.update(on_checkpoint(done))
+                with token_memo(memo):
+                    record.update(on_checkpoint(done))
                 model.train()
             history.append(record)
             if patience:
