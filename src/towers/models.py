@@ -333,6 +333,30 @@ def to_bucket(batch, tokenizer):
     return {k: torch.nn.functional.pad(v, (0, target - width), value=pads.get(k, 0)) for k, v in batch.items()}
 
 
+def tokenize_unpadded(tokenizer, items: list, pairs: bool, max_length: int) -> dict:
+    """Token ids of texts (or text pairs, the second text truncated first), unpadded: what tokenize_queries and
+    tokenize_docs pad."""
+    if not pairs:
+        return tokenizer(items, truncation=True, max_length=max_length)
+    return tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first", max_length=max_length)
+
+
+def pad_ids_of(tokenizer) -> dict:
+    """The ids a tokenizer pads its columns with (the attention mask, and any other column, with 0)."""
+    return {"input_ids": getattr(tokenizer, "pad_token_id", 0),
+            "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
+
+
+def pad_right(pieces: list, pad: int) -> torch.Tensor:
+    """One column of a batch: each item's ids, right-padded with `pad` to the longest, int64, as a tokenizer
+    called with padding=True pads it."""
+    lengths = np.array([len(piece) for piece in pieces])
+    filled = np.arange(lengths.max()) < lengths[:, None]   # each row's first `length` places
+    padded = np.full(filled.shape, pad, dtype=np.int64)
+    padded[filled] = np.concatenate(pieces)
+    return torch.from_numpy(padded)
+
+
 _MEMO: dict | None = None   # set by `token_memo` around training steps: each text's token ids, kept for the run
 
 
@@ -372,24 +396,15 @@ def _memo_batch(tokenizer, items: list, max_length: int) -> dict:
     texts = [key for key in missing if isinstance(key[2], str)]
     pairs = [key for key in missing if not isinstance(key[2], str)]
     encoded = []
-    if texts:
-        encoded += _rows(tokenizer([k[2] for k in texts], max_length=max_length, truncation=True), len(texts))
-    if pairs:
-        encoded += _rows(tokenizer([k[2][0] for k in pairs], [k[2][1] for k in pairs], max_length=max_length,
-                                   truncation="longest_first"), len(pairs))
+    for part, are_pairs in ((texts, False), (pairs, True)):
+        if part:
+            encoded += _rows(tokenize_unpadded(tokenizer, [key[2] for key in part], are_pairs, max_length), len(part))
     fresh = dict(zip(texts + pairs, encoded))
     rows = [fresh[key] if key in fresh else _MEMO[key] for key in keys]
     if len(_MEMO) < MEMO_LIMIT:
         _MEMO.update(fresh)
-    lengths = np.array([len(row["input_ids"]) for row in rows])
-    filled = np.arange(lengths.max()) < lengths[:, None]   # right padding: each row's first `length` places
-    pads = {"input_ids": tokenizer.pad_token_id, "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
-    batch = {}
-    for name in rows[0]:
-        padded = np.full(filled.shape, pads.get(name, 0), dtype=np.int64)
-        padded[filled] = np.concatenate([row[name] for row in rows])
-        batch[name] = torch.from_numpy(padded)
-    return batch
+    pads = pad_ids_of(tokenizer)
+    return {name: pad_right([row[name] for row in rows], pads.get(name, 0)) for name in rows[0]}
 
 
 def tokenize_queries(tokenizer, texts: list[str], max_length: int, dev=None):

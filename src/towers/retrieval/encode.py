@@ -21,7 +21,8 @@ import torch
 from tqdm import tqdm
 
 from ..io import StageError, atomic_open, atomic_path
-from ..models import prepare_texts, tokenize_docs, tokenize_queries, with_segment
+from ..models import (pad_ids_of, pad_right, prepare_texts, tokenize_docs, tokenize_queries, tokenize_unpadded,
+                      with_segment)
 from ..runtime import device
 from .matrix import NpyWriter, first_nonfinite
 
@@ -32,14 +33,6 @@ TOKEN_CACHE = "TOWERS_TOKEN_CACHE"   # "off": every encoding tokenises its corpu
 
 def length_order(lengths: list[int]) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
-
-
-def _tokenize(tokenizer, part: list, pairs: bool, max_length: int) -> dict:
-    """Token ids of texts (or text pairs, the second text truncated first), unpadded: as the towers'
-    inputs are tokenised (models.tokenize_queries, tokenize_docs) before padding."""
-    if not pairs:
-        return tokenizer(part, truncation=True, max_length=max_length)
-    return tokenizer([s for s, _ in part], [p for _, p in part], truncation="longest_first", max_length=max_length)
 
 
 def _are_pairs(items: list, kind: str) -> bool:
@@ -59,11 +52,11 @@ class Tokenised:
 
     def __init__(self, tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP):
         pairs = _are_pairs(items, kind)
-        self.pad_ids = self.pad_ids_of(tokenizer)
+        self.pad_ids = pad_ids_of(tokenizer)
         columns: dict[str, list[np.ndarray]] = {}
         lengths = []
         for start in range(0, len(items), step):
-            part = _tokenize(tokenizer, items[start:start + step], pairs, max_length)
+            part = tokenize_unpadded(tokenizer, items[start:start + step], pairs, max_length)
             lengths.extend(len(one) for one in part["input_ids"])
             for key, rows in part.items():
                 columns.setdefault(key, []).append(np.fromiter(chain.from_iterable(rows), dtype=np.int32))
@@ -78,11 +71,6 @@ class Tokenised:
         if getattr(tokenizer, "padding_side", None) != "right" or getattr(tokenizer, "pad_token_id", None) is None:
             return False
         return kind == "query" or len({isinstance(item, str) for item in items}) <= 1
-
-    @staticmethod
-    def pad_ids_of(tokenizer) -> dict:
-        return {"input_ids": getattr(tokenizer, "pad_token_id", 0),
-                "token_type_ids": getattr(tokenizer, "pad_token_type_id", 0)}
 
     @classmethod
     def load(cls, path, pad_ids: dict, count: int) -> "Tokenised | None":
@@ -106,14 +94,8 @@ class Tokenised:
                 np.savez(handle, lengths=self.lengths, **self.columns)
 
     def batch(self, idx: np.ndarray, dev) -> dict:
-        width = int(self.lengths[idx].max())
-        batch = {}
-        for key, flat in self.columns.items():
-            padded = np.full((len(idx), width), self.pad_ids.get(key, 0), dtype=np.int64)
-            for row, i in enumerate(idx):
-                padded[row, :self.lengths[i]] = flat[self.starts[i]:self.starts[i + 1]]
-            batch[key] = torch.from_numpy(padded).to(dev)
-        return batch
+        return {key: pad_right([flat[self.starts[i]:self.starts[i + 1]] for i in idx], self.pad_ids.get(key, 0)).to(dev)
+                for key, flat in self.columns.items()}
 
 
 @dataclass
@@ -137,7 +119,7 @@ def tokens_key(tokenizer, items: list, kind: str, max_length: int) -> str | None
     definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("padding", "truncation")}
     h = hashlib.sha256()
     for part in (json.dumps(definition, sort_keys=True), type(tokenizer).__name__, getattr(tokenizer, "padding_side", ""),
-                 repr(Tokenised.pad_ids_of(tokenizer)), kind, str(max_length), str(len(items))):
+                 repr(pad_ids_of(tokenizer)), kind, str(max_length), str(len(items))):
         h.update(part.encode() + b"\0")
     for item in items:   # repr: a text and a pair of texts never digest alike
         h.update(repr(item).encode() + b"\n")
@@ -153,7 +135,7 @@ def cached_tokens(tokenizer, items: list, kind: str, max_length: int, folder) ->
     if folder is None or key is None:
         return Tokenised(tokenizer, items, kind, max_length)
     path = Path(folder) / f"{key}.npz"
-    found = Tokenised.load(path, Tokenised.pad_ids_of(tokenizer), len(items)) if path.exists() else None
+    found = Tokenised.load(path, pad_ids_of(tokenizer), len(items)) if path.exists() else None
     if found is None:
         found = Tokenised(tokenizer, items, kind, max_length)
         try:
