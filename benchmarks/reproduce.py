@@ -56,7 +56,7 @@ from towers.reports import papers as paper_list  # noqa: E402
 from workflow_helpers import RESULTS, keep_result, watched  # noqa: E402
 
 
-def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False) -> None:
+def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False) -> None:
     record = folder / "reproduce-times.json"
     if resume:
         times = json.loads(record.read_text())
@@ -65,7 +65,7 @@ def run(folder: Path, cores: int, commit: str | None = None, resume: bool = Fals
         if commit:
             subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
         times = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
-                                          check=True).stdout.strip(), "cores": cores, "steps": []}
+                                          check=True).stdout.strip(), "cores": cores, "steps": [], "whole": whole}
     done_steps = {s["name"] for s in times["steps"] if not s["rc"] and not s.get("interrupted")}
     snakemake = [str(folder / ".venv/bin/snakemake"), "--cores", str(cores)]
 
@@ -87,6 +87,9 @@ def run(folder: Path, cores: int, commit: str | None = None, resume: bool = Fals
             sys.exit(f"{name} failed (exit {done.returncode}): see {log_path}")
 
     step("setup", ["make", "setup"])
+    if times.get("whole"):   # what a user runs: one Snakemake over every target (no idle tail between papers)
+        step("reproduce", ["make", "reproduce", f"CORES={cores}"])
+        return
     papers_of = folder if (folder / paper_list.PAPERS_FILE).exists() else ROOT   # before papers.yaml: same targets
     for paper in paper_list.load(root=papers_of).values():
         step(paper["id"], [*snakemake, *paper_list.targets(paper)])
@@ -481,11 +484,13 @@ def main() -> None:
     parser.add_argument("--before", metavar="KEY", help="--analyse: an earlier run's key of benchmarks/results.json "
                         "to set beside this one (under `before`)")
     parser.add_argument("--commit", help="--run: build this commit instead of HEAD")
+    parser.add_argument("--whole", action="store_true", help="--run: one `make reproduce` after `make setup` (per "
+                        "paper minutes then come from each paper's share of the job seconds: --analyse)")
     parser.add_argument("--before-after", type=Path, nargs=2, metavar=("OLD", "NEW"))
     parser.add_argument("--project", type=Path, help="a finished build (any): its clean run projected")
     args = parser.parse_args()
     if args.run:
-        run(args.run, args.cores, args.commit)
+        run(args.run, args.cores, args.commit, whole=args.whole)
     if args.resume:
         run(args.resume, args.cores, resume=True)
     if args.analyse:
