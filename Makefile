@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 CORES ?= 2
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
+.PHONY: setup reproduce verdict-pages test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ setup: $(VENV)/.installed
 
 reproduce: setup
 	$(VENV)/bin/snakemake all check results/report.html --cores $(CORES)
+
+# each paper page's verdict table (docs/<paper>.md) written from results/claims.csv; tests/test_verdict_pages.py
+# fails while a page and the claims differ
+verdict-pages: setup
+	$(PY) -m towers.reports.verdict_pages
 
 # two workers (pytest-xdist), a test file to a worker: test_workflow.py (the tiny end-to-end run) on one,
 # the other files beside it; the 25 slowest tests are listed at the end

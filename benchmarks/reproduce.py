@@ -4,7 +4,9 @@ that is process start-up (issue 28).
     benchmarks/reproduce.py --run DIR        clone this checkout's HEAD into DIR, `make setup`, then build each
                                              paper's targets in papers.yaml order, then `all check` and the
                                              report (what `make reproduce` builds); times go to
-                                             DIR/reproduce-times.json
+                                             DIR/reproduce-times.json; with --whole: `make setup`, then one
+                                             `make reproduce`, as a user runs it (no paper waits for the last
+                                             job of the one before)
     benchmarks/reproduce.py --analyse DIR    read those times, Snakemake's logs and the stage records; compare
                                              the tables and figures with this checkout's; write the key
                                              `reproduce` of benchmarks/results.json (--key another;
@@ -33,7 +35,8 @@ that is process start-up (issue 28).
                                              carry that build machine's speed (key `reproduce_projection`)
 
 Per paper minutes are the wall time of building that paper's targets after the papers before it, so jobs
-shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them."""
+shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them; of a
+--whole run, each paper's share of the job seconds (the same attribution) times the run's wall."""
 from __future__ import annotations
 
 import argparse
@@ -163,6 +166,23 @@ def cells_moved(folder: Path, tables: list[str], against: Path = ROOT) -> dict[s
     return moved
 
 
+def verdicts_moved(folder: Path, against: Path = ROOT) -> dict:
+    """Each paper's claim verdicts in `against`'s results/claims.csv (before) and the build's (after), counted, and
+    every claim whose verdict moved ("before -> after")."""
+    import pandas as pd
+
+    def verdicts(root: Path) -> pd.Series:
+        claims = pd.read_csv(root / "results/claims.csv")
+        return claims.groupby(["paper", "claim"], sort=False)["claim verdict"].first()
+
+    before, after = verdicts(against), verdicts(folder)
+    counts = {paper: {"before": before[paper].value_counts().to_dict(), "after": after[paper].value_counts().to_dict()}
+              for paper in after.index.get_level_values(0).unique()}
+    moved = {claim: f"{before.get((paper, claim), 'absent')} -> {verdict}" for (paper, claim), verdict in after.items()
+             if before.get((paper, claim)) != verdict}
+    return {"counts": counts, "moved": moved}
+
+
 # A stage forked from the warm-start server is at most this old at main (0.04-0.07 s seen); one in a process of
 # its own is 0.3-0.6 s old (interpreter, imports). For records written before they said so (`warm_start`).
 FORK_AGE = 0.15
@@ -214,7 +234,9 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
         "clean_run_goal_seconds": 5400,
         "setup_seconds": steps["setup"]["seconds"],
-        "per_paper_minutes": {s["name"]: round(s["seconds"] / 60, 1) for s in build},
+        "per_paper_minutes": (paper_shares(folder, [j for log in logs for j in jobs_of(log)],
+                                           sum(s["seconds"] for s in build)) if times.get("whole")
+                              else {s["name"]: round(s["seconds"] / 60, 1) for s in build}),
         "jobs": sum(r["jobs"] for r in rules.values()),
         "job_seconds": round(job_seconds, 1),
         "startup_share_of_job_seconds": round(startup / job_seconds, 3),
@@ -230,6 +252,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
                                                 text=True).stdout.strip(),
         "results_moved": moved,
         "cells_moved": cells_moved(folder, [f for f in moved if f.endswith(".csv") and (ROOT / f).exists()]),
+        "verdicts": verdicts_moved(folder) if (folder / "results/claims.csv").exists() else None,
         "how": "benchmarks/reproduce.py --run DIR && benchmarks/reproduce.py --analyse DIR; start-up of a job: its "
                "wall (Snakemake log) less its stage's work (record seconds less the torch + transformers import "
                "when the stage loaded torch in a process of its own, not in a fork of the warm-start server); jobs "
@@ -240,6 +263,23 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
                                                       "job_seconds", "startup_share_of_job_seconds", "startup_seconds")}
         measured["machine"] = machine_speed(measured["per_rule"], before["per_rule"])
     return measured
+
+
+def paper_shares(folder: Path, jobs: list[dict], seconds: float) -> dict[str, float]:
+    """Per paper minutes of one whole run: each job counts for the first paper (papers.yaml order) whose targets
+    need it, the rest for "rest"; a paper's minutes are its share of the job seconds times the run's wall."""
+    owner: dict[str, str] = {}
+    targets: list[str] = []
+    for paper in paper_list.load(root=folder).values():
+        targets += paper_list.targets(paper)
+        for job in planned_jobs(folder, targets):
+            owner.setdefault(job["rule"] + ":" + ",".join(job["outputs"]), paper["id"])
+    walls: dict[str, float] = {}
+    for job in jobs:
+        name = owner.get(job["rule"] + ":" + ",".join(job["outputs"]), "rest")
+        walls[name] = walls.get(name, 0.0) + job["wall"]
+    total = sum(walls.values()) or 1.0
+    return {name: round(wall / total * seconds / 60, 1) for name, wall in walls.items()}
 
 
 def build_logs(folder: Path, times: dict) -> list[Path]:

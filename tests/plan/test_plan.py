@@ -52,7 +52,12 @@ def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher
     assert software.train_processes == configs["paper"]["resources"]["train_jobs"]["gpu"] > 1
     assert software.train.endswith(f"/v/bin/python -m towers.training.distributed {software.train_processes}")
     assert software.train.startswith("TOWERS_SPEED=") == bool(software.gpu_flags)
-    assert build(configs["mini"], python="/v/bin/python").software.train == "/v/bin/python -m towers"
+    # the mini profile turns on fused AdamW alone (issue 43's cut); with every switch off the command is bare
+    assert build(configs["mini"], python="/v/bin/python").software.train == \
+        "TOWERS_SPEED='--fused-adamw 1' /v/bin/python -m towers"
+    off = copy.deepcopy(configs["mini"])
+    off["gpu"]["fused_adamw"] = False
+    assert build(off, python="/v/bin/python").software.train == "/v/bin/python -m towers"
 
 
 def test_the_papers_give_the_targets_and_values():

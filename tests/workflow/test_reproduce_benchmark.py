@@ -132,3 +132,25 @@ def test_a_projection_counts_each_job_once_for_the_first_paper_that_needs_it(tmp
     assert projected["projected_clean_run_seconds"] == 61.5
     assert projected["jobs"] == 3 and projected["jobs_without_record"] == 1
     assert projected["per_rule"]["train"] == {"jobs": 1, "job_seconds": 101.0}
+
+
+def test_a_whole_run_splits_its_wall_by_each_papers_share_of_the_job_seconds(tmp_path, monkeypatch):
+    plans = {("a.csv",): [{"rule": "train", "outputs": ["m/model"]}],
+             ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
+    monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
+    monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
+    monkeypatch.setattr(reproduce, "planned_jobs", lambda folder, targets: plans[tuple(targets)])
+    jobs = [{"rule": "train", "outputs": ["m/model"], "wall": 90.0}, {"rule": "table", "outputs": ["t.csv"], "wall": 20.0},
+            {"rule": "check", "outputs": ["c.txt"], "wall": 10.0}]
+    # 120 job-seconds over a 60-second wall: the model is p's (3/4), the table q's, the check nobody's
+    assert reproduce.paper_shares(tmp_path, jobs, 60 * 60) == {"p": 45.0, "q": 10.0, "rest": 5.0}
+
+
+def test_verdicts_before_and_after_are_counted_and_each_moved_claim_named(tmp_path):
+    rows = "paper,claim,claim verdict\np,p-1,holds\np,p-1,holds\np,p-2,contradicted\nq,q-1,not supported\n"
+    for name, text in (("old", rows), ("new", rows.replace("p,p-2,contradicted", "p,p-2,holds"))):
+        (tmp_path / name / "results").mkdir(parents=True)
+        (tmp_path / name / "results/claims.csv").write_text(text)
+    verdicts = reproduce.verdicts_moved(tmp_path / "new", tmp_path / "old")
+    assert verdicts["moved"] == {"p-2": "contradicted -> holds"}
+    assert verdicts["counts"]["p"] == {"before": {"holds": 1, "contradicted": 1}, "after": {"holds": 2}}
