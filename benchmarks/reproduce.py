@@ -114,22 +114,35 @@ STARTED = re.compile(r"^(?:local)?rule (\w+):$")
 FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
 
 
-def jobs_of(log: Path) -> list[dict]:
-    """Each finished job of a Snakemake log: rule, outputs, and wall seconds from its start and finish stamps
-    (the log's one-second resolution)."""
-    jobs, started, stamp, current = [], {}, None, None
-    for line in log.read_text().splitlines():
+def job_blocks(lines):
+    """Snakemake's job blocks (a log or a dry run), in order: ("job", {rule, outputs, jobid}) when a block's jobid
+    line ends it, ("stamp", seconds) for a time stamp, ("finished", jobid) for a finished job."""
+    current = None
+    for line in lines:
         if m := STAMP.match(line):
-            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
+            yield "stamp", datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
         elif m := STARTED.match(line):
-            current = {"rule": m.group(1), "began": stamp, "outputs": []}
+            current = {"rule": m.group(1), "outputs": []}
         elif current and line.startswith("    output: "):
             current["outputs"] = line.removeprefix("    output: ").split(", ")
         elif current and line.startswith("    jobid: "):
-            started[line.split()[-1]] = current
+            yield "job", {**current, "jobid": line.split()[-1]}
             current = None
         elif m := FINISHED.match(line):
-            job = started.pop(m.group(1))
+            yield "finished", m.group(1)
+
+
+def jobs_of(log: Path) -> list[dict]:
+    """Each finished job of a Snakemake log: rule, outputs, and wall seconds from its start and finish stamps
+    (the log's one-second resolution)."""
+    jobs, started, stamp = [], {}, None
+    for kind, value in job_blocks(log.read_text().splitlines()):
+        if kind == "stamp":
+            stamp = value
+        elif kind == "job":
+            started[value.pop("jobid")] = {**value, "began": stamp}
+        else:
+            job = started.pop(value)
             jobs.append({**job, "wall": stamp - job["began"]})
     return jobs
 
@@ -328,14 +341,8 @@ def planned_jobs(folder: Path, targets: list[str]) -> list[dict]:
     """Every job a clean build of `targets` runs (a forced dry run in `folder`): rule and outputs."""
     dry = subprocess.run([str(folder / ".venv/bin/snakemake"), "-n", "--forceall", "--cores", "2", *targets],
                          cwd=folder, capture_output=True, text=True, check=True).stdout
-    jobs, current = [], None
-    for line in dry.splitlines():
-        if m := STARTED.match(line):
-            current = {"rule": m.group(1), "outputs": []}
-            jobs.append(current)
-        elif current and line.startswith("    output: "):
-            current["outputs"] = line.removeprefix("    output: ").split(", ")
-    return jobs
+    return [{"rule": job["rule"], "outputs": job["outputs"]}
+            for kind, job in job_blocks(dry.splitlines()) if kind == "job"]
 
 
 def project(folder: Path, measured: dict) -> dict:

@@ -154,3 +154,10 @@ def test_verdicts_before_and_after_are_counted_and_each_moved_claim_named(tmp_pa
     verdicts = reproduce.verdicts_moved(tmp_path / "new", tmp_path / "old")
     assert verdicts["moved"] == {"p-2": "contradicted -> holds"}
     assert verdicts["counts"]["p"] == {"before": {"holds": 1, "contradicted": 1}, "after": {"holds": 2}}
+
+
+def test_a_dry_runs_job_blocks_give_each_jobs_rule_and_outputs():
+    blocks = [value for kind, value in reproduce.job_blocks(LOG.splitlines()) if kind == "job"]
+    assert [(b["rule"], b["outputs"], b["jobid"]) for b in blocks] == [
+        ("parse_wiki", ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"], "5"),
+        ("checkpoint_model", ["artifacts/a/dense/ckpt/all/model"], "9"), ("all", [], "0")]
