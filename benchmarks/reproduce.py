@@ -281,15 +281,10 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
 def paper_shares(folder: Path, jobs: list[dict], seconds: float) -> dict[str, float]:
     """Per paper minutes of one whole run: each job counts for the first paper (papers.yaml order) whose targets
     need it, the rest for "rest"; a paper's minutes are its share of the job seconds times the run's wall."""
-    owner: dict[str, str] = {}
-    targets: list[str] = []
-    for paper in paper_list.load(root=folder).values():
-        targets += paper_list.targets(paper)
-        for job in planned_jobs(folder, targets):
-            owner.setdefault(job["rule"] + ":" + ",".join(job["outputs"]), paper["id"])
+    owner = {key: name for key, (name, _) in jobs_by_paper(folder, rest=False).items()}
     walls: dict[str, float] = {}
     for job in jobs:
-        name = owner.get(job["rule"] + ":" + ",".join(job["outputs"]), "rest")
+        name = owner.get(job_key(job), "rest")
         walls[name] = walls.get(name, 0.0) + job["wall"]
     total = sum(walls.values()) or 1.0
     return {name: round(wall / total * seconds / 60, 1) for name, wall in walls.items()}
@@ -337,6 +332,25 @@ def machine_speed(now: dict, before: dict) -> dict:
             "per_rule_slower_by": {r: round(work_cpu(now, [r]) / max(1e-9, work_cpu(before, [r])), 2) for r in same}}
 
 
+def job_key(job: dict) -> str:
+    return job["rule"] + ":" + ",".join(job["outputs"])
+
+
+def jobs_by_paper(folder: Path, rest: bool = True) -> dict[str, tuple[str, dict]]:
+    """Every job a clean build plans, by job_key, with the first paper (papers.yaml order) whose targets need it;
+    with `rest`, then the jobs `all`, the check and the report add, as "rest"."""
+    steps = [(paper["id"], paper_list.targets(paper)) for paper in paper_list.load(root=folder).values()]
+    if rest:
+        steps.append(("rest", ["all", "check", "results/report.html"]))
+    owned: dict[str, tuple[str, dict]] = {}
+    targets: list[str] = []
+    for name, more in steps:
+        targets += more
+        for job in planned_jobs(folder, targets):
+            owned.setdefault(job_key(job), (name, job))
+    return owned
+
+
 def planned_jobs(folder: Path, targets: list[str]) -> list[dict]:
     """Every job a clean build of `targets` runs (a forced dry run in `folder`): rule and outputs."""
     dry = subprocess.run([str(folder / ".venv/bin/snakemake"), "-n", "--forceall", "--cores", "2", *targets],
@@ -350,29 +364,20 @@ def project(folder: Path, measured: dict) -> dict:
     them) summed from their stage records, plus the measured run's overhead a job, over its parallelism."""
     parallel = measured["job_seconds"] / measured["clean_run_seconds"]
     overhead = measured["startup_seconds"] / measured["jobs"]
-    steps = [(paper["id"], paper_list.targets(paper)) for paper in paper_list.load(root=folder).values()]
-    steps.append(("rest", ["all", "check", "results/report.html"]))
-    seen: set[str] = set()
-    per_paper, per_rule, without_record = {}, {}, 0
-    targets: list[str] = []
-    for name, more in steps:
-        targets += more
-        seconds = 0.0
-        for job in planned_jobs(folder, targets):
-            key = job["rule"] + ":" + ",".join(job["outputs"])
-            if key in seen:
-                continue
-            seen.add(key)
-            meta = record_of(folder, job["outputs"])
-            without_record += meta is None
-            work = (meta or {}).get("seconds", 0.0) + overhead
-            seconds += work
-            row = per_rule.setdefault(job["rule"], {"jobs": 0, "job_seconds": 0.0})
-            row["jobs"] += 1
-            row["job_seconds"] += work
-        per_paper[name] = seconds / parallel
+    owned = jobs_by_paper(folder)
+    seconds = dict.fromkeys([*(p["id"] for p in paper_list.load(root=folder).values()), "rest"], 0.0)
+    per_rule, without_record = {}, 0
+    for name, job in owned.values():
+        meta = record_of(folder, job["outputs"])
+        without_record += meta is None
+        work = (meta or {}).get("seconds", 0.0) + overhead
+        seconds[name] += work
+        row = per_rule.setdefault(job["rule"], {"jobs": 0, "job_seconds": 0.0})
+        row["jobs"] += 1
+        row["job_seconds"] += work
+    per_paper = {name: s / parallel for name, s in seconds.items()}
     return {"projected_clean_run_seconds": round(sum(per_paper.values()), 1), "clean_run_goal_seconds": 5400,
-            "per_paper_minutes": {k: round(v / 60, 1) for k, v in per_paper.items()}, "jobs": len(seen), "jobs_without_record": without_record,
+            "per_paper_minutes": {k: round(v / 60, 1) for k, v in per_paper.items()}, "jobs": len(owned), "jobs_without_record": without_record,
             "calibrated_on": {"commit": measured["commit"], "parallelism": round(parallel, 3),
                               "overhead_seconds_a_job": round(overhead, 2)},
             "per_rule": {k: {"jobs": v["jobs"], "job_seconds": round(v["job_seconds"], 1)}

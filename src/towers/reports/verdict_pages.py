@@ -20,7 +20,7 @@ ROOT = Path(".")
 
 
 def number(value) -> str:
-    """A cell as the tables print it: two decimals, or 4 significant digits for what is smaller."""
+    """A cell with two decimals, or two significant digits below 0.01 (0 stays 0.00)."""
     if isinstance(value, str):
         return value
     if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -92,8 +92,10 @@ def main(argv=None) -> int:
     except (OSError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    said = ("its verdict table is not results/claims.csv (python -m towers.reports.verdict_pages)" if args.check
+            else "rewritten")
     for page in stale:
-        print(f"{page}: {'its verdict table is not results/claims.csv (python -m towers.reports.verdict_pages)' if args.check else 'rewritten'}")
+        print(f"{page}: {said}")
     return 1 if stale and args.check else 0
 
 
