@@ -4,10 +4,11 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-CORES ?= 2
+# every core of the machine (jobs run side by side; each model job's torch threads come from params torch_threads)
+CORES ?= $(shell nproc 2>/dev/null || echo 2)
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce verdict-pages test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml cache-push cache-pull clean
+.PHONY: setup reproduce verdict-pages test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml dvc-lock cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +21,11 @@ $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/insta
 
 setup: $(VENV)/.installed
 
+# the report first, then the check: a cell outside its tolerance still leaves every table and the report built, and
+# the check's one line names the failed cells (exit 1)
 reproduce: setup
-	$(VENV)/bin/snakemake all check results/report.html --cores $(CORES)
+	$(VENV)/bin/snakemake all results/report.html --cores $(CORES)
+	$(VENV)/bin/snakemake check --cores 1
 
 # each paper page's verdict table (docs/<paper>.md) written from results/claims.csv; tests/test_verdict_pages.py
 # fails while a page and the claims differ
@@ -77,6 +81,12 @@ metrics-diff: setup
 # after adding a paper or a target there (tests/workflow/test_ci_reuse.py fails while the two disagree)
 dvc-yaml: setup
 	$(PY) -m towers.ci dvc-yaml
+
+# dvc.lock recorded from a clean copy of the tracked files (bytecode and untracked files never hashed), so `dvc status`
+# in a fresh clone calls no stage changed: run this after changing code, params or a table (tests/workflow/test_ci_reuse.py
+# fails while a fresh clone would find a stage changed)
+dvc-lock: setup
+	$(PY) -m towers.ci dvc-lock
 
 # Share artifacts/ (encoders, models, embeddings, indexes) with their Snakemake provenance through a DVC remote:
 # the environment's DVC_REMOTE_URL if set, else the default one (`dvc remote add -d NAME URL` first); push, then commit

@@ -32,7 +32,11 @@ that is process start-up (issue 28).
                                              from a finished build's stage records (incremental builds too: each
                                              job's record is the one its last run wrote) and the measured clean
                                              run's parallelism and per-job overhead (key `reproduce`); the records
-                                             carry that build machine's speed (key `reproduce_projection`)
+                                             carry that build machine's speed (key `reproduce_projection`);
+                                             refused where a job of the plan has no record
+
+A result is printed and kept in benchmarks/results.json under its key; a key the file holds already (a committed
+number) is replaced only with --record.
 
 Per paper minutes are the wall time of building that paper's targets after the papers before it, so jobs
 shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them; of a
@@ -55,6 +59,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from towers.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 from workflow_helpers import RESULTS, keep_result, watched  # noqa: E402
 
@@ -115,16 +120,19 @@ FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
 
 
 def job_blocks(lines):
-    """Snakemake's job blocks (a log or a dry run), in order: ("job", {rule, outputs, jobid}) when a block's jobid
-    line ends it, ("stamp", seconds) for a time stamp, ("finished", jobid) for a finished job."""
+    """Snakemake's job blocks (a log or a dry run), in order: ("job", {rule, inputs, outputs, threads, jobid}) when
+    a block's jobid line ends it, ("stamp", seconds) for a time stamp, ("finished", jobid) for a finished job."""
     current = None
     for line in lines:
         if m := STAMP.match(line):
             yield "stamp", datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
         elif m := STARTED.match(line):
-            current = {"rule": m.group(1), "outputs": []}
-        elif current and line.startswith("    output: "):
-            current["outputs"] = line.removeprefix("    output: ").split(", ")
+            current = {"rule": m.group(1), "inputs": [], "outputs": [], "threads": 1}
+        elif current and line.startswith(("    input: ", "    output: ")):
+            field, paths = line.strip().split(": ", 1)
+            current[field + "s"] = paths.split(", ")
+        elif current and line.startswith("    threads: "):
+            current["threads"] = int(line.split()[-1])
         elif current and line.startswith("    jobid: "):
             yield "job", {**current, "jobid": line.split()[-1]}
             current = None
@@ -361,11 +369,19 @@ def planned_jobs(folder: Path, targets: list[str]) -> list[dict]:
 
 def project(folder: Path, measured: dict) -> dict:
     """The clean run's seconds a build's records imply: each paper's new jobs (papers.yaml order, as --run builds
-    them) summed from their stage records, plus the measured run's overhead a job, over its parallelism."""
+    them) summed from their stage records, plus the measured run's overhead a job, over its parallelism. A build
+    where a job that writes files has no record (not built, or another profile's) is refused: its jobs would
+    count as overhead only."""
     parallel = measured["job_seconds"] / measured["clean_run_seconds"]
     overhead = measured["startup_seconds"] / measured["jobs"]
     owned = jobs_by_paper(folder)
     seconds = dict.fromkeys([*(p["id"] for p in paper_list.load(root=folder).values()), "rest"], 0.0)
+    unrecorded = [job for _, job in owned.values() if job["outputs"] and record_of(folder, job["outputs"]) is None]
+    if unrecorded:   # a job that writes files writes its stage's record beside them: these never ran here
+        first = unrecorded[0]
+        sys.exit(f"error: {folder}: {len(unrecorded)} of {len(owned)} jobs have no stage record (the first: rule "
+                 f"{first['rule']}, {first['outputs'][0]}): not a finished build of this checkout's plan; nothing "
+                 "projected")
     per_rule, without_record = {}, 0
     for name, job in owned.values():
         meta = record_of(folder, job["outputs"])
@@ -518,54 +534,122 @@ def before_after(old: Path, new: Path) -> dict:
             "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--run", type=Path, help="a folder that does not exist yet")
-    parser.add_argument("--resume", type=Path, help="go on with a --run the machine stopped: steps that finished "
-                        "are kept, the stopped one counts its part and reruns what did not finish")
-    parser.add_argument("--analyse", type=Path)
-    parser.add_argument("--warm", type=Path, help="a folder --run finished")
-    parser.add_argument("--scheduler", type=Path, help="a folder --run built (Chang et al.'s step at least)")
-    parser.add_argument("--rerun-step", nargs=2, metavar=("NAME", "DIR"), help="force every job of a finished "
-                        "build's step to rerun (a fix copied into DIR first): its time then and now (key "
-                        "reproduce_rerun_<NAME>)")
-    parser.add_argument("--jobs", type=int, default=8, help="--warm: encoding jobs, and as many dense searches")
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
+    return int(text)
+
+
+def parse(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="benchmarks/reproduce.py", description=__doc__.splitlines()[0])
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("--run", type=Path, help="a folder that does not exist yet")
+    what.add_argument("--resume", type=Path, help="go on with a --run the machine stopped: steps that finished "
+                      "are kept, the stopped one counts its part and reruns what did not finish")
+    what.add_argument("--analyse", type=Path)
+    what.add_argument("--warm", type=Path, help="a folder --run finished")
+    what.add_argument("--scheduler", type=Path, help="a folder --run built (Chang et al.'s step at least)")
+    what.add_argument("--rerun-step", nargs=2, metavar=("NAME", "DIR"), help="force every job of a finished "
+                      "build's step to rerun (a fix copied into DIR first): its time then and now (key "
+                      "reproduce_rerun_<NAME>)")
+    what.add_argument("--before-after", type=Path, nargs=2, metavar=("OLD", "NEW"))
+    what.add_argument("--project", type=Path, help="a finished build (any): its clean run projected")
+    parser.add_argument("--jobs", type=positive, default=8, help="--warm: encoding jobs, and as many dense searches")
     parser.add_argument("--configfile", nargs="+", default=[], help="--warm: the build's profile (its config files)")
-    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--cores", type=positive, default=2)
     parser.add_argument("--key", default="reproduce", help="the key of benchmarks/results.json to write")
+    parser.add_argument("--record", action="store_true", help="replace the key where benchmarks/results.json holds "
+                        "it already (without: the result is printed, the file left as it is)")
     parser.add_argument("--before", metavar="KEY", help="--analyse: an earlier run's key of benchmarks/results.json "
                         "to set beside this one (under `before`)")
     parser.add_argument("--commit", help="--run: build this commit instead of HEAD")
     parser.add_argument("--whole", action="store_true", help="--run: one `make reproduce` after `make setup` (per "
                         "paper minutes then come from each paper's share of the job seconds: --analyse)")
-    parser.add_argument("--before-after", type=Path, nargs=2, metavar=("OLD", "NEW"))
-    parser.add_argument("--project", type=Path, help="a finished build (any): its clean run projected")
-    args = parser.parse_args()
+    return parser.parse_args(argv)
+
+
+def build_folder(folder: Path, flag: str, *needs: str) -> Path:
+    """`folder` as `flag` names it, a build of this workflow holding `needs`; else the one line that says why not."""
+    if not folder.is_dir():
+        sys.exit(f"error: {flag} {folder}: no such folder")
+    for need in ("Snakefile", *needs):
+        if not (folder / need).exists():
+            sys.exit(f"error: {flag} {folder}: not a build of this workflow (no {need})")
+    return folder
+
+
+def result_named(key: str, why: str) -> dict:
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if key not in results:
+        sys.exit(f"error: {RESULTS}: no key {key!r} ({why})")
+    return results[key]
+
+
+def main(argv=None) -> None:
+    args = parse(argv)
+    try:
+        act(args)
+    except subprocess.CalledProcessError as failed:   # Snakemake or git in the build: its last words, not ours
+        said = (failed.stderr or "").strip().splitlines() if isinstance(failed.stderr, str) else []
+        sys.exit(f"error: {' '.join(map(str, failed.cmd))[:200]}: exit {failed.returncode}"
+                 + (f": {said[-1][:300]}" if said else ""))
+    except ParamsError as err:   # the build's papers.yaml
+        sys.exit(f"error: {err}")
+    except OSError as err:
+        if not err.filename:
+            raise
+        sys.exit(f"error: {err.filename}: {err.strerror or type(err).__name__}")
+
+
+def act(args: argparse.Namespace) -> None:
     if args.run:
+        if args.run.exists():
+            sys.exit(f"error: --run {args.run}: exists already (--run clones into a new folder; --resume goes on)")
+        if args.commit and subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.commit}^{{commit}}"],
+                                          cwd=ROOT, capture_output=True).returncode:
+            sys.exit(f"error: --commit {args.commit}: not a commit of {ROOT}")
         run(args.run, args.cores, args.commit, whole=args.whole)
     if args.resume:
-        run(args.resume, args.cores, resume=True)
+        run(build_folder(args.resume, "--resume", "reproduce-times.json"), args.cores, resume=True)
     if args.analyse:
-        before = json.loads(RESULTS.read_text())[args.before] if args.before else None
-        save(args.key, analyse(args.analyse, before))
+        before = result_named(args.before, "--before") if args.before else None
+        folder = build_folder(args.analyse, "--analyse", "reproduce-times.json", ".snakemake/log", ".venv/bin/python",
+                              ".git")
+        save(args.key, analyse(folder, before), args.record)
     if args.warm:
+        build_folder(args.warm, "--warm")
+        if missing := [f for f in args.configfile if not (args.warm / f).is_file()]:
+            sys.exit(f"error: --configfile {missing[0]}: no such file in {args.warm}")
         save(args.key if args.key != "reproduce" else "warm_start",
-             warm_starts(args.warm, args.jobs, args.cores, args.configfile))
+             warm_starts(args.warm, args.jobs, args.cores, args.configfile), args.record)
     if args.scheduler:
-        save("scheduler_load", scheduler_load(args.scheduler, args.cores))
+        build_folder(args.scheduler, "--scheduler", ".venv/bin/snakemake", "workflow/rules/common.smk", ".git")
+        save("scheduler_load", scheduler_load(args.scheduler, args.cores), args.record)
     if args.rerun_step:
         name, folder = args.rerun_step
-        save(f"reproduce_rerun_{name}", rerun_step(Path(folder), name, args.cores))
+        build_folder(Path(folder), "--rerun-step", ".venv/bin/snakemake", paper_list.PAPERS_FILE, ".git",
+                     "reproduce-times.json", f"reproduce-{name}.log")
+        if name not in paper_list.load(root=Path(folder)):
+            sys.exit(f"error: --rerun-step {name}: not a paper of {folder}/{paper_list.PAPERS_FILE}")
+        save(f"reproduce_rerun_{name}", rerun_step(Path(folder), name, args.cores), args.record)
     if args.before_after:
-        save("reproduce_before_after", before_after(*args.before_after))
+        old, new = (build_folder(folder, "--before-after", "results") for folder in args.before_after)
+        save("reproduce_before_after", before_after(old, new), args.record)
     if args.project:
-        save(args.key if args.key != "reproduce" else "reproduce_projection",
-             project(args.project, json.loads(RESULTS.read_text())["reproduce"]))
+        measured = result_named("reproduce", "the measured clean run a projection is calibrated on")
+        folder = build_folder(args.project, "--project", ".venv/bin/snakemake", paper_list.PAPERS_FILE)
+        save(args.key if args.key != "reproduce" else "reproduce_projection", project(folder, measured), args.record)
 
 
-def save(key: str, measured: dict) -> None:
-    keep_result((key,), measured)
+def save(key: str, measured: dict, record: bool = False) -> None:
+    """Print the result; keep it under `key` of benchmarks/results.json unless that holds the key already and
+    `record` is not given (a committed number is replaced only on purpose)."""
     print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
+    if RESULTS.exists() and key in json.loads(RESULTS.read_text()) and not record:
+        print(f"not recorded: {RESULTS} holds {key!r} already; to replace it, run this again with --record (or "
+              "--key NEW to keep both where the command takes --key)", file=sys.stderr)
+        return
+    keep_result((key,), measured)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,8 @@
 to a lower one, never up and never sideways into another part of the same layer, and no module is over MAX_LINES.
 
     io, config_yaml             shared file handling, and YAML read within bounds: import nothing of the project
-    ground                      runtime, tokenizer, params_check, settings, digests, cache; scheduler (a fix to
-                                Snakemake's, applied by the workflow)
+    ground                      runtime, tokenizer, params_check, settings, digests, cache; scheduler and slurm
+                                (fixes to Snakemake's scheduler and Slurm executor, applied by the workflow)
     models, losses
     parts                       checkpoint, datasets, retrieval, verdicts
     training, reports
@@ -21,7 +21,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "towers"
 MAX_LINES = 450
 LAYERS = [
     {"towers", "io", "config_yaml"},
-    {"runtime", "tokenizer", "params_check", "settings", "digests", "cache", "scheduler"},
+    {"runtime", "tokenizer", "params_check", "settings", "digests", "cache", "scheduler", "slurm"},
     {"models", "losses"},
     {"checkpoint", "datasets", "retrieval", "verdicts"},
     {"training", "reports"},

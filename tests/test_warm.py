@@ -1,16 +1,23 @@
 """The warm-start server (towers.warm): a stage forked from it writes what a process of its own writes, exits
 with its status, dies with its job, and the server stops with the Snakemake it watches."""
+import errno
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
+
+from conftest import FIXTURES
+from workflow_helpers import copy_workflow
 
 from towers import warm
 
@@ -115,6 +122,86 @@ def test_the_server_stops_with_snakemake_and_stages_then_run_alone(server, tmp_p
     alone = towers(["fuse-runs"], tmp_path, name)
     _, err = alone.communicate(timeout=60)
     assert alone.returncode == 2 and "required" in err
+
+
+class ForeignServer:
+    """A listener at a socket of this user's, standing in for another checkout's warm-start server that a shell
+    left in TOWERS_WARM: it counts the connections it gets, reads each request and answers "pid 1, exit 0" (a
+    stage it ran)."""
+
+    def __init__(self):
+        self.path, self.connections = warm.socket_path(), 0
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(self.path)
+        self.listener.listen(8)
+        self.listener.settimeout(0.2)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stopped.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.connections += 1
+            with conn:
+                conn.settimeout(10)
+                request = b""
+                while not request.endswith(b"\n") and (more := conn.recv(1 << 16)):
+                    request += more
+                conn.sendall(b"1\n0\n")
+
+    def close(self):
+        self.stopped.set()
+        self.thread.join()
+        self.listener.close()
+        shutil.rmtree(Path(self.path).parent)
+
+
+def test_a_run_uses_no_warm_start_server_it_did_not_start(tmp_path):
+    """Issue 56: a TOWERS_WARM inherited from the shell sent every job of a `warm_start: false` run to another
+    checkout's server (its code ran; the records said warm_start true). The Snakefile clears it."""
+    work = copy_workflow(tmp_path)
+    shutil.copytree(FIXTURES, work / "fixtures")
+    foreign = ForeignServer()
+    try:
+        done = subprocess.run([sys.executable, "-m", "snakemake", "artifacts/enwiki-mini/corpus/stats.json", "--cores",
+                               "1", "--configfile", "fixtures/tiny.yaml", "--config", "warm_start=False"], cwd=work,
+                              env={**os.environ, warm.ENV: foreign.path}, capture_output=True, text=True)
+    finally:
+        foreign.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert foreign.connections == 0
+    record = json.loads((work / "artifacts/enwiki-mini/corpus/articles.jsonl.meta.json").read_text())
+    assert record["stage"] == "parse-wiki" and record["warm_start"] is False
+
+
+def test_an_unwritable_runtime_folder_falls_back_to_the_next(tmp_path, monkeypatch, capsys):
+    """Issue 56: an XDG_RUNTIME_DIR this user cannot write (another login's) stopped every local build in a
+    traceback, after the clean-up had removed the outputs; now the next folder takes the socket, and where
+    none can, the run goes on without warm starts, saying so in one line."""
+    locked = tmp_path / "runtime"
+    locked.mkdir(mode=0o500)   # root writes it anyway: mkdtemp refuses it here as the kernel refuses others
+    made = tempfile.mkdtemp
+
+    def refusing(*args, dir=None, **kw):
+        if dir is not None and Path(dir) in refused:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(dir))
+        return made(*args, dir=dir, **kw)
+
+    refused = {locked}
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(locked))
+    monkeypatch.setattr(tempfile, "mkdtemp", refusing)
+    path = Path(warm.socket_path())
+    assert path.parent.parent == Path(tempfile.gettempdir()) and path.parent.stat().st_mode & 0o777 == 0o700
+    path.parent.rmdir()
+    refused |= {Path(tempfile.gettempdir()), Path("/tmp")}
+    with open(tmp_path / "warm-start.log", "w") as log:
+        assert warm.launch(os.getpid(), log) is None
+    warning = capsys.readouterr().err.strip()
+    assert "\n" not in warning and warning.startswith("warning: no warm starts: none of $XDG_RUNTIME_DIR")
 
 
 def test_without_idle_the_server_outlives_a_quiet_spell_and_stops_with_snakemake():

@@ -15,7 +15,11 @@ holds the pointer to the last pushed build (artifacts.dvc), and the DVC remote i
 combined with those of builds on other machines).
 
 `dvc-yaml` (`make dvc-yaml`): dvc.yaml written from data/papers/papers.yaml (DVC cannot read that file's lists
-itself); `--check` only says whether the committed one is that."""
+itself); `--check` only says whether the committed one is that.
+
+`dvc-lock` (`make dvc-lock`): dvc.lock recorded from a copy of the tracked files alone, so a fresh clone's `dvc status`
+finds no dependency modified (hashes taken in a workspace count its bytecode and other untracked files); `--check`
+only lists the stages a fresh clone would call changed."""
 from __future__ import annotations
 
 import argparse
@@ -206,6 +210,47 @@ def write_dvc_yaml(root: Path = Path("."), check: bool = False) -> bool:
     return current == text
 
 
+def clean_tree(root: Path, into: Path) -> Path:
+    """The files git tracks under `root`, as they are in the working tree, copied into a new repository at `into`."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source, target = root / name, into / name
+        if source.is_file():   # a tracked file deleted in the working tree is not part of the tree
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target, follow_symlinks=False)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"]):
+        subprocess.run(command, cwd=into, capture_output=True, check=True)
+    return into
+
+
+def dvc_in(folder: Path, *args: str) -> str:
+    result = subprocess.run([DVC, *args], cwd=folder, capture_output=True, text=True)
+    if result.returncode != 0:
+        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
+        raise StageError("dvc.lock", f"dvc {' '.join(args)} in a clean copy of the tracked tree: {last}")
+    return result.stdout
+
+
+def stale_dvc_stages(root: Path = Path(".")) -> dict:
+    """`dvc status` of a clean copy of the tracked tree: {stage: what changed}, empty when dvc.lock is current."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dvc-lock-") as folder:
+        return json.loads(dvc_in(clean_tree(root, Path(folder)), "status", "--json") or "{}")
+
+
+def record_dvc_lock(root: Path = Path(".")) -> None:
+    """dvc.lock as a clean copy of the tracked tree records it (`dvc commit --force`), written back to `root`."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dvc-lock-") as folder:
+        copy = clean_tree(root, Path(folder))
+        dvc_in(copy, "commit", "--force", "--quiet")
+        with atomic_path(root / "dvc.lock") as tmp:
+            shutil.copyfile(copy / "dvc.lock", tmp)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m towers.ci", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -228,8 +273,19 @@ def main(argv=None) -> None:
                       help="expected values of the same profile built on other machines, to combine with this build's")
     generate = sub.add_parser("dvc-yaml", help="write dvc.yaml from data/papers/papers.yaml")
     generate.add_argument("--check", action="store_true", help="only say whether dvc.yaml is up to date (exit 1: not)")
+    lock = sub.add_parser("dvc-lock", help="record dvc.lock from a clean copy of the tracked tree")
+    lock.add_argument("--check", action="store_true", help="only list the stages a fresh clone finds changed (exit 1)")
     args = parser.parse_args(argv)
-    if args.command == "dvc-yaml":
+    if args.command == "dvc-lock":
+        try:
+            stale = stale_dvc_stages() if args.check else record_dvc_lock()
+        except StageError as err:
+            sys.exit(f"error: {err}")
+        if stale:
+            sys.exit(f"error: dvc.lock: {len(stale)} stages changed in a fresh clone ({', '.join(sorted(stale)[:5])}"
+                     f"{', ...' if len(stale) > 5 else ''}); run `make dvc-lock`")
+        print("dvc.lock: current" if args.check else "dvc.lock: recorded from a clean copy of the tracked tree")
+    elif args.command == "dvc-yaml":
         from .params_check import ParamsError
 
         try:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
-import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,6 +20,7 @@ from transformers import AutoModel, AutoTokenizer, BertConfig, BertModel
 
 from .io import StageError
 from .runtime import device
+from .tokenizer import FeatureHasher  # the bag-of-words towers' tokenizer (load_tokenizer)
 
 
 def small_bert_config(vocab_size: int, hidden: int, layers: int, heads: int, intermediate: int,
@@ -32,46 +31,6 @@ def small_bert_config(vocab_size: int, hidden: int, layers: int, heads: int, int
 
 
 HASHED_BOW = "hashed_bow.json"
-
-
-class FeatureHasher:
-    """Text -> hashed feature ids: word unigrams, optionally word bigrams and character n-grams of
-    '#word#' (trigrams: the text features of Huang et al. 2020; unigrams only: Chang et al.'s
-    BoW-MLP). Id 0 is padding. A drop-in for an HF tokenizer in this project's calls (texts,
-    optional text pairs, padding, return_tensors='pt')."""
-
-    def __init__(self, buckets: int, max_features: int = 256, char_ngram: int = 3, word_bigrams: bool = True):
-        self.buckets, self.max_features, self.char_ngram = buckets, max_features, char_ngram
-        self.word_bigrams = word_bigrams
-
-    def features(self, text: str) -> list[int]:
-        words = re.findall(r"\w+", text.lower())
-        grams = words + ([f"{a} {b}" for a, b in zip(words, words[1:])] if self.word_bigrams else [])
-        n = self.char_ngram
-        grams += [f"#{w}#"[i:i + n] for w in words for i in range(len(w) + 3 - n)] if n else []
-        # crc32, not hash(): Python salts str hashes per process
-        return [1 + zlib.crc32(g.encode()) % (self.buckets - 1) for g in grams][:self.max_features] or [1]
-
-    def __call__(self, texts, text_pair=None, return_tensors=None, **_):
-        if text_pair is not None:
-            texts = [f"{a} {b}" for a, b in zip(texts, text_pair)]
-        ids = [self.features(t) for t in texts]
-        if return_tensors != "pt":
-            return {"input_ids": ids}
-        width = max(len(x) for x in ids)
-        input_ids = torch.tensor([x + [0] * (width - len(x)) for x in ids])
-        return {"input_ids": input_ids, "attention_mask": (input_ids > 0).long()}
-
-    def __len__(self) -> int:
-        return self.buckets
-
-    def save_pretrained(self, folder) -> None:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        (Path(folder) / "hasher.json").write_text(json.dumps(vars(self)) + "\n")
-
-    @classmethod
-    def from_pretrained(cls, folder) -> "FeatureHasher":
-        return cls(**json.loads((Path(folder) / "hasher.json").read_text()))
 
 
 class HashedBagOfWords(nn.Module):
@@ -333,9 +292,29 @@ def to_bucket(batch, tokenizer):
     return {k: torch.nn.functional.pad(v, (0, target - width), value=pads.get(k, 0)) for k, v in batch.items()}
 
 
+ENCODING_FIELDS = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
+
+
 def tokenize_unpadded(tokenizer, items: list, pairs: bool, max_length: int) -> dict:
     """Token ids of texts (or text pairs, the second text truncated first), unpadded: what tokenize_queries and
-    tokenize_docs pad."""
+    tokenize_docs pad, one list of ids an item in each column. A fast tokenizer's encodings are read from its backend,
+    cut as its own call cuts them (the columns its call returns): the same lists, without the call's conversion of
+    each item, a third of a corpus's tokenising on 2 threads, which would cap it on more (host_side.py)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or not items or getattr(tokenizer, "split_special_tokens", False):
+        return _tokenizer_call(tokenizer, items, pairs, max_length)
+    # what the tokenizer's own call sets before encoding (it leaves them set too)
+    backend.enable_truncation(max_length, stride=0, strategy="longest_first", direction=tokenizer.truncation_side)
+    backend.no_padding()
+    if getattr(backend, "encode_special_tokens", False):
+        backend.encode_special_tokens = False
+    encodings = backend.encode_batch([(s, p) for s, p in items] if pairs else items, add_special_tokens=True)
+    names = [name for name in ENCODING_FIELDS if name == "input_ids" or name in tokenizer.model_input_names]
+    return {name: [getattr(one, ENCODING_FIELDS[name]) for one in encodings] for name in names}
+
+
+def _tokenizer_call(tokenizer, items: list, pairs: bool, max_length: int) -> dict:
+    """tokenize_unpadded through the tokenizer's own call (a tokenizer without a fast backend)."""
     if not pairs:
         return tokenizer(items, truncation=True, max_length=max_length)
     return tokenizer([s for s, _ in items], [p for _, p in items], truncation="longest_first", max_length=max_length)

@@ -139,7 +139,8 @@ def schema_problems(config: dict, schema: dict) -> list[tuple[list, str]]:
 
 
 def reference_problems(config: dict) -> list[tuple[list, str]]:
-    """Names one section gives to another that do not exist, or name the wrong kind of thing."""
+    """Names one section gives to another that do not exist, or name the wrong kind of thing (or a folder where
+    a file is meant), and values another key bounds."""
     problems = []
     datasets = config.get("datasets", {})
 
@@ -160,6 +161,13 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
         elif kind == "graded-passages":
             dataset([*where, "base"], spec["base"], PASSAGE_KINDS, "a graded set's base")
         names = [f["name"] for f in spec.get("files", [])]
+        # "." and ".." pass the file-name pattern (no separators) but name folders: the download's path would be
+        # the dataset's folder or its parent, and Snakemake would report a missing input
+        file_keys = [(["files", i, "name"], name) for i, name in enumerate(names)] + \
+            [([key], spec[key]) for key in ("queries", "qrels") if spec.get(key)]
+        for key, name in file_keys:
+            if name in (".", ".."):
+                problems.append(([*where, *key], f"{name!r} names a folder, not a file"))
         keys = ["archive", "triples"] + (["queries", "qrels"] if kind == "graded-passages" and not spec.get("local_dir")
                                          else [])
         for key in keys:
@@ -187,6 +195,13 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
             elif missing := [w for w in wanted if not os.path.exists(os.path.join(local, w))]:
                 problems.append(([*where, "local_dir"], f"{local!r} holds no {missing[0]!r}"
                                  + (f" (nor {len(missing) - 1} more of its files)" if len(missing) > 1 else "")))
+    # a bucket past the encoders' positions pads batches to more tokens than a BERT trained here takes: every
+    # training job would stop in an index error, after the run's clean-up had removed the old models
+    positions = config.get("encoder", {}).get("max_positions")
+    for i, bucket in enumerate(config.get("gpu", {}).get("length_buckets", [])):
+        if positions and bucket > positions:
+            problems.append((["gpu", "length_buckets", i], f"{bucket} is longer than the {positions} positions of "
+                                                           "the encoders trained here (encoder.max_positions)"))
     for name in config.get("encode", {}).get("shards", {}):
         if name not in datasets:
             problems.append((["encode", "shards", name], f"dataset {name!r} is not defined under datasets"))

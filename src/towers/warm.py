@@ -10,9 +10,10 @@ credentials (SO_PEERCRED) before a byte of the request (argv, folder, environmen
 that finds a server it cannot trust says so in one line and runs in its own process.
 
 Where no server answers (a cluster node, TOWERS_WARM unset, conda environments, a server gone), a stage runs
-in its own process as before. The Snakefile starts a server for local runs (params `warm_start`, `launch`);
-it stops when Snakemake is gone (or, given --idle, after that long without a job: not by default, since a
-run's first jobs may start before the server listens and keep it jobless for minutes).
+in its own process as before. The Snakefile starts a server for local runs (params `warm_start`, `launch`) and
+hands its jobs no other (a TOWERS_WARM it inherited is cleared: another checkout's server runs that code); it
+stops when Snakemake is gone (or, given --idle, after that long without a job: not by default, since a run's
+first jobs may start before the server listens and keep it jobless for minutes).
 
     python -m towers.warm SOCKET --watch PID [--idle SECONDS]
 """
@@ -73,10 +74,13 @@ def require_own_peer(conn: socket.socket, what: str) -> None:
 
 def socket_path() -> str | None:
     """A new socket path in a folder of this user's alone (mkdtemp: mode 0700, a random name made atomically), in
-    the user's runtime folder where there is one; None where no such path fits a Unix socket."""
+    the user's runtime folder where there is one; None where no such path fits a Unix socket or can be made."""
     for base in (os.environ.get("XDG_RUNTIME_DIR"), tempfile.gettempdir(), "/tmp"):
         if base and os.path.isdir(base) and len(os.path.join(base, "towers-warm-12345678", SOCKET)) <= MAX_PATH:
-            return os.path.join(tempfile.mkdtemp(prefix="towers-warm-", dir=base), SOCKET)
+            try:
+                return os.path.join(tempfile.mkdtemp(prefix="towers-warm-", dir=base), SOCKET)
+            except OSError:   # not writable (a runtime folder of another login, a read-only /tmp): the next one
+                continue
     return None
 
 
@@ -87,6 +91,9 @@ def launch(watch: int, log) -> str | None:
     if path:
         subprocess.Popen([sys.executable, "-m", "towers.warm", path, "--watch", str(watch)],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    else:
+        print("warning: no warm starts: none of $XDG_RUNTIME_DIR, the temporary folder and /tmp takes a private "
+              "folder for the server's socket; each stage starts in a process of its own", file=sys.stderr)
     return path
 
 

@@ -44,6 +44,17 @@ def test_unresolvable_question_names_file_and_line(tmp_path, tiny_articles, row,
         reqa.resolve_questions(path, tiny_articles[0])
 
 
+@pytest.mark.parametrize("again", ["IN WHAT YEAR WAS IT LIT?", "In what year was it lit", "in what year, was it lit ?!",
+                                   "In  what year was it lit?"])
+def test_a_question_asked_again_in_one_file_names_both_lines(tmp_path, again):
+    first = ("Harbour lighthouse", "In what year was it lit?", "1871", "It was designed")
+    other = ("Port Elwen", "Which day?", "Saturday", "The weekly market")
+    with pytest.raises(StageError, match="questions.tsv: line 4 asks the question of line 2 again"):
+        reqa.read_questions(_questions(tmp_path, [first, other, (first[0], again, *first[2:])]))
+    # asked of another article it is another question (questions-nq.tsv asks one of two articles)
+    assert len(reqa.read_questions(_questions(tmp_path, [first, other, (other[0], again, *first[2:])]))) == 3
+
+
 def test_ambiguous_locator_is_rejected(tmp_path, tiny_articles):
     # two sentences of the article start with "The" and contain "the"
     path = _questions(tmp_path, [("Harbour lighthouse", "What?", "the", "The")])

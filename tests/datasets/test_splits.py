@@ -1,4 +1,4 @@
-from towers.datasets.splits import cold_start_split
+from towers.datasets.splits import cold_start_split, question_key
 
 
 def _queries(n):
@@ -34,3 +34,22 @@ def test_identical_question_texts_stay_on_one_side():
 def test_tiny_training_set_still_has_one_question():
     parts = cold_start_split(_queries(20), 0.01, 0.1, 0)
     assert len(parts["train"]) == 1 and parts["valid"] == []
+
+
+def test_case_and_punctuation_variants_are_one_question():
+    assert question_key("How many copies of Animalia have been sold?") == question_key(
+        "how many  copies of animalia have been sold") == "how many copies of animalia have been sold"
+    queries = _queries(100)
+    queries.update({"v1": "Who built the Tower?", "v2": "WHO BUILT THE TOWER", "v3": "who built the tower ?!"})
+    for seed in range(20):
+        parts = cold_start_split(queries, 0.5, 0.1, seed)
+        assert len({q in parts["test"] for q in ("v1", "v2", "v3")}) == 1
+
+
+def test_trained_keys_train_and_count_toward_the_share():
+    queries = _queries(100)
+    trained = frozenset(question_key(queries[q]) for q in ("q1", "q2", "q3"))
+    for seed in range(20):
+        parts = cold_start_split(queries, 0.3, 0.1, seed, trained)
+        train = parts["train"] + parts["valid"]
+        assert {"q1", "q2", "q3"} <= set(train) and len(train) == 30

@@ -60,6 +60,15 @@ def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher
     assert build(off, python="/v/bin/python").software.train == "/v/bin/python -m towers"
 
 
+def test_cuda_graphs_are_a_paper_profile_switch_passed_to_training_when_on():
+    """Issue 54: the paper profile names gpu.compile (CUDA graphs for launch-bound steps), off until a GPU run shows
+    its speed and losses; turned on, the training stages get --compile 1 in TOWERS_SPEED."""
+    paper = profile_configs()["paper"]
+    assert paper["gpu"]["compile"] is False and "--compile" not in plan_of(paper).software.gpu_flags
+    paper["gpu"]["compile"] = True
+    assert "--compile 1" in plan_of(paper, python="/v/bin/python").software.train.split(" /v/bin/python")[0]
+
+
 def test_the_papers_give_the_targets_and_values():
     mini = mini_plan()
     assert "results/chang2020/table3.csv" in mini.paper_tables

@@ -166,8 +166,11 @@ def _disk_full_line(index) -> str:
     return f"error: {index}: no space left on the device while writing it (OSError); free space and rerun"
 
 
-def test_a_disk_that_fills_while_lucene_indexes_is_one_line(tmp_path):
-    """For real: a 2 MB tmpfs (as root; skipped where it cannot be mounted)."""
+# (documents, free kilobytes): a large collection fails in the indexer's threads (an exception); a tiny one in its
+# final commit, which Anserini only logs (issue 56: a traceback of the unreadable index that followed)
+@pytest.mark.parametrize("documents, free_kb", [(20000, None), (5, 24)], ids=["large", "tiny"])
+def test_a_disk_that_fills_while_lucene_indexes_is_one_line(tmp_path, documents, free_kb):
+    """For real: a 2 MB tmpfs, filled up to `free_kb` (as root; skipped where it cannot be mounted)."""
     import os
     import random
     import subprocess
@@ -180,16 +183,19 @@ def test_a_disk_that_fills_while_lucene_indexes_is_one_line(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(full)], capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here")
     try:
+        if free_kb is not None:
+            with open(full / "filler", "wb") as filler:
+                filler.write(bytes((2048 - free_kb) * 1024))
         rng = random.Random(1)
         words = [f"w{i}" for i in range(50000)]
         (tmp_path / "c.jsonl").write_text("".join(
             json.dumps({"id": f"d{i}", "contents": " ".join(rng.choice(words) for _ in range(60))}) + "\n"
-            for i in range(20000)))   # 9 MB
+            for i in range(documents)))   # 20,000: 9 MB
         # a process of its own: Java's printout of the failure (Anserini's indexer threads print it) goes to its stderr
         result = subprocess.run([sys.executable, "-m", "towers", "bm25-index", "--candidates", tmp_path / "c.jsonl",
                                  "--index", full / "index", "--threads", "1"], capture_output=True, text=True)
         assert result.returncode == 1 and result.stderr.strip() == _disk_full_line(full / "index"), result.stderr[-3000:]
-        assert list(full.iterdir()) == []
+        assert [p.name for p in full.iterdir()] == ([] if free_kb is None else ["filler"])
     finally:
         subprocess.run(["umount", str(full)], check=False)
 
@@ -211,3 +217,28 @@ def test_a_java_disk_full_is_the_oserror_it_is_and_other_java_errors_stay_as_the
     other = JavaException("JVM exception occurred: boom", "java.lang.RuntimeException", "boom", [])
     with pytest.raises(JavaException), bm25.disk_full_as_oserror(tmp_path / "index"):
         raise other
+
+
+def test_a_full_disk_that_java_only_logged_is_the_oserror_too(tmp_path, capsys):
+    """Without root: Anserini's indexer logs a final commit that failed (System.out) and returns; what follows,
+    reading the index, fails with no word of the disk."""
+    from jnius import JavaException
+    from pyserini.pyclass import autoclass
+
+    from towers.cli import disk_full
+
+    bm25.start_jvm()
+    system = autoclass("java.lang.System")
+    unreadable = JavaException("JVM exception occurred: org.apache.lucene.index.IndexNotFoundException: no segments* "
+                               "file found", "org.apache.lucene.index.IndexNotFoundException", "no segments* file", [])
+    with pytest.raises(OSError) as caught, bm25.disk_full_as_oserror(tmp_path / "index"):
+        system.out.println("ERROR [main] index.AbstractIndexer - java.io.IOException: No space left on device")
+        raise unreadable
+    assert disk_full(caught.value, None) == _disk_full_line(tmp_path / "index")
+    with pytest.raises(OSError), bm25.disk_full_as_oserror(tmp_path / "index"):   # the index read, short
+        system.out.println("ERROR [main] index.AbstractIndexer - java.io.IOException: No space left on device")
+    assert capsys.readouterr().out == ""   # held back: the one line says it
+    with pytest.raises(JavaException), bm25.disk_full_as_oserror(tmp_path / "index"):
+        system.out.println("INFO [main] index.IndexCollection - starting")
+        raise unreadable
+    assert "index.IndexCollection - starting" in capsys.readouterr().out   # anything else is shown as it was

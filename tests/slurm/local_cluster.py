@@ -227,27 +227,53 @@ def start(folder: Path = DEFAULT_DIR, install_missing: bool = True, timeout: flo
     raise Unavailable(f"the node did not become idle in {timeout:.0f} s (sinfo: {state!r}; {logs})")
 
 
+def _end(folder: Path, name: str) -> None:
+    """End one daemon of this folder's (by its pid file): SIGTERM, SIGKILL after 10 s."""
+    pid = _pid(folder / f"run/{name}.pid")
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGTERM)
+    for _ in range(100):
+        if _pid(folder / f"run/{name}.pid") != pid:
+            break
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+
+
 def stop(folder: Path = DEFAULT_DIR) -> None:
     """End this folder's slurmd, slurmctld and munged (by their pid files), and remove the system slurm.conf
     this module wrote."""
     folder = Path(folder)
     for name in ("slurmd", "slurmctld", "munged"):
-        pid = _pid(folder / f"run/{name}.pid")
-        if pid is None:
-            continue
-        os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
-            if _pid(folder / f"run/{name}.pid") != pid:
-                break
-            try:
-                os.kill(pid, 0)
-            except OSError:
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(pid, signal.SIGKILL)
+        _end(folder, name)
     if SYSTEM_CONF.exists() and MARK in SYSTEM_CONF.read_text(errors="replace"):
         SYSTEM_CONF.unlink()
+
+
+def restart_controller(cluster: Cluster, forget_jobs: bool = False, timeout: float = 60) -> str:
+    """Stop slurmctld and start it again, with forget_jobs from a clean state (`slurmctld -c`: every job record
+    gone, as when a controller loses its StateSaveLocation; the node reports the jobs it runs as orphans, which
+    slurmctld ends); then wait until the node is back. Returns the node's state."""
+    _end(cluster.folder, "slurmctld")
+    command = [_bin("slurmctld"), "-f", str(cluster.conf)] + (["-c"] if forget_jobs else [])
+    done = subprocess.run(command, env=cluster.env(), capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"slurmctld did not start again: {done.stderr.strip()[:300]}")
+    deadline, state = time.time() + timeout, ""
+    while time.time() < deadline:
+        try:
+            state = cluster.node_state()
+        except (RuntimeError, subprocess.TimeoutExpired) as err:
+            state = str(err)
+        if state in ("idle", "mixed", "allocated"):
+            return state
+        time.sleep(1)
+    raise RuntimeError(f"the node did not come back in {timeout:.0f} s after slurmctld restarted (sinfo: {state!r})")
 
 
 def main(argv: list[str]) -> int:

@@ -6,7 +6,13 @@ a second profile (tests/slurm/profile). On the tiny profile's zero-shot table an
 - the outputs are the local executor's, byte for byte (Lucene's index files and the stage records aside);
 - a second run submits nothing;
 - on a fresh copy, a job cancelled with scancel while it runs is retried (the profile's `retries`), and the node
-  set DOWN mid-build, then resumed, loses no finished job; the build completes with the same outputs.
+  set DOWN mid-build, then resumed, loses no finished job; the build completes with the same outputs;
+- on another, slurmctld restarted without its job records under a running job (the job leaves squeue, as when its
+  record expires): the run fails that job in one line naming it, within a few status checks, and its retry
+  completes the build (towers.slurm; the plugin alone waits for the job for good).
+
+The faults meet running jobs however fast the machine: a gate (a sitecustomize.py on the jobs' PYTHONPATH) holds a
+job's first Python process while a file the test controls is there.
 
 `make test-slurm` (root: it installs the packages where missing and starts the daemons); skips with one line where
 Slurm cannot be installed or started. The numbers it prints are in docs/clusters.md."""
@@ -38,6 +44,8 @@ FAULT_TARGETS = ["results/chang2020/table1.csv"]
 # the rules profiles/slurm sends to the `gpu` partition that these targets run
 GPU_PARTITION_RULES = {"checkpoint_model", "encode_candidates", "dense_search"}
 RUN_LIMIT = 40 * 60   # seconds; one build here takes minutes
+DROP_TARGETS = ["artifacts/enwiki-mini/corpus/stats.json"]   # one job (parse_wiki)
+DROP_LIMIT = 10 * 60   # seconds: a run that still waits for a job slurmctld forgot is stopped and fails the test
 
 
 def snakemake(*args) -> list[str]:
@@ -56,31 +64,73 @@ def workflow(dest: Path) -> Path:
     return dest
 
 
-def environment(cluster, work: Path) -> dict:
+def environment(cluster, work: Path, gate=None) -> dict:
     env = cluster.env()
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(work / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    first = [str(gate.folder)] if gate else []
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (*first, str(work / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    if gate:
+        env["TOWERS_TEST_GATE"] = str(gate.file)
     return env
 
 
-def run(command, work: Path, env: dict, during=None) -> dict:
-    """Run `command` in `work` to its end (`during(process)` called while it runs): exit status, standard error
-    and wall seconds."""
+HOLD = '''import os, time
+_gate, _job = os.environ.get("TOWERS_TEST_GATE"), os.environ.get("SLURM_JOB_ID")
+if _gate and _job and os.path.exists(_gate) and not os.path.exists(f"{_gate}.held/{_job}"):   # once a job
+    open(f"{_gate}.held/{_job}", "w").close()
+    _until = time.time() + 600
+    while os.path.exists(_gate) and time.time() < _until:
+        time.sleep(0.2)
+'''
+
+
+class Gate:
+    """While `file` is there, every Slurm job of a run started with environment(..., gate) that starts holds (running,
+    as far as Slurm knows) until the file goes, once a job (not again when Slurm requeues it); `held()` names the
+    jobs that held."""
+    def __init__(self, folder: Path):
+        self.folder, self.file = folder, folder / "gate"
+        (folder / "gate.held").mkdir(parents=True)
+        (folder / "sitecustomize.py").write_text(HOLD)
+
+    @property
+    def closed(self) -> bool:
+        return self.file.exists()
+
+    def close(self):
+        self.file.touch()
+
+    def open(self):
+        self.file.unlink(missing_ok=True)
+
+    def held(self) -> set[int]:
+        return {int(p.name) for p in (self.folder / "gate.held").iterdir() if p.name.isdigit()}
+
+
+def run(command, work: Path, env: dict, during=None, limit: float = RUN_LIMIT) -> dict:
+    """Run `command` in `work` to its end, or `limit` seconds (`during(process, deadline)` called while it runs):
+    exit status, standard error, wall seconds and whether it was stopped at the limit."""
     began = time.perf_counter()
     with open(work / "snakemake.err", "w+") as err:
         process = subprocess.Popen([str(c) for c in command], cwd=work, env=env, stdout=subprocess.DEVNULL,
                                    stderr=err, text=True)
-        events = {}
+        events, stopped = {}, False
         try:
             if during:
-                events = during(process)
-            process.wait(timeout=RUN_LIMIT)
+                events = during(process, began + limit)
+            process.wait(timeout=max(1.0, limit - (time.perf_counter() - began)))
+        except subprocess.TimeoutExpired:
+            stopped = True
         finally:
             if process.poll() is None:
                 process.terminate()
-                process.wait(60)
+                try:
+                    process.wait(60)
+                except subprocess.TimeoutExpired:   # SIGTERM: "Will exit after finishing currently running jobs"
+                    process.kill()
+                    process.wait(60)
         err.seek(0)
         return {"returncode": process.returncode, "stderr": err.read(),
-                "wall": round(time.perf_counter() - began, 1), "events": events}
+                "wall": round(time.perf_counter() - began, 1), "events": events, "stopped_at_limit": stopped}
 
 
 def planned(work: Path, env: dict, targets, *extra) -> int:
@@ -190,33 +240,36 @@ def test_a_second_run_submits_nothing(builds):
     assert builds["resubmitted"] == []
 
 
-def drive_faults(cluster, first_job: int, cancel_after: float = 10.0):
-    """While a build runs: scancel the first job once it has run `cancel_after` seconds; then, once a later job has
-    completed and another runs, set the node DOWN for a few seconds and resume it."""
-    def during(process):
-        events, running_since = {}, {}
-        while process.poll() is None:
-            now, jobs = time.time(), {i: s for i, s in squeue(cluster).items() if i >= first_job}
-            for job, state in jobs.items():
-                if state == "RUNNING":
-                    running_since.setdefault(job, now)
+def drive_faults(cluster, first_job: int, gate: Gate):
+    """While a build runs, its first jobs held by `gate` (closed before it starts): scancel a held job once it runs
+    and open the gate; once a later job has completed, close the gate again and, once a job it holds runs, set the
+    node DOWN for a few seconds (the gate opened meanwhile) and resume it."""
+    def during(process, deadline):
+        events, held_before = {}, set()
+        while process.poll() is None and time.perf_counter() < deadline:
+            jobs = {i: s for i, s in squeue(cluster).items() if i >= first_job}
+            held = sorted(j for j in gate.held() - held_before if jobs.get(j) == "RUNNING")
             if "cancelled" not in events:
-                ready = [j for j, t in running_since.items() if jobs.get(j) == "RUNNING" and now - t >= cancel_after]
-                if ready:
-                    cluster.run("scancel", ready[0])
-                    events["cancelled"] = ready[0]
+                if held:
+                    cluster.run("scancel", held[0])
+                    events["cancelled"] = held[0]
+                    gate.open()
             elif "down" not in events:
                 completed = {int(r["JobId"]) for r in cluster.completions()
                              if int(r["JobId"]) >= first_job and r["JobState"] == "COMPLETED"}
-                running = [j for j, s in jobs.items() if s == "RUNNING" and now - running_since[j] >= 3]
-                if completed and running:
+                if completed and not gate.closed:
+                    held_before = gate.held()
+                    gate.close()
+                elif gate.closed and held:
                     cluster.run("scontrol", "update", f"nodename={cluster.node}", "state=down", "reason=towers-test")
-                    events.update(down=running, completed_before_down=sorted(completed),
+                    events.update(down=held, completed_before_down=sorted(completed),
                                   state_while_down=cluster.node_state())
+                    gate.open()
                     time.sleep(5)
                     cluster.run("scontrol", "update", f"nodename={cluster.node}", "state=resume")
                     events["state_after_resume"] = cluster.node_state()
             time.sleep(0.5)
+        gate.open()
         return events
     return during
 
@@ -224,11 +277,13 @@ def drive_faults(cluster, first_job: int, cancel_after: float = 10.0):
 @pytest.fixture(scope="module")
 def faulted(cluster, builds, tmp_path_factory):
     work = workflow(tmp_path_factory.mktemp("faults"))
-    env = environment(cluster, work)
+    gate = Gate(tmp_path_factory.mktemp("gate"))
+    env = environment(cluster, work, gate)
     jobs = planned(work, env, FAULT_TARGETS)
     before = cluster.submitted()
     first = max(before, default=0) + 1
-    done = run(on_slurm(*FAULT_TARGETS), work, env, during=drive_faults(cluster, first))
+    gate.close()
+    done = run(on_slurm(*FAULT_TARGETS), work, env, during=drive_faults(cluster, first, gate))
     return {"work": work, "run": done, "planned": jobs, "submitted": cluster.submitted()[len(before):],
             "first": first}
 
@@ -248,7 +303,7 @@ def test_a_cancelled_job_is_retried_and_a_downed_node_loses_no_finished_work(clu
     assert states[cancelled] == ["CANCELLED"], states
     assert restarts(done["stderr"]) == 1, done["stderr"][-3000:]
     again = [j for j, name in names.items() if name == names[cancelled] and j != cancelled]
-    assert len(again) == 1 and states[again[0]] == ["COMPLETED"], (names, states)
+    assert len(again) == 1 and states[again[0]][-1] == "COMPLETED", (names, states)   # (the node may fail under it)
     # node down: Slurm requeues the job it was running (NODE_FAIL, then the same job id again once resumed)
     for job in events["down"]:
         assert states[job][0] == "NODE_FAIL" and states[job][-1] == "COMPLETED", (job, states)
@@ -264,7 +319,57 @@ def test_a_cancelled_job_is_retried_and_a_downed_node_loses_no_finished_work(clu
     assert same_outputs(faulted["work"], builds["local"], FAULT_TARGETS) == []
 
 
-def test_report_the_numbers(builds, faulted):
+def drive_drop(cluster, first_job: int, gate: Gate, work: Path):
+    """While a build runs, its first job held by `gate`: once a held job runs, restart slurmctld without its job
+    records (every job of the run leaves squeue; slurmctld ends the running one, an orphan now), then open the gate."""
+    def during(process, deadline):
+        events, began = {}, time.perf_counter()
+        while process.poll() is None and time.perf_counter() < deadline:
+            jobs = {i: s for i, s in squeue(cluster).items() if i >= first_job}
+            if "dropped" not in events and any(jobs.get(j) == "RUNNING" for j in gate.held()):
+                names = job_names(work)
+                events["dropped"] = {job: names.get(job) for job in jobs}
+                events["state_after_restart"] = local_cluster.restart_controller(cluster, forget_jobs=True)
+                events["squeue_after_restart"] = squeue(cluster)
+                events["dropped_at_s"] = round(time.perf_counter() - began, 1)
+                gate.open()
+            time.sleep(0.5)
+        gate.open()
+        return events
+    return during
+
+
+@pytest.fixture(scope="module")
+def dropped(cluster, builds, tmp_path_factory):
+    """A fresh copy's one-job build with slurmctld restarted from a clean state under its running job (run last:
+    every job record of the earlier builds goes with it)."""
+    work = workflow(tmp_path_factory.mktemp("dropped"))
+    gate = Gate(tmp_path_factory.mktemp("gate"))
+    env = environment(cluster, work, gate)
+    first = max(cluster.submitted(), default=0) + 1
+    gate.close()
+    done = run(on_slurm(*DROP_TARGETS), work, env, during=drive_drop(cluster, first, gate, work), limit=DROP_LIMIT)
+    return {"work": work, "run": done}
+
+
+def test_a_job_slurmctld_forgets_fails_in_one_line_and_its_retry_completes_the_build(builds, dropped):
+    """Before (the plugin alone): the run waited for the forgotten job for good (squeue lists it no more, the plugin
+    takes it for one not listed yet), and SIGTERM only said it would exit after the running jobs."""
+    done, events = dropped["run"], dropped["run"]["events"]
+    assert events.get("dropped"), events
+    assert not done["stopped_at_limit"], f"still waiting after {DROP_LIMIT} s: " + done["stderr"][-3000:]
+    assert done["returncode"] == 0, done["stderr"][-3000:]
+    assert all(events["dropped"].values()) and not set(events["dropped"]) & set(events["squeue_after_restart"]), events
+    for job, name in events["dropped"].items():   # one line each: its Slurm job id and rule
+        rule = name.split("/")[0].removeprefix("rule_")
+        line = [l for l in done["stderr"].splitlines()
+                if f"SLURM job {job}, rule {rule} (" in l and "gone from squeue" in l]
+        assert len(line) == 1 and "unknown to sacct for 3 status checks in a row" in line[0], done["stderr"][-3000:]
+    assert restarts(done["stderr"]) == len(events["dropped"])
+    assert same_outputs(dropped["work"], builds["local"], DROP_TARGETS) == []
+
+
+def test_report_the_numbers(builds, faulted, dropped):
     """Not a check: the numbers docs/clusters.md quotes, printed (make test-slurm shows them) and kept beside the
     copies."""
     events = faulted["run"]["events"]
@@ -276,6 +381,8 @@ def test_report_the_numbers(builds, faulted):
         "fault_restarts": restarts(faulted["run"]["stderr"]), "fault_wall_s": faulted["run"]["wall"],
         "cancelled": events.get("cancelled"), "node_down_hit": events.get("down"),
         "completed_before_down": events.get("completed_before_down"),
+        "drop_targets": DROP_TARGETS, "dropped": dropped["run"]["events"].get("dropped"),
+        "dropped_at_s": dropped["run"]["events"].get("dropped_at_s"), "drop_wall_s": dropped["run"]["wall"],
         "load_average": os.getloadavg(),
     }
     (builds["work"] / "slurm-numbers.json").write_text(json.dumps(numbers, indent=2))

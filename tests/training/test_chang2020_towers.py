@@ -116,6 +116,21 @@ def test_unigram_hasher_has_only_word_features():
     assert len(FeatureHasher(1000).features("red fox")) > 3      # bigrams and char trigrams by default
 
 
+@pytest.mark.parametrize("max_features", [256, 7, 3])
+def test_hashed_features_are_the_crc32_of_each_gram_in_order(max_features):
+    """The memoised hasher gives exactly the ids of its definition: unigrams, bigrams, then '#word#' trigrams."""
+    import zlib
+
+    text = "The Red fox, the red FOX; jumps"
+    words = ["the", "red", "fox", "the", "red", "fox", "jumps"]
+    grams = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+    grams += [f"#{w}#"[i:i + 3] for w in words for i in range(len(w))]
+    expected = [1 + zlib.crc32(g.encode()) % 999 for g in grams][:max_features]
+    hasher = FeatureHasher(1000, max_features=max_features)
+    assert hasher.features(text) == expected and hasher.features(text) == expected   # and again, from the memo
+    assert FeatureHasher(1000).features("...") == [1]   # no word: the one feature that is not padding
+
+
 def test_pretraining_then_finetuning_keeps_the_pretrained_towers(setup):
     out = setup / "pre"
     result = pretrain(setup, out)

@@ -89,6 +89,44 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
     assert all(torch.equal(model.state_dict()[k], v) for k, v in seen[4].items())
 
 
+
+def train_linear(state, stop_after_step=None, resume_seconds=60.0):
+    """A 12-step run validated every 2 steps (best at step 4, early stop at 8) through the shared loop."""
+    from towers.settings import Schedule
+    from towers.training import loop
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 1)
+    losses = {2: 0.5, 4: 0.3, 6: 0.4, 8: 0.45, 10: 0.6, 12: 0.1}
+    schedule = Schedule(steps=12, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
+    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule,
+                      loop.Run(0, state, stop_after_step=stop_after_step, resume_seconds=resume_seconds), identity={},
+                      on_checkpoint=lambda step: {"valid_loss": losses[step]}, patience=2)
+    return model, report
+
+
+def test_a_resumed_run_returns_the_best_weights_it_saw_before_the_stop(tmp_path):
+    whole, report = train_linear(tmp_path / "whole")
+    with pytest.raises(SystemExit):
+        train_linear(tmp_path / "part", stop_after_step=6)   # the best (step 4) lies before the stop
+    resumed, again = train_linear(tmp_path / "part")
+    assert report["best_step"] == again["best_step"] == 4 and again["resumed_from"] == 6
+    assert all(torch.equal(whole.state_dict()[k], v) for k, v in resumed.state_dict().items())
+
+
+def test_a_short_run_writes_one_checkpoint_to_resume_from(tmp_path, monkeypatch):
+    from towers.training import loop
+
+    written = []
+    saver = loop.save_atomic
+    monkeypatch.setattr(loop, "save_atomic", lambda state, path: written.append(state["step"]) or saver(state, path))
+    train_linear(tmp_path / "short")
+    assert written == [2]   # the first checkpoint step; the rest within a minute of it
+    written.clear()
+    train_linear(tmp_path / "every", resume_seconds=0)
+    assert written == [2, 4, 6]   # each checkpoint step until the early stop at 8
+
+
 def write_eval(path, values: dict):
     per_query = {q: {"R@1": v} for q, v in values.items()}
     path.write_text(json.dumps({"queries": len(values), "metrics": {"R@1": float(np.mean(list(values.values())))},

@@ -52,6 +52,13 @@ def test_fused_adamw_runs_on_the_cpu_too_and_cuda_graphs_are_left_out(world, mon
     assert losses[0] == BEFORE[0] and losses == pytest.approx(BEFORE, abs=1e-4)   # the updates move by rounding
 
 
+def test_cuda_graphs_alone_leave_a_cpu_run_as_it_was(world, monkeypatch):
+    """Issue 54: --compile 1 (the paper profile's gpu.compile) is a GPU switch only: on the CPU nothing is compiled
+    and the steps are today's, to the bit (fused AdamW, the switch beside it, moves them by rounding)."""
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda *a, **kw: pytest.fail("compiled on the CPU"))
+    assert repbert_losses(world, "cpu-compile", "--compile", 1) == BEFORE
+
+
 def test_length_buckets_pad_every_batch_to_a_bucket_and_move_losses_by_rounding_only(world, monkeypatch):
     widths = []
     padded = models.to_bucket
@@ -106,3 +113,17 @@ def test_the_workflows_switches_come_in_the_environment_and_a_flag_wins():
     assert Speed.of(Namespace(length_buckets="", fused_adamw=None, compile=1), env) == Speed(fused_adamw=1, compile=1)
     with pytest.raises(SettingError, match="TOWERS_SPEED"):
         Speed.of(none, {"TOWERS_SPEED": "--fused-adam 1"})
+
+
+def test_a_models_record_says_the_switches_that_trained_it(world, monkeypatch):
+    """Issue 56: records held fused_adamw and length_buckets None (the flags' defaults) whatever the workflow's
+    TOWERS_SPEED had switched on; the record's `speed` says what trained the model (CUDA graphs: CUDA only)."""
+    monkeypatch.setenv(Speed.ENV, "--length-buckets 40,24 --fused-adamw 1 --compile 1")
+    repbert_losses(world, "env-switches")
+    record = json.loads((world / "env-switches.meta.json").read_text())
+    assert record["counts"]["speed"] == {"length_buckets": "40,24", "fused_adamw": 1, "compile": 0}
+    assert record["arguments"]["fused_adamw"] is None   # the command's own flags, as it was given them
+    monkeypatch.delenv(Speed.ENV)
+    repbert_losses(world, "own-switches", "--length-buckets", "24")
+    speed = json.loads((world / "own-switches.meta.json").read_text())["counts"]["speed"]
+    assert speed == {"length_buckets": "24", "fused_adamw": 0, "compile": 0}

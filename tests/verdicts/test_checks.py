@@ -93,6 +93,41 @@ def test_a_count_that_differs_between_builds_is_refused():
         checks.across_builds([one, other])
 
 
+# --- an expected-values file the check cannot judge by is refused, naming the file and the cell ---------------
+
+HEADER = ",".join(checks.COLUMNS)
+
+
+@pytest.mark.parametrize("rows, problem", [
+    (["t,a,R@1,metric,nan,0.1,x"], "line 2, cell t [a] R@1: expected 'nan' is not a finite number"),
+    (["t,a,R@1,metric,0.3,0.1,x", "t,b,R@1,metric,0.3,nan,x"], "line 3, cell t [b] R@1: tolerance 'nan' is not a"),
+    (["t,a,R@1,metric,0.3,about 0.1,x"], "line 2, cell t [a] R@1: tolerance 'about 0.1' is not a finite number"),
+    (["t,a,R@1,metric,inf,0.1,x"], "line 2, cell t [a] R@1: expected 'inf' is not a finite number"),
+    (["t,a,R@1,metric,0.3,-0.02,x"], "line 2, cell t [a] R@1: tolerance -0.02 is negative"),
+    (["t,a,R@1,metric,0.3,0.02,x", "t,b,R@1,metric,0.3,0.02,x", "t,a,R@1,metric,0.9,0.02,x"],
+     "line 2, cell t [a] R@1 is listed again on line 4"),
+])
+def test_an_expected_value_the_check_cannot_use_is_refused(tmp_path, rows, problem):
+    """Before: nan gave a TypeError mid-check; a negative tolerance FAILed every value and a cell listed twice
+    was judged by its last row, both silently."""
+    from towers.io import StageError
+
+    path = tmp_path / "expected.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    with pytest.raises(StageError) as caught:
+        checks.read_expected(path)
+    assert str(caught.value).startswith(f"{path}: {problem}")
+
+
+def test_an_empty_expected_value_or_tolerance_is_none_and_numbers_are_floats(tmp_path):
+    path = tmp_path / "expected.csv"
+    path.write_text(f"{HEADER}\nt,a,s,timing,12.5,,not checked\nt,b,R@1,metric,,,no value\nt,c,R@1,metric,1,0,x\n")
+    frame = checks.read_expected(path)
+    assert frame["expected"].dtype == frame["tolerance"].dtype == float
+    assert frame["expected"].tolist()[::2] == [12.5, 1.0] and frame["tolerance"].tolist()[2] == 0.0
+    assert frame[["expected", "tolerance"]].isna().values.tolist() == [[False, True], [True, True], [False, False]]
+
+
 # --- the cells come from the tables: a record edited by hand is refused, not judged ---------------------------
 
 def _zeroshot(tmp_path):
@@ -176,6 +211,21 @@ def test_check_and_claims_refuse_a_record_whose_cells_disagree_with_its_table(tm
     evaluation.write_text(was.replace('"R@1": 0.0', '"R@1": 1.0'))
     assert evaluation.read_text() != was
     assert _one_line(verdicts()).startswith(f"error: {evaluation}: changed after stage evaluate wrote it")
+
+
+def test_the_check_stage_names_an_expected_nan_in_one_line(tmp_path):
+    table, check, _ = _zeroshot(tmp_path)
+    expected = tmp_path / "expected.csv"
+    rows = expected.read_text().splitlines()
+    header = rows[0].split(",")
+    first = dict(zip(header, rows[1].split(",")))   # (no commas inside these cells)
+    rows[1] = rows[1].replace(f",{first['expected']},", ",nan,", 1)
+    expected.write_text("\n".join(rows) + "\n")
+    (tmp_path / "expected.csv.meta.json").unlink()   # edited by hand, as data/expected/mini.csv is kept
+    assert _one_line(check()) == (f"error: {expected}: line 2, cell {first['table']} [{first['row']}] "
+                                  f"{first['column']}: expected 'nan' is not a finite number "
+                                  "(leave it empty for none)")
+    assert not (tmp_path / "check.csv").exists()
 
 
 def test_long_tables_and_step_windows_are_checked_too(tmp_path):

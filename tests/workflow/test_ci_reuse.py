@@ -242,3 +242,24 @@ def test_a_changed_learning_rate_reruns_only_ltre_from_the_build_main_pushed(tmp
                path == "results/claims.json" and metric.startswith("papers.ltre.") for path, metric in moved), diff
     assert "results/ltre/table1.json" in {path for path, _ in moved}, diff   # LTRe's own row moved
     print(f"first build: {sum(first.values())} jobs {first}\nrerun: {sum(planned.values())} jobs {planned}\n{diff}")
+
+
+def test_a_fresh_clone_finds_no_dvc_stage_changed():
+    """dvc.lock is recorded from the tracked files alone (`make dvc-lock`): a lock hashed in a workspace counted its
+    bytecode caches, and `dvc status` then called every stage's code modified in every clone."""
+    from towers.ci import stale_dvc_stages
+
+    assert stale_dvc_stages(ROOT) == {}, "dvc.lock is not what a clean tree records: run `make dvc-lock`"
+
+
+def test_bytecode_caches_are_no_part_of_a_code_dependency(tmp_path):
+    from towers.ci import clean_tree, dvc_in
+
+    copy = clean_tree(ROOT, tmp_path / "clone")
+    before = dvc_in(copy, "status", "--json")
+    cache = copy / "src/towers/__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / "ci.cpython-311.pyc").write_bytes(b"\0" * 64)
+    (copy / "workflow/__pycache__").mkdir(exist_ok=True)
+    (copy / "workflow/__pycache__/x.pyc").write_bytes(b"\0")
+    assert dvc_in(copy, "status", "--json") == before

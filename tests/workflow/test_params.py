@@ -209,3 +209,46 @@ def test_names_datasets_give_each_other_are_checked_before_planning(files, path,
 
 def test_a_one_part_query_shard_needs_no_split_runs():
     assert problem(edited([PARAMS], ["bm25", "query_shards"], {"enwiki-mini": 1})) is None
+
+
+# Issue 56: settings that passed the check and broke late, after the run's clean-up had removed the old outputs
+
+def test_a_length_bucket_past_the_encoders_positions_is_refused():
+    assert problem(edited([PARAMS], ["gpu", "length_buckets"], [64, 256])) is None   # params.yaml: 256 positions
+    assert problem(edited([PARAMS], ["gpu", "length_buckets"], [64, 300])) == (
+        f"params.yaml: {dotted(['gpu', 'length_buckets', 1])}: 300 is longer than the 256 positions of the encoders trained here "
+        "(encoder.max_positions)")
+
+
+@pytest.mark.snakemake
+def test_a_length_bucket_past_the_positions_stops_the_run_before_its_clean_up(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    from workflow_helpers import copy_workflow
+
+    work = copy_workflow(tmp_path)
+    shutil.copytree(FIXTURES, work / "fixtures")
+    (work / "buckets.yaml").write_text("gpu: {length_buckets: [200]}\n")   # the tiny BERT has 128 positions
+    kept = work / "artifacts/enwiki-mini/corpus/stats.json"   # an output of a job the run would rerun (and remove)
+    kept.parent.mkdir(parents=True)
+    kept.write_text("{}")
+    done = subprocess.run([sys.executable, "-m", "snakemake", str(kept.relative_to(work)), "--cores", "1",
+                           "--configfile", "fixtures/tiny.yaml", "buckets.yaml"], cwd=work, capture_output=True,
+                          text=True)
+    # (Snakemake's own note on --configfile comes first)
+    assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.strip().splitlines()[-1] == (
+        f"error: buckets.yaml: {dotted(['gpu', 'length_buckets', 0])}: 200 is longer than the 128 positions of the encoders trained "
+        "here (encoder.max_positions)"), done.stderr[-2000:]
+    assert kept.read_text() == "{}"
+
+
+@pytest.mark.parametrize("name, expected", [("..", "'..' names a folder, not a file"),
+                                            (".", "'.' names a folder, not a file"),
+                                            ("../dev.json", "does not match"), ("a\\b.json", "does not match")])
+def test_a_download_named_as_a_folder_or_a_path_is_refused(name, expected):
+    message = problem(edited([PARAMS], ["datasets", "squad", "files", 0, "name"], name))
+    key = dotted(["datasets", "squad", "files", 0, "name"])
+    assert message and message.startswith(f"params.yaml: {key}: ") and expected in message, message
+    assert "\n" not in message

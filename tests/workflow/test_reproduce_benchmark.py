@@ -1,6 +1,9 @@
 """benchmarks/reproduce.py reads Snakemake's own log: each finished job's rule, outputs and wall seconds."""
 import json
 import os
+from pathlib import Path
+
+import pytest
 
 import reproduce
 
@@ -114,18 +117,25 @@ def test_only_the_timed_steps_logs_are_read(tmp_path):
     assert [log.name for log in reproduce.build_logs(tmp_path, times)] == ["paper.snakemake.log"]
 
 
-def test_a_projection_counts_each_job_once_for_the_first_paper_that_needs_it(tmp_path, monkeypatch):
-    (tmp_path / "m").mkdir()
-    (tmp_path / "m/model.meta.json").write_text(json.dumps({"seconds": 100.0}))
-    (tmp_path / "t.csv.meta.json").write_text(json.dumps({"seconds": 20.0}))
+MEASURED = {"commit": "c", "job_seconds": 400.0, "clean_run_seconds": 200.0, "startup_seconds": 10.0, "jobs": 10}
+
+
+def plan_two_papers(monkeypatch):
+    """Papers p (target a.csv: a model trained) and q (b.csv: a table of it), then `all` (no files)."""
     plans = {("a.csv",): [{"rule": "train", "outputs": ["m/model"]}],
              ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
     monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
     monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
     monkeypatch.setattr(reproduce, "planned_jobs", lambda folder, targets: plans.get(tuple(targets), [
         *plans[("a.csv", "b.csv")], {"rule": "all", "outputs": []}]))
-    measured = {"commit": "c", "job_seconds": 400.0, "clean_run_seconds": 200.0, "startup_seconds": 10.0, "jobs": 10}
-    projected = reproduce.project(tmp_path, measured)
+
+
+def test_a_projection_counts_each_job_once_for_the_first_paper_that_needs_it(tmp_path, monkeypatch):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m/model.meta.json").write_text(json.dumps({"seconds": 100.0}))
+    (tmp_path / "t.csv.meta.json").write_text(json.dumps({"seconds": 20.0}))
+    plan_two_papers(monkeypatch)
+    projected = reproduce.project(tmp_path, MEASURED)
     # parallelism 2, one second of overhead a job: (100 + 1) / 2, (20 + 1) / 2, then the record-less `all` (0 + 1) / 2
     assert projected["per_paper_minutes"] == {"p": round(50.5 / 60, 1), "q": round(10.5 / 60, 1),
                                               "rest": round(0.5 / 60, 1)}
@@ -161,3 +171,106 @@ def test_a_dry_runs_job_blocks_give_each_jobs_rule_and_outputs():
     assert [(b["rule"], b["outputs"], b["jobid"]) for b in blocks] == [
         ("parse_wiki", ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"], "5"),
         ("checkpoint_model", ["artifacts/a/dense/ckpt/all/model"], "9"), ("all", [], "0")]
+
+
+# Issue 56: --project on a build with 935 of 941 jobs unrecorded replaced the committed projection (8,229 s) with
+# 213 s, unasked; with no argument the script printed nothing; bad arguments ended in tracebacks
+
+def a_build(folder: Path) -> Path:
+    """A folder that looks like a finished build to the argument checks (nothing in it runs)."""
+    for name in ("Snakefile", ".venv/bin/snakemake", ".venv/bin/python", "data/papers/papers.yaml",
+                 "reproduce-times.json"):
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text("")
+    for name in (".git", ".snakemake/log", "results"):
+        (folder / name).mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """benchmarks/results.json stood in for by a file holding a measured run and a committed projection."""
+    import workflow_helpers
+
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"reproduce": MEASURED, "reproduce_projection": {"projected_clean_run_seconds": 8228.9}}))
+    monkeypatch.setattr(workflow_helpers, "RESULTS", path)
+    monkeypatch.setattr(reproduce, "RESULTS", path)
+    return path
+
+
+def test_a_build_whose_jobs_have_no_records_is_not_projected(tmp_path, monkeypatch, results):
+    build = a_build(tmp_path / "build")
+    (build / "m").mkdir()
+    (build / "m/model.meta.json").write_text(json.dumps({"seconds": 100.0}))   # t.csv's job never ran here
+    plan_two_papers(monkeypatch)
+    kept = results.read_text()
+    with pytest.raises(SystemExit) as stopped:
+        reproduce.main(["--project", str(build), "--record"])
+    assert stopped.value.code == (f"error: {build}: 1 of 3 jobs have no stage record (the first: rule table, t.csv): "
+                                  "not a finished build of this checkout's plan; nothing projected")
+    assert results.read_text() == kept
+
+
+def test_a_kept_result_is_replaced_only_with_record(tmp_path, monkeypatch, results, capsys):
+    build = a_build(tmp_path / "build")
+    (build / "m").mkdir()
+    (build / "m/model.meta.json").write_text(json.dumps({"seconds": 100.0}))
+    (build / "t.csv.meta.json").write_text(json.dumps({"seconds": 20.0}))
+    plan_two_papers(monkeypatch)
+    reproduce.main(["--project", str(build)])
+    out, err = capsys.readouterr()
+    assert json.loads(out)["projected_clean_run_seconds"] == 61.5   # printed,
+    assert json.loads(results.read_text())["reproduce_projection"] == {"projected_clean_run_seconds": 8228.9}   # not kept
+    assert err.strip() == (f"not recorded: {results} holds 'reproduce_projection' already; to replace it, run this "
+                           "again with --record (or --key NEW to keep both where the command takes --key)")
+    reproduce.main(["--project", str(build), "--key", "projection_here"])   # a new key needs no --record
+    reproduce.main(["--project", str(build), "--record"])
+    kept = json.loads(results.read_text())
+    assert kept["reproduce_projection"]["projected_clean_run_seconds"] == 61.5 == \
+        kept["projection_here"]["projected_clean_run_seconds"]
+
+
+def refusal(argv, capsys) -> str:
+    """The one line reproduce.py stops with: its own (sys.exit), or argparse's error after the usage."""
+    with pytest.raises(SystemExit) as stopped:
+        reproduce.main([str(a) for a in argv])
+    if isinstance(stopped.value.code, str):
+        return stopped.value.code
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.startswith("usage: "), err
+    return err.strip().splitlines()[-1]
+
+
+def test_no_argument_prints_the_usage(capsys):
+    assert refusal([], capsys) == ("benchmarks/reproduce.py: error: one of the arguments --run --resume --analyse --warm "
+                                   "--scheduler --rerun-step --before-after --project is required")
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--project", "{tmp}/nowhere"], "error: --project {tmp}/nowhere: no such folder"),
+    (["--project", "{tmp}"], "error: --project {tmp}: not a build of this workflow (no Snakefile)"),
+    (["--analyse", "{tmp}/nowhere"], "error: --analyse {tmp}/nowhere: no such folder"),
+    (["--analyse", "{build}", "--before", "nokey"], "error: {results}: no key 'nokey' (--before)"),
+    (["--run", "{build}"], "error: --run {build}: exists already (--run clones into a new folder; --resume goes on)"),
+    (["--run", "{tmp}/new", "--commit", "no-such-commit"], "error: --commit no-such-commit: not a commit of"),
+    (["--project", "{build}", "--cores", "0"], "argument --cores: a whole number of at least 1, not '0'"),
+    (["--warm", "{build}", "--jobs", "x"], "argument --jobs: a whole number of at least 1, not 'x'"),
+    (["--rerun-step", "nosuch", "{build}"], "error: --rerun-step {build}: not a build of this workflow (no "
+                                            "reproduce-nosuch.log)"),
+    (["--before-after", "{tmp}/nowhere", "{build}"], "error: --before-after {tmp}/nowhere: no such folder"),
+    (["--warm", "{build}", "--configfile", "missing.yaml"], "error: --configfile missing.yaml: no such file in {build}"),
+    (["--resume", "{tmp}"], "error: --resume {tmp}: not a build of this workflow (no Snakefile)"),
+    (["--project", "{build}", "--analyse", "{build}"], "argument --analyse: not allowed with argument --project"),
+    (["--project", "{build}", "--bogus"], "benchmarks/reproduce.py: error: unrecognized arguments: --bogus"),
+])
+def test_a_bad_argument_is_one_line(tmp_path, results, capsys, argv, expected):
+    names = {"tmp": tmp_path, "build": a_build(tmp_path / "build"), "results": results}
+    line = refusal([a.format(**names) for a in argv], capsys)
+    assert expected.format(**names) in line and "\n" not in line, line
+
+
+def test_a_projection_needs_the_measured_run(tmp_path, results, capsys):
+    results.write_text("{}")
+    assert refusal(["--project", a_build(tmp_path / "build")], capsys) == (
+        f"error: {results}: no key 'reproduce' (the measured clean run a projection is calibrated on)")

@@ -1,7 +1,7 @@
-# Included first. A fix to Snakemake's scheduler, global wildcard patterns, the clean-up before a run, and the
-# profile marker every table depends on. What the rules read, write and pass their stages is planned in
-# src/towers/plan/ (one Plan of the config, Plan.of(workflow), which each rule file asks for by name); rule files
-# hold rules only.
+# Included first. Fixes to Snakemake's scheduler and Slurm executor, global wildcard patterns, the clean-up before a
+# run, and the profile marker every table depends on. What the rules read, write and pass their stages is planned
+# in src/towers/plan/ (one Plan of the config, Plan.of(workflow), which each rule file asks for by name); rule
+# files hold rules only.
 
 import os
 import shlex
@@ -11,8 +11,14 @@ import time
 from towers import warm
 from towers.plan import Plan, future_dated, mark_profile
 from towers.scheduler import keep_one_pending_look
+from towers.slurm import bound_vanished_jobs, missing_client_commands
 
 plan = Plan.of(workflow)
+# A warm-start socket inherited from the shell (another checkout's run, a shell opened from one of its jobs) is
+# not this run's: its jobs would run that checkout's code. Only a server this run starts (onstart, below) is
+# passed on; the job processes Snakemake spawns itself (`run:` rules: exec mode subprocess) keep what it gave them.
+if not workflow.subprocess_exec:
+    os.environ.pop(warm.ENV, None)
 if plan.software.offline:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a profile that names no hub model never reaches the hub
 
@@ -22,6 +28,10 @@ if plan.software.offline:
 # while others wait for cores, and its growing busyness takes a share of the cores (towers.scheduler). Where this
 # Snakemake's method is not the one the fix replaces, one warning line says so and the scheduler runs as it is.
 keep_one_pending_look()
+
+# On Slurm, a job that leaves squeue (its record expired or lost by slurmctld) is settled through sacct or failed
+# after a few status checks, in one line naming it, instead of keeping the run waiting for good (towers.slurm).
+bound_vanished_jobs()
 
 
 wildcard_constraints:
@@ -50,6 +60,9 @@ wildcard_constraints:
 # (towers.warm; about 3 CPU seconds a model job less). Jobs started before it listens, and every job where it does
 # not run (clusters, conda, `warm_start: false`), start a process of their own.
 onstart:
+    no_slurm = missing_client_commands(workflow.executor_plugin.name)
+    if no_slurm:  # else every job fails at submission, after the clean-up below has removed its outputs
+        sys.exit(f"error: {no_slurm}")
     future = future_dated([f for job in workflow.dag.needrun_jobs() for f in job.input])
     if future:  # else every job ends in Snakemake's clock-skew error, and every rerun too, until that date
         sys.exit(

@@ -55,6 +55,8 @@ rule pretrain_mlm:
         directory(f"{ART}/{{dataset}}/encoders/mlm"),
     log:
         "logs/{dataset}/pretrain_mlm.log",
+    # on the build's critical path (MLM -> cross-encoder -> reranking at depth 1000): started first when cores are free
+    priority: 50
     conda:
         plan.software.train_env
     threads: config["torch_threads"]

@@ -83,6 +83,7 @@ rule train_cross_encoder:
         directory(f"{ART}/{{dataset}}/crossenc/{{split}}/model"),
     log:
         "logs/{dataset}/train_crossenc_{split}.log",
+    priority: 50  # on the critical path (see pretrain_mlm)
     conda:
         plan.software.train_env
     threads: config["torch_threads"]
@@ -119,6 +120,7 @@ rule rerank:
     wildcard_constraints:
         first="|".join(plan.repbert.first_stage),
         depth="[0-9]+",
+    priority: 50  # on the critical path (see pretrain_mlm)
     conda:
         plan.software.torch_env
     threads: config["torch_threads"]

@@ -14,6 +14,7 @@ from typing import Iterator
 
 from ..io import StageError, parse_jsonl, read_json, read_qrels, read_queries, require_file
 from .sentences import split_with_offsets
+from .splits import question_key
 from .wiki import normalise_title
 
 QUESTION_COLUMNS = ["article", "question", "answer", "sentence_start"]
@@ -45,8 +46,8 @@ def read_questions(path) -> list[dict]:
         if len(row) != len(QUESTION_COLUMNS) or not all(field.strip() for field in row):
             raise StageError(path, f"line {line} needs {len(QUESTION_COLUMNS)} non-empty tab-separated fields")
         question = dict(zip(QUESTION_COLUMNS, row), line=line)
-        # a row pasted twice would count one question twice (and could land on both sides of a split)
-        key = (question["article"], " ".join(question["question"].split()))
+        # a row pasted twice, or retyped in capitals or without its "?", would count one question twice
+        key = (question["article"], question_key(question["question"]))
         if key in seen:
             raise StageError(path, f"line {line} asks the question of line {seen[key]} again (same article)")
         seen[key] = line

@@ -2,26 +2,48 @@
 from __future__ import annotations
 
 import random
+import unicodedata
 
 
 def _normalised(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def cold_start_split(queries: dict[str, str], train_fraction: float, valid_fraction: float, seed: int):
+def question_key(text: str) -> str:
+    """A question's text up to case, punctuation and whitespace: "How many?" and "how many" are one question."""
+    text = "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold()
+                   if not unicodedata.category(ch).startswith("P"))
+    return " ".join(text.split())
+
+
+def cold_start_split(queries: dict[str, str], train_fraction: float, valid_fraction: float, seed: int,
+                     trained_keys: frozenset[str] = frozenset()):
     """Return {'train','valid','test'} -> list of qids.
 
-    Questions with identical text are kept on the same side, so no test question's text is
-    seen in training. Group order is shuffled with `seed`; train takes the first groups."""
-    groups: dict[str, list[str]] = {}
+    Questions with the same question_key are kept on the same side, so no test question's text is
+    seen in training; those whose key is in `trained_keys` (asked in a set that trains whole) go to
+    train and count toward its share. Group order is shuffled with `seed`; train takes the first groups.
+    The shuffle is of _normalised texts (lower case, whitespace), as before question_key, so data
+    without case or punctuation twins splits as it did then."""
+    old_groups: dict[str, list[str]] = {}
     for qid, text in queries.items():
-        groups.setdefault(_normalised(text), []).append(qid)
-    keys = sorted(groups)
+        old_groups.setdefault(_normalised(text), []).append(qid)
+    keys = sorted(old_groups)
     random.Random(seed).shuffle(keys)
+    groups: dict[str, list[str]] = {}      # by question_key, in the order its first text was drawn
+    for qid in (qid for key in keys for qid in old_groups[key]):
+        groups.setdefault(question_key(queries[qid]), []).append(qid)
     n_train = max(1, round(train_fraction * len(queries)))
+    taken = sum(len(qids) for key, qids in groups.items() if key in trained_keys)
     train, test = [], []
-    for key in keys:
-        (train if len(train) < n_train else test).extend(groups[key])
+    for key, qids in groups.items():
+        if key in trained_keys:
+            train.extend(qids)
+        elif taken < n_train:
+            train.extend(qids)
+            taken += len(qids)
+        else:
+            test.extend(qids)
     n_valid = round(valid_fraction * len(train)) if len(train) > 1 else 0
     if valid_fraction > 0 and len(train) > 1:
         n_valid = max(1, n_valid)

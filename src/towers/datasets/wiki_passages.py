@@ -23,6 +23,28 @@ def passage_of(candidate_id: str) -> str:
     return candidate_id.rsplit("_", 1)[0]
 
 
+def question_split(questions: dict[str, str], later: dict[str, str], dev_fraction: float, valid_fraction: float,
+                   seed: int, questions_path, later_path) -> tuple[list[str], list[str], set[str], int]:
+    """(test qids, train qids, the valid qids among them, twins). With `later` (a second question set), a seeded
+    `dev_fraction` of its questions is the test side and the rest of it trains beside all of `questions`;
+    without, a seeded `dev_fraction` of `questions` is. Questions of one text (splits.question_key: case,
+    punctuation and spacing aside) stay on one side; twins: the questions of `later` asked in `questions` too,
+    which train as every question of `questions` does."""
+    from .splits import cold_start_split, question_key
+
+    if not later:
+        parts = cold_start_split(questions, 1 - dev_fraction, valid_fraction, seed)
+        return parts["test"], parts["train"] + parts["valid"], set(parts["valid"]), 0
+    trained = frozenset(question_key(text) for text in questions.values())
+    twins = sum(question_key(text) in trained for text in later.values())
+    parts = cold_start_split(later, 1 - dev_fraction, valid_fraction, seed, trained)
+    if not parts["test"]:
+        raise StageError(later_path, f"no test question is left of its {len(later)} (dev fraction {dev_fraction}; "
+                                     f"{twins} are asked in {questions_path} too and train)")
+    valid = set(parts["valid"]) | valid_sample(list(questions), valid_fraction, 0, seed)
+    return parts["test"], list(questions) + parts["train"] + parts["valid"], valid, twins
+
+
 def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries: int, dev_fraction: float,
                valid_fraction: float, seed: int, test_questions_path=None) -> dict:
     """Paragraph passages of parsed articles, the question set's qrels moved from the answer sentence to its
@@ -32,9 +54,9 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
 
     With `test_questions_path`, the test queries are a seeded `dev_fraction` of that set (ids n0001...) and
     the rest of it joins every question of `questions_path` in train: MS MARCO's dev queries are of the kind
-    users type, so the passage task's test set is the NQ-like one."""
+    users type, so the passage task's test set is the NQ-like one (question_split; stats' question_twins
+    counts its questions asked in `questions_path` too)."""
     from . import reqa
-    from .splits import cold_start_split
 
     if not 0 < dev_fraction < 1:
         raise StageError("--dev-fraction", f"must be between 0 and 1, not {dev_fraction}")
@@ -55,18 +77,14 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
                            for row, _ in article_passages(article)))
 
     questions, qrels, _ = reqa.resolve_questions(questions_path, asked)
+    later, later_qrels = (reqa.resolve_questions(test_questions_path, asked, qid_prefix="n")[:2]
+                          if test_questions_path else ({}, {}))
+    test_ids, train_ids, valid, twins = question_split(questions, later, dev_fraction, valid_fraction, seed,
+                                                       questions_path, test_questions_path)
+    where = f"{questions_path} (q...), {test_questions_path} (n...)" if test_questions_path else str(questions_path)
+    questions, qrels = {**questions, **later}, {**qrels, **later_qrels}
     test, train = QuerySet("test"), QuerySet("train")
-    if test_questions_path:
-        asked_later, later_qrels, _ = reqa.resolve_questions(test_questions_path, asked, qid_prefix="n")
-        parts = cold_start_split(asked_later, 1 - dev_fraction, valid_fraction, seed)
-        valid = set(parts["valid"]) | valid_sample(list(questions), valid_fraction, 0, seed)
-        train_ids = list(questions) + parts["train"] + parts["valid"]
-        questions, qrels = {**questions, **asked_later}, {**qrels, **later_qrels}
-        where = f"{questions_path} (q...), {test_questions_path} (n...)"
-    else:
-        parts = cold_start_split(questions, 1 - dev_fraction, valid_fraction, seed)
-        valid, train_ids, where = set(parts["valid"]), parts["train"] + parts["valid"], str(questions_path)
-    for side, qids in ((test, parts["test"]), (train, train_ids)):
+    for side, qids in ((test, test_ids), (train, train_ids)):
         side.queries = {q: questions[q] for q in qids}
         side.qrels = {q: {passage_of(c): rel for c, rel in qrels[q].items()} for q in qids}
         side.qrels_line = {q: int(q[1:]) + 1 for q in qids}       # q0001 (n0001) is line 2 of its question set
@@ -90,6 +108,7 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
             position += 1
     return write_dataset(tmp, writer, test, train, seed, valid_fraction, 0,
                          {"form": "wikipedia-passages", "articles": str(articles_path), "questions": str(questions_path),
-                          "test_questions": str(test_questions_path or ""), "dev_fraction": dev_fraction, "ict_queries": len(ict.queries), "ict_queries_asked": ict_queries,
+                          "test_questions": str(test_questions_path or ""), "dev_fraction": dev_fraction,
+                          "question_twins": twins, "ict_queries": len(ict.queries), "ict_queries_asked": ict_queries,
                           "ict_paragraphs_available": eligible},
                          valid=valid, extra_train=ict if ict.queries else None)

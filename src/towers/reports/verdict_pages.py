@@ -5,7 +5,9 @@
 
 A page holds one block, `<!-- verdicts: begin -->` ... `<!-- verdicts: end -->`: a row a claim, its verdict, and each
 part it was tested on (the two cells compared, the Holm-corrected p, the part's own verdict). The prose around the
-block says why; the numbers live only here."""
+block says why; the numbers live only here. Every paper of data/papers/papers.yaml has a page and claims: a paper
+claims.csv lacks is an error (its page would keep verdicts the claims no longer have), as is a claims file missing a
+column or holding a p or value that is not a number; each is one line naming the file or page."""
 from __future__ import annotations
 
 import argparse
@@ -15,8 +17,41 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..params_check import ParamsError
+from .papers import load as load_papers
+
 BEGIN, END = "<!-- verdicts: begin -->", "<!-- verdicts: end -->"
 ROOT = Path(".")
+COLUMNS = ["paper", "claim", "statement", "part", "bound", "higher", "lower", "value higher", "value lower", "p (Holm)",
+           "verdict", "reason", "claim verdict"]          # what a page shows
+NUMBER_COLUMNS = ["value higher", "value lower", "p (Holm)"]
+
+
+def read_claims(path) -> pd.DataFrame:
+    """claims.csv with the columns a page shows, its numbers as numbers; ValueError naming the file and the
+    column (and row) otherwise."""
+    try:
+        claims = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ValueError(f"{path}: empty (not even a header)") from None
+    except pd.errors.ParserError as err:
+        raise ValueError(f"{path}: cannot read it ({str(err).strip()})") from None
+    missing = [column for column in COLUMNS if column not in claims]
+    if missing:
+        raise ValueError(f"{path}: no {missing[0]!r} column")
+    for column in NUMBER_COLUMNS:
+        numbers = pd.to_numeric(claims[column], errors="coerce")
+        bad = claims.index[claims[column].notna() & numbers.isna()]
+        if len(bad):
+            raise ValueError(f"{path}: row {bad[0] + 1} (claim {claims.loc[bad[0], 'claim']}), column {column!r}: "
+                             f"{claims.loc[bad[0], column]!r} is not a number")
+        claims[column] = numbers
+    return claims
+
+
+def cell(text) -> str:
+    """A table cell's text: a line break or `|` would split the row (Markdown ends a row at a line end)."""
+    return str(text).replace("|", "\\|").replace("\r\n", "<br>").replace("\r", "<br>").replace("\n", "<br>")
 
 
 def number(value) -> str:
@@ -40,7 +75,7 @@ def part_text(row: pd.Series) -> str:
     if isinstance(row.get("bound"), str):
         where += f" ({row['bound']})"
     sides = f"{row['higher']} {number(row['value higher'])} vs {row['lower']} {number(row['value lower'])}"
-    return f"{where}: {sides}, Holm p {p_value(row['p (Holm)'])}, {row['verdict']}".replace("|", "\\|")
+    return cell(f"{where}: {sides}, Holm p {p_value(row['p (Holm)'])}, {row['verdict']}")
 
 
 def block(claims: pd.DataFrame, paper: str) -> str:
@@ -49,10 +84,10 @@ def block(claims: pd.DataFrame, paper: str) -> str:
     mine = claims[claims["paper"] == paper]
     for claim, parts in mine.groupby("claim", sort=False):
         first = parts.iloc[0]
-        statement = f"**{claim}** {first['statement']}".replace("|", "\\|")
+        statement = cell(f"**{claim}** {first['statement']}")
         tested = parts[parts["part"].notna()]
-        said = "<br>".join(part_text(row) for _, row in tested.iterrows()) if len(tested) else str(first["reason"])
-        rows.append(f"| {statement} | {first['claim verdict']} | {said} |")
+        said = "<br>".join(part_text(row) for _, row in tested.iterrows()) if len(tested) else cell(first["reason"])
+        rows.append(f"| {statement} | {cell(first['claim verdict'])} | {said} |")
     return "\n".join(rows)
 
 
@@ -63,16 +98,30 @@ def page_of(paper: str, root: Path = ROOT) -> Path:
 def rewritten(text: str, table: str, page: Path) -> str:
     if text.count(BEGIN) != 1 or text.count(END) != 1:
         raise ValueError(f"{page}: needs one '{BEGIN}' and one '{END}'")
+    if text.index(END) < text.index(BEGIN):
+        raise ValueError(f"{page}: '{END}' comes before '{BEGIN}'")
     head, rest = text.split(BEGIN)
     _, tail = rest.split(END)
     return f"{head}{BEGIN}\n{table}\n{END}{tail}"
 
 
-def stale_pages(claims: pd.DataFrame, root: Path = ROOT, write: bool = False) -> list[Path]:
-    """Pages whose block is not claims.csv's (rewritten when `write`)."""
+def stale_pages(claims: pd.DataFrame, root: Path = ROOT, write: bool = False, papers: dict | None = None,
+                source="results/claims.csv") -> list[Path]:
+    """Pages whose block is not claims.csv's (rewritten when `write`): every page of `papers` (default:
+    data/papers/papers.yaml's), under `root`. ValueError for a paper without claims (`source`: the claims' file,
+    for the message), claims of an undeclared paper, or a page that is missing or has no block."""
+    papers = load_papers() if papers is None else papers
+    undeclared = [paper for paper in claims["paper"].drop_duplicates() if paper not in papers]
+    if undeclared:
+        raise ValueError(f"{source}: claims of paper {undeclared[0]!r}, which data/papers/papers.yaml does not declare")
     stale = []
-    for paper in claims["paper"].drop_duplicates():
-        page = page_of(paper, root)
+    for paper, declared in papers.items():
+        page = root / declared["docs"]
+        if not (claims["paper"] == paper).any():
+            raise ValueError(f"{page}: {source} has no claims of paper {paper}; the page's verdicts cannot be checked "
+                             "or rewritten (build the claims of every paper)")
+        if not page.is_file():
+            raise ValueError(f"{page}: no such page (the docs of paper {paper} in data/papers/papers.yaml)")
         text = page.read_text()
         new = rewritten(text, block(claims, paper), page)
         if new != text:
@@ -88,11 +137,11 @@ def main(argv=None) -> int:
     parser.add_argument("--check", action="store_true", help="only say which pages differ (exit 1)")
     args = parser.parse_args(argv)
     try:
-        stale = stale_pages(pd.read_csv(args.claims), write=not args.check)
-    except (OSError, ValueError) as err:
+        stale = stale_pages(read_claims(args.claims), write=not args.check, source=args.claims)
+    except (OSError, ValueError, ParamsError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    said = ("its verdict table is not results/claims.csv (python -m towers.reports.verdict_pages)" if args.check
+    said = (f"its verdict table is not {args.claims} (python -m towers.reports.verdict_pages)" if args.check
             else "rewritten")
     for page in stale:
         print(f"{page}: {said}")

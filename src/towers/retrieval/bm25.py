@@ -85,27 +85,41 @@ FULL = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.ED
 @contextlib.contextmanager
 def disk_full_as_oserror(output):
     """A Java exception of a full disk (an IOException, often as the cause of an AlreadyClosedException) as the
-    OSError it is, naming `output`: towers.cli reports that in one line. Java's own printout of it (Anserini's
-    indexer threads print their stack traces on System.err) is held back, and shown when it was anything else."""
+    OSError it is, naming `output`: towers.cli reports that in one line. Java's printout is held back, and shown
+    when it was anything else: Anserini's indexer threads print stack traces on System.err, and its logger (set up
+    here, at the indexer's first use in the process) says on System.out that a final commit failed, which on a
+    small collection is all there is: the indexer returns, and reading the index fails with no word of the disk."""
     from jnius import JavaException
     from pyserini.pyclass import autoclass
 
     system = autoclass("java.lang.System")
-    held, err = autoclass("java.io.ByteArrayOutputStream")(), system.err
-    system.setErr(autoclass("java.io.PrintStream")(held, True))
+    was = {"err": system.err, "out": system.out}
+    held = {name: autoclass("java.io.ByteArrayOutputStream")() for name in was}
+    system.setErr(autoclass("java.io.PrintStream")(held["err"], True))
+    system.setOut(autoclass("java.io.PrintStream")(held["out"], True))
+
+    def said_full(*texts) -> int | None:
+        texts = [*texts, *(stream.toString() for stream in held.values())]
+        return next((code for words, code in FULL.items() if any(words in text for text in texts)), None)
+
     full = None
     try:
-        yield
-    except JavaException as caught:
-        text = "\n".join([str(caught), *(getattr(caught, "stacktrace", None) or [])])
-        full = next((code for words, code in FULL.items() if words in text), None)
-        if full is None:
-            raise
-        raise OSError(full, os.strerror(full), str(output)) from None
+        try:
+            yield
+        except JavaException as caught:
+            full = said_full(str(caught), *(getattr(caught, "stacktrace", None) or []))
+            if full is None:
+                raise
+        else:
+            full = said_full()
+        if full is not None:
+            raise OSError(full, os.strerror(full), str(output))
     finally:
-        system.setErr(err)
-        if full is None and held.size():
-            print(held.toString(), end="", file=sys.stderr)
+        system.setErr(was["err"])
+        system.setOut(was["out"])
+        for name, shown in (("err", sys.stderr), ("out", sys.stdout)):
+            if full is None and held[name].size():
+                print(held[name].toString(), end="", file=shown)
 
 
 @contextlib.contextmanager

@@ -12,6 +12,9 @@ Reranking at several depths scores each (query, passage) once: the deepest reran
 cross-encoder's score of every passage a shallower one needs (`rerank_from_scores`)."""
 from __future__ import annotations
 
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import torch
 
@@ -64,23 +67,59 @@ def tokenize_pairs(tokenizer, queries: list[str], passages: list[str], max_lengt
     return {k: v.to(dev) for k, v in to_bucket(batch, tokenizer).items()}
 
 
+AHEAD_PAIRS = 16384   # pairs tokenised at once, before their batches are scored
+
+
 @torch.no_grad()
 def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int, batch_size: int,
-                desc: str = "rerank") -> np.ndarray:
-    """Relevance of each (query, passage), batched longest first (less padding), in input order."""
+                desc: str | None = "rerank", ahead: bool | None = None) -> np.ndarray:
+    """Relevance of each (query, passage), batched longest first (less padding), in input order.
+    The pairs are tokenised AHEAD_PAIRS at a time before their batches, each batch then one gather
+    (encode.Tokenised: the tensors the tokenizer's padded call gives). `ahead` (default: on a GPU) tokenises the
+    next block in a thread while this one is scored, copies batches without waiting and keeps the scores on the
+    device until the block ends."""
     from tqdm import tqdm
+
+    from .encode import Tokenised
 
     dev = device()
     model = model.to(dev).eval()
     order = np.argsort(-np.asarray([len(q) + len(p) for q, p in pairs]), kind="stable")
     out = np.zeros(len(pairs), dtype=np.float64)
     use_amp = dev.type == "cuda"
-    for start in tqdm(range(0, len(pairs), batch_size), desc=desc, unit="batch", mininterval=5):
-        idx = order[start:start + batch_size]
-        batch = tokenize_pairs(tokenizer, [pairs[i][0] for i in idx], [pairs[i][1] for i in idx], max_length, dev)
+    ahead = use_amp if ahead is None else ahead
+    bar = tqdm(total=-(-len(pairs) // batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None)
+
+    def score(batch: dict) -> torch.Tensor:
+        batch = {k: v.to(dev, non_blocking=True) for k, v in to_bucket(batch, tokenizer).items()}
         with torch.autocast(device_type="cuda", dtype=torch.float16, enabled=use_amp):
             logits = model(**batch).logits
-        out[idx] = relevance(logits.float()).cpu().numpy()
+        bar.update(1)
+        return relevance(logits.float())
+
+    if not Tokenised.fits(tokenizer, pairs, "doc"):   # a tokenizer that pads otherwise: batch by batch
+        for start in range(0, len(pairs), batch_size):
+            idx = order[start:start + batch_size]
+            out[idx] = score(tokenize_pairs(tokenizer, [pairs[i][0] for i in idx], [pairs[i][1] for i in idx],
+                                            max_length, "cpu")).cpu().numpy()
+        bar.close()
+        return out
+    block = max(batch_size, AHEAD_PAIRS // batch_size * batch_size)   # whole batches: the same batches as one block
+
+    def tokenised(first: int) -> Tokenised:
+        return Tokenised(tokenizer, [pairs[i] for i in order[first:first + block]], "doc", max_length)
+
+    with ThreadPoolExecutor(max_workers=1) if ahead else contextlib.nullcontext() as pool:
+        pending = pool.submit(tokenised, 0) if ahead and len(pairs) else None
+        for first in range(0, len(pairs), block):
+            tokens = pending.result() if ahead else tokenised(first)
+            if ahead and first + block < len(pairs):
+                pending = pool.submit(tokenised, first + block)
+            count = len(tokens.lengths)
+            scores = [score(tokens.batch(np.arange(start, min(start + batch_size, count)), pin=use_amp))
+                      for start in range(0, count, batch_size)]
+            out[order[first:first + count]] = torch.cat(scores).cpu().numpy()   # one wait for the device a block
+    bar.close()
     return out
 
 

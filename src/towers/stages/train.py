@@ -20,8 +20,7 @@ def arch_args():
 
 
 def arch_of(a) -> dict:
-    return {"hidden": a.hidden, "layers": a.layers, "heads": a.heads, "intermediate": a.intermediate,
-            "max_positions": a.max_positions}
+    return {name: getattr(a, name) for name in ("hidden", "layers", "heads", "intermediate", "max_positions")}
 
 
 def trained(a, train: Callable, save: Callable[[Path], None]) -> tuple:
@@ -31,10 +30,11 @@ def trained(a, train: Callable, save: Callable[[Path], None]) -> tuple:
     from ..training import loop
 
     with atomic_path(a.out) as tmp:
-        report = train(loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step, Speed.of(a)))
+        report = train(loop.Run(a.seed, a.state_dir, a.log, a.stop_after_step, speed := Speed.of(a)))
         save(tmp)
     loop.finish(a.state_dir)
-    return a.out, report
+    applied = {**speed.as_dict(), "compile": int(bool(speed.compile) and loop.device().type == "cuda")}   # as run
+    return a.out, {**report, "speed": applied}   # the record's flags are None where TOWERS_SPEED set the switches
 
 
 def start_key(start) -> str:

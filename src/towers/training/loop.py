@@ -45,6 +45,9 @@ class Run:
     log_path: str | Path | None = None
     stop_after_step: int | None = None
     speed: Speed = Speed()
+    # a checkpoint to resume from is written at the first checkpoint step, then when this long has passed since the
+    # last one: a short run writes one, not one each `checkpoint_every` steps (Three-T Emb spent ~21% writing them)
+    resume_seconds: float = 60.0
 
 
 def step_seed(seed: int, step: int) -> int:
@@ -67,13 +70,12 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     `run.speed` (settings.Speed): fixed padded lengths, fused AdamW and CUDA graphs; off, the step is as it was.
     `run.stop_after_step` exits right after that step's checkpoint (used to test resuming).
     `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
-    many checkpoints, and returns the weights of the best one (kept in best.pt)."""
+    many checkpoints, and returns the weights of the best one (kept in memory, and in checkpoint.pt for a resume)."""
     steps, lr, warmup_ratio, checkpoint_every = schedule.steps, schedule.lr, schedule.warmup_ratio, schedule.checkpoint_every
     seed, log_path, stop_after_step = run.seed, run.log_path, run.stop_after_step
     state_dir = Path(run.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     checkpoint_path = state_dir / "checkpoint.pt"
-    best_path = state_dir / "best.pt"
     key = fingerprint(identity)
     params = [p for p in model.parameters() if p.requires_grad]
     cuda = device().type == "cuda"
@@ -83,20 +85,20 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         compile_encoders(model)
     buckets = run.speed.buckets()
     scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * steps), steps)
-    start, history = 0, []
+    start, history, best_weights = 0, [], None   # best_weights: {"step", "model"} of the best validation so far
     if checkpoint_path.exists():
         saved = load_checkpoint(checkpoint_path)
         if saved.get("fingerprint") == key:
             model.load_state_dict(saved["model"])
             optimizer.load_state_dict(saved["optimizer"])
             scheduler.load_state_dict(saved["scheduler"])
-            start, history = saved["step"], saved["history"]
+            start, history, best_weights = saved["step"], saved["history"], saved.get("best")
             print(f"resumed from step {start} of {steps} ({checkpoint_path})", flush=True)
     distributed.broadcast_weights(model)
     leader = distributed.leader()
     model.train()
     use_amp = device().type == "cuda"
-    seconds = 0.0
+    seconds, last_written = 0.0, None
     # a resumed run keeps the steps up to its checkpoint (later ones, logged before a kill, are taken again),
     # a fresh one starts the log over
     state_log = state_dir / "steps.jsonl"
@@ -155,17 +157,20 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
                 scored = [h for h in history if "valid_loss" in h]
                 best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
                 if best is record and leader:
-                    save_atomic({"fingerprint": key, "step": done, "model": model.state_dict()}, best_path)
+                    best_weights = {"step": done, "model": {k: v.detach().clone() for k, v in model.state_dict().items()}}
                 stop = distributed.leader_decides(
                     best is not None and sum(h["step"] > best["step"] for h in scored) >= patience)
             if log:   # every step up to the checkpoint is on disk before the checkpoint a resume starts from
                 log.write(json.dumps(record) + "\n")
                 log.flush()
-            if leader:
+            asked_to_stop = stop_after_step is not None and done >= stop_after_step and done < steps
+            if leader and not stop and (last_written is None or asked_to_stop
+                                        or time.monotonic() - last_written >= run.resume_seconds):
                 save_atomic({"fingerprint": key, "step": done, "model": model.state_dict(),
                              "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                             "history": history}, checkpoint_path)
-            if stop_after_step is not None and done >= stop_after_step and done < steps:
+                             "history": history, "best": best_weights}, checkpoint_path)
+                last_written = time.monotonic()
+            if asked_to_stop:
                 if log:
                     publish_log(log, state_log, log_path)
                 distributed.finish()   # the others wait for the leader's checkpoint, then leave
@@ -179,11 +184,9 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         publish_log(log, state_log, log_path)
     distributed.finish()   # other ranks exit here: the leader writes the outputs
     report = {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2), "history": history}
-    if patience and best_path.exists():
-        saved = load_checkpoint(best_path)
-        if saved["fingerprint"] == key:
-            model.load_state_dict(saved["model"])
-            report.update(best_step=saved["step"], stopped_at_step=history[-1]["step"] if history else start)
+    if patience and best_weights is not None:
+        model.load_state_dict(best_weights["model"])
+        report.update(best_step=best_weights["step"], stopped_at_step=history[-1]["step"] if history else start)
     model.eval()
     return report
 

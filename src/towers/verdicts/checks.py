@@ -140,13 +140,34 @@ def read_expected(path) -> pd.DataFrame | dict:
             raise StageError(path, "a policy needs 'values: paper' and a 'tolerance' section")
         return policy
     try:
-        frame = pd.read_csv(path, dtype={"row": str, "column": str, "table": str}, keep_default_na=False,
-                            na_values={"expected": [""], "tolerance": [""]})
+        frame = pd.read_csv(path, dtype={"row": str, "column": str, "table": str, "expected": str, "tolerance": str},
+                            keep_default_na=False, na_values={"expected": [""], "tolerance": [""]})
     except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise StageError(path, f"cannot read the expected values ({err})") from None
     missing = [c for c in COLUMNS if c not in frame]
     if missing:
         raise StageError(path, f"no {missing[0]!r} column")
+
+    def cell_at(index) -> str:   # line 1 is the header
+        entry = frame.loc[index]
+        return f"line {index + 2}, cell {entry['table']} [{entry['row']}] {entry['column']}"
+
+    # an empty field is "no value" (shown, not judged); anything else must be a number the check can compare
+    for column in ("expected", "tolerance"):
+        numbers = pd.to_numeric(frame[column], errors="coerce")
+        bad = frame.index[frame[column].notna() & ~np.isfinite(numbers)]
+        if len(bad):
+            raise StageError(path, f"{cell_at(bad[0])}: {column} {frame.loc[bad[0], column]!r} is not a finite number "
+                                   "(leave it empty for none)")
+        frame[column] = numbers.astype(float)
+    negative = frame.index[frame["tolerance"] < 0]
+    if len(negative):
+        raise StageError(path, f"{cell_at(negative[0])}: tolerance {frame.loc[negative[0], 'tolerance']:g} is negative")
+    first_at = {}
+    for index, key in zip(frame.index, zip(frame["table"], frame["row"], frame["column"])):
+        if key in first_at:   # the check would judge one of the two values and silently drop the other
+            raise StageError(path, f"{cell_at(first_at[key])} is listed again on line {index + 2}")
+        first_at[key] = index
     return frame
 
 

@@ -1,0 +1,166 @@
+"""How long a build takes on more cores: its own jobs and DAG, list-scheduled on 2 / 4 / 8 / 16 cores.
+
+    benchmarks/cores.py BUILD [--log LOG] [--cores 2 4 8 16] [--record KEY]
+
+BUILD is a finished build (a clone after `make reproduce`, or a copy of the workflow built with a profile); LOG is
+Snakemake's log of that build (default: the newest with finished jobs under BUILD/.snakemake/log). Each job's seconds are its wall in
+the log (start to finish stamps, one-second resolution); its parents are the jobs that wrote one of its inputs (a
+file, or a folder holding it). The simulation starts, whenever cores are free, the ready job with the highest
+`priority`, then the longest remaining path to the end of the build (as Snakemake's own priorities and a
+critical-path-first list scheduler would), each job taking its `threads` (at most the cores). Its answer at the
+build's own cores is checked against the build's measured wall: the ratio says how far the model is off.
+Prints a JSON summary; `--record KEY` also writes it to benchmarks/results.json under KEY."""
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reproduce import job_blocks, save  # noqa: E402
+
+
+def log_jobs(log: Path) -> tuple[list[dict], float]:
+    """Every finished job of a Snakemake log (rule, inputs, outputs, threads, began, wall seconds), and the log's
+    wall from its first to its last stamp."""
+    jobs, started, stamps = [], {}, []
+    for kind, value in job_blocks(log.read_text().splitlines()):
+        if kind == "stamp":
+            stamps.append(value)
+        elif kind == "job":
+            started[value.pop("jobid")] = {**value, "began": stamps[-1]}
+        elif value in started:
+            job = started.pop(value)
+            jobs.append({**job, "wall": stamps[-1] - job["began"]})
+    if not jobs:
+        sys.exit(f"error: {log}: no finished job in this Snakemake log")
+    return jobs, stamps[-1] - stamps[0]
+
+
+def parents(jobs: list[dict]) -> list[set[int]]:
+    """For each job, the jobs that wrote one of its inputs: the same path, or a folder output above it."""
+    writer = {out.rstrip("/"): i for i, job in enumerate(jobs) for out in job["outputs"]}
+    found = []
+    for i, job in enumerate(jobs):
+        mine = set()
+        for path in job["inputs"]:
+            path = path.rstrip("/")
+            while path and path not in writer:   # an input inside a directory() output
+                path = path.rpartition("/")[0]
+            if path and writer[path] != i:
+                mine.add(writer[path])
+        found.append(mine)
+    return found
+
+
+def children(before: list[set[int]]) -> list[list[int]]:
+    after = [[] for _ in before]
+    for i, mine in enumerate(before):
+        for j in mine:
+            after[j].append(i)
+    return after
+
+
+def tails(jobs: list[dict], before: list[set[int]]) -> list[float]:
+    """Each job's seconds plus the longest chain of jobs after it (the critical-path rank)."""
+    after, rank = children(before), {}
+    waiting = [len(mine) for mine in after]   # children not ranked yet: rank from the last jobs back
+    todo = [i for i in range(len(jobs)) if not waiting[i]]
+    while todo:
+        i = todo.pop()
+        rank[i] = jobs[i]["wall"] + max((rank[k] for k in after[i]), default=0.0)
+        for j in before[i]:
+            waiting[j] -= 1
+            if not waiting[j]:
+                todo.append(j)
+    return [rank[i] for i in range(len(jobs))]
+
+
+def simulate(jobs: list[dict], before: list[set[int]], cores: int, priority: dict[str, int]) -> float:
+    """The makespan of list-scheduling the jobs on `cores`: ready jobs by (rule priority, critical-path rank),
+    a job that does not fit the free cores passed over for the next one that does."""
+    rank, after = tails(jobs, before), children(before)
+    waiting = [len(mine) for mine in before]
+    ready = [i for i in range(len(jobs)) if not waiting[i]]
+    running: list[tuple[float, int, int]] = []   # (finish time, job, threads), a heap
+    now, free = 0.0, cores
+    while ready or running:
+        for i in sorted(ready, key=lambda k: (-priority.get(jobs[k]["rule"], 0), -rank[k], k)):
+            need = min(jobs[i]["threads"], cores)
+            if need <= free:
+                ready.remove(i)
+                heapq.heappush(running, (now + jobs[i]["wall"], i, need))
+                free -= need
+        now, i, need = heapq.heappop(running)
+        free += need
+        for k in after[i]:
+            waiting[k] -= 1
+            if not waiting[k]:
+                ready.append(k)
+    return now
+
+
+def rule_priorities(build: Path) -> dict[str, int]:
+    """`priority:` of each rule in the build's workflow files (0 where none is set)."""
+    found, rule = {}, None
+    for path in [build / "Snakefile", *sorted((build / "workflow/rules").glob("*.smk"))]:
+        for line in path.read_text().splitlines():
+            if line.startswith("rule ") and line.rstrip().endswith(":"):
+                rule = line[5:].rstrip(":").strip()
+            elif rule and line.strip().startswith("priority:"):
+                found[rule] = int(line.split(":", 1)[1].split("#")[0])
+    return found
+
+
+def critical_path(jobs: list[dict], before: list[set[int]]) -> list[str]:
+    """The rules along the longest chain of jobs, first to last."""
+    rank, after = tails(jobs, before), children(before)
+    i = max(range(len(jobs)), key=lambda k: (rank[k], not before[k]))
+    chain = [i]
+    while after[i]:
+        i = max(after[i], key=lambda k: rank[k])
+        chain.append(i)
+    return [f"{jobs[k]['rule']} ({jobs[k]['wall']:.0f} s)" for k in chain]
+
+
+def measure(build: Path, log: Path, cores_list: list[int], built_cores: int) -> dict:
+    jobs, wall = log_jobs(log)
+    before = parents(jobs)
+    priority = rule_priorities(build)
+    simulated = {str(c): round(simulate(jobs, before, c, priority) / 60, 2) for c in sorted({*cores_list, built_cores})}
+    return {
+        "log": str(log.relative_to(build)) if log.is_relative_to(build) else str(log),
+        "jobs": len(jobs),
+        "job_seconds": round(sum(j["wall"] for j in jobs), 1),
+        "measured_minutes": round(wall / 60, 2),
+        "measured_cores": built_cores,
+        "critical_path_minutes": round(max(tails(jobs, before)) / 60, 2),
+        "critical_path": critical_path(jobs, before),
+        "simulated_minutes": simulated,
+        "simulated_over_measured": round(simulated[str(built_cores)] * 60 / wall, 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("build", type=Path, help="a finished build (a folder with .snakemake/log)")
+    parser.add_argument("--log", type=Path, help="Snakemake's log of the build (default: the newest)")
+    parser.add_argument("--built-cores", type=int, default=2, help="the --cores the build ran with (default 2)")
+    parser.add_argument("--cores", type=int, nargs="+", default=[2, 4, 8, 16])
+    parser.add_argument("--record", metavar="KEY", help="write the summary to benchmarks/results.json under KEY")
+    args = parser.parse_args()
+    # the newest log that ran jobs (a dry run or the report's own Snakemake call writes one too)
+    logs = [p for p in sorted((args.build / ".snakemake/log").glob("*.snakemake.log")) if "Finished jobid" in p.read_text()]
+    log = args.log or (logs[-1] if logs else None)
+    if log is None or not log.is_file():
+        sys.exit(f"error: {args.log or args.build / '.snakemake/log'}: no Snakemake log of a build there")
+    summary = measure(args.build, log, args.cores, args.built_cores)
+    print(json.dumps(summary, indent=1))
+    if args.record:
+        save(args.record, summary)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""benchmarks/host_side.py (issue 54): the GPU stages' host side measured on the CPU with the model taken out, before
+and after in one run. Its --quick mode gives every figure; the padding it times as "after" is the old padding's."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from workflow_helpers import RESULTS, ROOT
+
+SCRIPT = ROOT / "benchmarks/host_side.py"
+
+
+def test_the_gather_pads_every_batch_as_the_old_row_by_row_padding(tmp_path):
+    """encode.Tokenised.batch against the benchmark's `before` (each row sliced, then models.pad_right): the same
+    int64 tensors for texts and pairs, sorted and shuffled rows, a single row, rows of one token."""
+    import host_side
+    from transformers import AutoTokenizer
+
+    from towers.retrieval.encode import Tokenised, length_order
+    from towers.tokenizer import train_wordpiece
+
+    texts = host_side.passages(300)
+    train_wordpiece(texts, tmp_path / "tok", vocab_size=400, min_frequency=1, lowercase=True)
+    tok = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    rng = np.random.default_rng(0)
+    for items, kind in ((texts + ["", "a"], "doc"), ([(t[:40], t) for t in texts], "doc")):
+        tokens = Tokenised(tok, items, kind, 64)
+        for idx in (length_order(tokens.lengths)[:64], rng.permutation(len(items))[:50], np.array([7]),
+                    np.array([len(items) - 2, len(items) - 1])):
+            old, new = host_side.old_batch(tokens, idx), tokens.batch(idx)
+            assert list(old) == list(new)
+            assert all(new[k].dtype == torch.int64 and torch.equal(old[k], new[k]) for k in old)
+
+
+@pytest.mark.extended
+def test_the_quick_run_gives_every_figure_before_and_after(tmp_path):
+    kept = RESULTS.read_bytes()
+    out = tmp_path / "host_side.json"
+    done = subprocess.run([sys.executable, SCRIPT, "--quick", "--out", out], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "TOWERS_DEVICE": "cpu"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(out.read_text())
+    assert RESULTS.read_bytes() == kept   # only --record writes there
+    for length in ("64", "256"):
+        encoding = found["encoding"][length]
+        assert encoding["padding_identical"] is True
+        assert all(encoding["per_batch_host_per_s"][v] > 0 for v in ("before", "after"))
+        assert encoding["h200_model_per_s"] > 0 and encoding["after_over_model"] > 0
+    assert found["encoding"]["stage_from_token_cache"]["bytes_identical"] is True
+    rerank = found["reranking"]
+    assert rerank["scores_identical"] is True and all(v > 0 for v in rerank["per_batch_host_per_s"].values())
+    assert rerank["tokenised_ahead_pairs_per_s_one_core"] > 0
+    cores = found["tokenising"]["cores"]
+    for threads in sorted({1, cores}):
+        per_core = found["tokenising"][f"cores_{threads}"]["per_s_a_core"]
+        assert per_core["before"] > 0 and per_core["after"] > 0
+    training = found["training"]
+    assert len(training) == 3 and any(key.startswith("pretrain-mlm") for key in training)
+    for key, entry in training.items():
+        for mode in ("ids_tokenised_once", "tokenised_in_the_step"):
+            assert 0 < entry[mode]["before"] < 1 and 0 < entry[mode]["after"] < 1, (key, entry)
+        assert entry["share_of_h200_step"] == pytest.approx(entry["ids_tokenised_once"]["after"]
+                                                            / entry["h200_seconds_a_step"], abs=1e-3)
+    assert set(found["goals_met"]) == {"encoding 64 tokens", "encoding 256 tokens", "reranking 512 tokens",
+                                       *(f"training {key}" for key in training)}
+
+
+def test_record_is_refused_for_a_quick_run():
+    done = subprocess.run([sys.executable, SCRIPT, "--quick", "--record"], capture_output=True, text=True)
+    assert done.returncode == 2 and "--record keeps a full run's figures" in done.stderr
