@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""encode_corpus with the next chunk read and tokenised in a background thread, against the serial loop (issue 42).
+"""encode_corpus with the next chunk read and tokenised in a background thread, against the serial loop.
 
 Runs alternate (serial, overlapped; then the other order) in one process, so drift hits both alike; the ratio is
 taken pair by pair (overlapped seconds / serial seconds: below 1 is faster). Every run's bytes must equal the first
@@ -119,7 +119,7 @@ def main() -> None:
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
     if a.record:
-        from workflow_helpers import keep_result
+        from workflow_harness import keep_result
 
         keep_result(("encode_overlap", "gpu" if device().type == "cuda" else "cpu"), result)
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import yaml
 
 from towers.params_check import merge_configs as merged
-from workflow_helpers import spaced_python
+from workflow_harness import spaced_python
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--configfile", "fixtures/tiny.yaml"]
@@ -133,7 +133,7 @@ def classify_failure(result, names: list[str], outputs=(), marker: Path | None =
 # --- the workspace -----------------------------------------------------------------------------------------
 
 def build(home: Path, src: Path, cores: int) -> Workspace:
-    from workflow_helpers import copy_workflow
+    from workflow_harness import copy_workflow
 
     root = home / "work"
     root.mkdir()
@@ -894,7 +894,7 @@ def spaced_venv(ws: Workspace, tmp: Path) -> tuple[str, str]:
 
 
 def same_tables(ws: Workspace, tmp: Path) -> tuple[str, str]:
-    from workflow_helpers import copy_workflow
+    from workflow_harness import copy_workflow
 
     root = tmp / "second"
     root.mkdir()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU-hours per paper table from the stages themselves (issue 42): gpu_hours.py divides FLOPs by a rate measured
+"""GPU-hours per paper table from the stages themselves: gpu_hours.py divides FLOPs by a rate measured
 at batch 256, which understates the small-batch regimes (launch-bound, not FLOP-bound).
 
 Three steps, because the GPU machine has no Snakemake:
@@ -88,7 +88,7 @@ def regime_key(words: list[str]) -> str:
 def plan() -> dict:
     """Regimes (one command each, the first planned) and every paper table's jobs, from the paper profile's plan."""
     sys.path.insert(0, str(HERE.parent / "tests"))
-    from workflow_helpers import fresh_copy
+    from workflow_harness import fresh_copy
 
     from towers.reports import papers as paper_list
 
@@ -446,7 +446,7 @@ def annotate() -> None:
     from the saved plan; their numbers stay as they are."""
     import yaml  # noqa: F401  (doc_lengths)
 
-    from workflow_helpers import RESULTS, keep_result
+    from workflow_harness import RESULTS, keep_result
 
     results = json.loads(RESULTS.read_text())
     rates = results.get("gpu", {}).get("throughput", {}).get("flops")
@@ -486,7 +486,7 @@ def main() -> None:
         measure(Path(a.out), a.dry, a.steps if not a.dry else min(a.steps, 4), a.passages if not a.dry else 300,
                 a.only, a.speed_pairs, a.budget, a.limit)
     else:
-        from workflow_helpers import RESULTS, keep_result
+        from workflow_harness import RESULTS, keep_result
 
         measured = json.loads(Path(a.measured).read_text())
         rates = json.loads(RESULTS.read_text()).get("gpu", {}).get("throughput", {}).get("flops")

@@ -122,7 +122,7 @@ def record(folder: str) -> None:
     import re
     from pathlib import Path
 
-    from workflow_helpers import keep_result
+    from workflow_harness import keep_result
 
     folder = Path(folder)
     log = (folder / "tests.log").read_text(encoding="utf-8")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The GPU stages' host side at the paper profile's shapes, on the CPU with the model taken out (issue 54).
+"""The GPU stages' host side at the paper profile's shapes, on the CPU with the model taken out.
 
 One process, torch on one thread and the tokenizers library on one core (RAYON_NUM_THREADS=1), except the
 tokenising pass, run in child processes on 1 and on every core. Each part runs the project's own data path with the
@@ -61,7 +61,7 @@ RERANK_LENGTH, RERANK_BATCH = 512, 128                        # config/paper.yam
 ENCODE_GOAL, RERANK_GOAL, STEP_GOAL = 5.0, 5.0, 0.10
 
 
-# --- the code as it was (issue 54's before) ------------------------------------------------------------------
+# --- the code before the host-side changes ("before") ------------------------------------------------------
 
 def old_batch(self, idx, dev=None, pin=False) -> dict:
     """encode.Tokenised.batch before: each row sliced out in a Python loop, then models.pad_right."""
@@ -101,7 +101,7 @@ def old_score_pairs(model, tokenizer, pairs: list, max_length: int, batch_size: 
 
 @contextlib.contextmanager
 def code(version: str):
-    """Within: the project's code as it is ("after"), or with issue 54's changes taken back ("before")."""
+    """Within: the project's code as it is ("after"), or with the host-side changes taken back ("before")."""
     from towers import models
     from towers.retrieval import encode, matrix
     from towers.training import mlm
@@ -210,7 +210,7 @@ def models_taken_out():
 def model_rates() -> dict:
     """What the model itself did on one H200: rate / GPU busy share (`gpu_stages`, `encode_overlap` at 256 tokens),
     the higher where two runs measured it."""
-    from workflow_helpers import RESULTS
+    from workflow_harness import RESULTS
 
     results = json.loads(RESULTS.read_text())
     stages, overlap = results["gpu_stages"], results["encode_overlap"]["gpu"]
@@ -487,7 +487,7 @@ def host_seconds_a_step(words: list[str], version: str, warm_steps: int) -> floa
 
 
 def summary(found: dict) -> dict:
-    """Each goal of issue 54 measured here: met or not."""
+    """Each goal of the host-side work measured here: met or not."""
     goals = {}
     for length in ENCODE_LENGTHS:
         if "encoding" in found:
@@ -554,7 +554,7 @@ def main() -> None:
     if a.out:
         Path(a.out).write_text(json.dumps(found, indent=2) + "\n")
     if a.record:
-        from workflow_helpers import keep_result
+        from workflow_harness import keep_result
 
         keep_result(("host_side",), found)
 

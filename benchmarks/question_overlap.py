@@ -70,7 +70,7 @@ def main(argv=None) -> None:
     print(json.dumps(result, indent=2))
     if not args.no_record:
         sys.path.insert(0, str(ROOT / "benchmarks"))
-        from workflow_helpers import keep_result
+        from workflow_harness import keep_result
 
         keep_result(("question_overlap",), result)
 

@@ -1,5 +1,5 @@
 """A clean `make reproduce` in a fresh clone, timed: total wall, per paper, per rule, and the share of each job
-that is process start-up (issue 28).
+that is process start-up.
 
     benchmarks/reproduce.py --run DIR        clone this checkout's HEAD into DIR, `make setup`, then build each
                                              paper's targets in papers.yaml order, then `all check` and the
@@ -27,7 +27,7 @@ that is process start-up (issue 28).
                                              into DIR): its seconds then and now, warm starts, identical results
     benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
-                                             (key `reproduce_before_after`)
+                                             (key `reproduce_tables_compared`)
     benchmarks/reproduce.py --project DIR    a projection, not a measurement: the clean run's minutes, per paper,
                                              from a finished build's stage records (incremental builds too: each
                                              job's record is the one its last run wrote) and the measured clean
@@ -61,7 +61,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
-from workflow_helpers import RESULTS, keep_result, watched  # noqa: E402
+from workflow_harness import RESULTS, keep_result, watched  # noqa: E402
 
 
 def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False) -> None:
@@ -320,7 +320,7 @@ def steps_of(times: dict) -> dict[str, dict]:
     return steps
 
 
-# Training stages: the same work at both commits of the issue-28 comparison (src/towers/training unchanged), so
+# Training stages: the same work at both commits of the start-up comparison (src/towers/training unchanged), so
 # their CPU seconds compare the two machines rather than the two commits
 SAME_WORK_RULES = ("pretrain_two_tower", "pretrain_mlm", "pretrain_mlm_nsp", "finetune", "train_margin_threet",
                    "train_margin_quadbert", "train_negatives", "train_ltre", "train_repbert", "train_cross_encoder")
@@ -634,7 +634,7 @@ def act(args: argparse.Namespace) -> None:
         save(f"reproduce_rerun_{name}", rerun_step(Path(folder), name, args.cores), args.record)
     if args.before_after:
         old, new = (build_folder(folder, "--before-after", "results") for folder in args.before_after)
-        save("reproduce_before_after", before_after(old, new), args.record)
+        save("reproduce_tables_compared", before_after(old, new), args.record)
     if args.project:
         measured = result_named("reproduce", "the measured clean run a projection is calibrated on")
         folder = build_folder(args.project, "--project", ".venv/bin/snakemake", paper_list.PAPERS_FILE)

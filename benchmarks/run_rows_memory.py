@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_helpers import ROOT, keep_result
+from workflow_harness import ROOT, keep_result
 
 DOCS = 200_000
 

@@ -144,7 +144,7 @@ def keep(results: dict, parts: int) -> None:
     """benchmarks/results.json, scale.wikipedia: each size's jobs, and the largest part's CPU time and peak RSS with
     their growth exponents over the sizes (log-log slope, as benchmarks/scale.py fits the MS MARCO stages)."""
     from scale import exponent
-    from workflow_helpers import keep_result
+    from workflow_harness import keep_result
 
     sizes = sorted(results, key=lambda k: int(k[1:]))
     words = [results[k]["stats"].get("words") or int(k[1:]) for k in sizes]

@@ -1,4 +1,4 @@
-"""Stages of a built tree run again from their records, two settings in turn: the helpers of allocator.py and
+"""Stages of a built tree run again from their records, two settings in turn: the helpers of malloc_setting.py and
 training_switches.py.
 
 A stage record (`<output>.meta.json`) holds the stage's arguments; `command` rebuilds its command line with some

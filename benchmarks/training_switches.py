@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from stage_pairs import pair_row
-from workflow_helpers import RESULTS, keep_result
+from workflow_harness import RESULTS, keep_result
 
 TRAINING = ("out", "state_dir", "log")
 # stage record (under DIR) -> the rule it stands for (records whose folder matches `family` are summed), changes.

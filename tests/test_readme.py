@@ -1,12 +1,15 @@
 """The README is a front door: short, no lab diary, links that resolve, and every number it states read back
-from the results it comes from (the verdict table: results/claims.csv and results/check.csv)."""
+from the results it comes from (the verdict table: results/claims.csv and results/check.csv; the first screen's
+time, cores and scale: benchmarks/results.json and params.yaml)."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -16,6 +19,27 @@ DIARY_WORDS = ("session", "today", "this machine")
 # the verdict table's columns, in claims.csv's words
 VERDICTS = {"holds": "holds", "same direction, n.s.": "same direction, not significant",
             "not supported": "not supported", "contradicted": "contradicted", "not measurable": "not measurable"}
+FIRST_SCREEN = 40     # lines a reader sees before scrolling
+
+
+def reproduce() -> dict:
+    return json.loads((ROOT / "benchmarks/results.json").read_text(encoding="utf-8"))["reproduce"]
+
+
+def params() -> dict:
+    return yaml.safe_load((ROOT / "params.yaml").read_text(encoding="utf-8"))
+
+
+# the numbers the first screen states: the phrase that holds each (its number the group) and its source
+SOURCED = {
+    r"([\d.]+)\s+minutes\s+on\s+\d+\s+cores": lambda: round(reproduce()["clean_run_seconds"] / 60, 1),
+    r"minutes\s+on\s+(\d+)\s+cores": lambda: reproduce()["cores"],
+    r"(\d+)-layer": lambda: params()["encoder"]["layers"],
+    r"(\d+)-wide": lambda: params()["encoder"]["hidden"],
+    r"(\d+)-token\s+queries": lambda: params()["two_tower"]["query_length"],
+    r"(\d+)-token\s+documents": lambda: params()["two_tower"]["doc_length"],
+    r"pre-training:\s+(\d+)\s+steps": lambda: params()["chang2020"]["pretraining"]["steps"],
+}
 # names that hold digits but state no number; everything else with a digit outside code, links and the verdict
 # table is a number the README states, and is refused
 NAMES = ("BM25", "ICLR 2020")
@@ -121,11 +145,22 @@ def check_cells(readme: str) -> None:
     assert sorted(covered) == list(check.index), "every checked cell belongs to exactly one row of the table"
 
 
+def check_sourced(readme: str) -> None:
+    """Each number of SOURCED is on the first screen, and wherever the README states it, it is its source's."""
+    screen = "\n".join(readme.splitlines()[:FIRST_SCREEN])
+    for pattern, source in SOURCED.items():
+        assert re.search(pattern, screen), f"the first screen no longer states {pattern!r}"
+        for stated in re.findall(pattern, readme):
+            assert float(stated) == float(source()), f"README says {stated} ({pattern!r}), its source {source()}"
+
+
 def prose(readme: str) -> str:
     """The README without what the other tests read or what states no number: code blocks and spans, link
-    targets, the verdict table's rows, and names that hold digits."""
+    targets, the verdict table's rows, the first screen's sourced numbers, and names that hold digits."""
     table = set(verdict_lines(readme))
     readme = "\n".join(line for line in readme.splitlines() if line not in table)
+    for pattern in SOURCED:
+        readme = re.sub(pattern, lambda m: m.group(0).replace(m.group(1), "", 1), readme)
     readme = re.sub(r"```.*?```", "", readme, flags=re.S)
     readme = re.sub(r"`[^`]*`", "", readme)
     readme = LINK.sub(lambda m: m.group(1), readme)
@@ -161,6 +196,24 @@ def test_a_wrong_count_fails(check, cell, wrong):
     assert cell in readme
     with pytest.raises(AssertionError):
         check(readme.replace(cell, wrong, 1))
+
+
+def test_first_screen_numbers_match_their_sources():
+    check_sourced(text())
+
+
+@pytest.mark.parametrize("stated, wrong", [("85.2 minutes", "80.2 minutes"), ("on 2 cores", "on 4 cores"),
+                                           ("32-token queries", "64-token queries"),
+                                           ("pre-training: 200 steps", "pre-training: 400 steps")])
+def test_a_wrong_first_screen_number_fails(stated, wrong):
+    """The check can fail: a first screen whose time, cores or scale say other than their sources is refused,
+    and one that drops them too."""
+    readme = text()
+    assert stated in readme
+    with pytest.raises(AssertionError):
+        check_sourced(readme.replace(stated, wrong, 1))
+    with pytest.raises(AssertionError):
+        check_sourced(readme.replace(stated, "", 1))
 
 
 def test_a_stray_number_fails():

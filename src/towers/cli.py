@@ -119,7 +119,7 @@ def kernels() -> dict:
 # glibc's malloc hands each tensor above its (adaptive) mmap threshold fresh pages from the kernel, which faults
 # them in zeroed on first touch: a tenth of an encoding job's time here. Below 256 MB a freed block is reused.
 MALLOC_SETTINGS = {"MALLOC_MMAP_THRESHOLD_": (-3, 256 << 20), "MALLOC_TRIM_THRESHOLD_": (-1, 512 << 20)}
-# where that was measured to help (benchmarks/allocator.py): forward passes over large batches. Training was
+# where that was measured to help (benchmarks/malloc_setting.py): forward passes over large batches. Training was
 # unchanged and dense search slower (numpy's large arrays then come from the heap, without huge pages)
 KEEP_FREED_MEMORY = ("encode-candidates", "rerank")
 

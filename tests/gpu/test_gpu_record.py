@@ -7,11 +7,11 @@ import pytest
 
 def test_record_keeps_the_checks_and_rates(tmp_path, monkeypatch):
     import gpu_throughput
-    import workflow_helpers
+    import workflow_harness
 
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"other": 1}))
-    monkeypatch.setattr(workflow_helpers, "RESULTS", results)
+    monkeypatch.setattr(workflow_harness, "RESULTS", results)
     run = tmp_path / "check"
     run.mkdir()
     (run / "env.txt").write_text("WARNING: Target directory exists\nNVIDIA H200, 143771 MiB\n16\n")

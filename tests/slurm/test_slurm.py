@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from workflow_helpers import fresh_copy, job_counts
+from workflow_harness import fresh_copy, job_counts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import local_cluster  # noqa: E402

@@ -15,7 +15,7 @@ import yaml
 
 from towers.ci import snakemake_stages
 from towers.params_check import merge_configs
-from workflow_helpers import job_counts, planned_jobs
+from workflow_harness import job_counts, planned_jobs
 
 from conftest import FIXTURES, ROOT
 from test_workflow import copy_workflow

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from workflow_helpers import ROOT
+from workflow_harness import ROOT
 
 pytestmark = pytest.mark.extended
 SCRIPT = ROOT / "benchmarks/gpu_stages.py"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from workflow_helpers import RESULTS, ROOT
+from workflow_harness import RESULTS, ROOT
 
 SCRIPT = ROOT / "benchmarks/host_side.py"
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from towers import scheduler
-from workflow_helpers import watched
+from workflow_harness import watched
 
 from conftest import ROOT
 

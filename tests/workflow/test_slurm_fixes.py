@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from towers import slurm
-from workflow_helpers import copy_workflow
+from workflow_harness import copy_workflow
 
 from conftest import FIXTURES, ROOT
 

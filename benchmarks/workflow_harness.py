@@ -1,6 +1,6 @@
-"""Helpers for driving the workflow itself, shared by tests and benchmarks (pytest finds this folder through its
-pythonpath setting): a fresh copy to run in (with or without a snapshot of src/), the job counts of a Snakemake plan,
-the benchmarks' results file, and a run watched for its own CPU and threads."""
+"""Running the workflow from tests and benchmarks (pytest finds this folder through its pythonpath setting): a
+fresh copy to run in (with or without a snapshot of src/), the jobs of a Snakemake plan, a run watched for its own
+CPU and threads, and the benchmarks' results file (benchmarks/results.json)."""
 from __future__ import annotations
 
 import json

@@ -1,6 +1,6 @@
 """The stages' malloc settings (towers.cli.keep_freed_memory) against glibc's defaults, on jobs of a built tree.
 
-    benchmarks/allocator.py --tree DIR [--pairs 3] [--record]
+    benchmarks/malloc_setting.py --tree DIR [--pairs 3] [--record]
 
 DIR is a checkout after `make reproduce` (its artifacts and stage records). One job of each heavy rule is run
 again from its record, shortened where a whole one would take minutes (fewer training steps, a quarter of an
@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from stage_pairs import pair_row
-from workflow_helpers import RESULTS, keep_result
+from workflow_harness import RESULTS, keep_result
 
 from towers.cli import KEEP_FREED_MEMORY, MALLOC_SETTINGS
 
@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     rows = measure(a.tree.resolve(), a.pairs)
     summary = {"rows": rows, **projected(rows, json.loads(RESULTS.read_text())["reproduce"]),
-               "how": f"benchmarks/allocator.py --tree DIR --pairs {a.pairs}"}
+               "how": f"benchmarks/malloc_setting.py --tree DIR --pairs {a.pairs}"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     if a.record:
         keep_result(("reproduce", "allocator"), summary)

@@ -55,10 +55,10 @@ def test_asked_for_it_applies_only_to_the_stages_it_was_measured_to_help():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_the_benchmarks_glibc_knobs_force_the_setting_on_any_stage():
-    """benchmarks/allocator.py measures every heavy stage with the setting: through glibc's own environment knobs,
+    """benchmarks/malloc_setting.py measures every heavy stage with the setting: through glibc's own environment knobs,
     the values of cli.MALLOC_SETTINGS, whatever the stage."""
-    import allocator   # benchmarks/ (pytest's pythonpath)
+    import malloc_setting   # benchmarks/ (pytest's pythonpath)
 
-    knobs = allocator.setting_env(True)
-    assert knobs.keys() == MALLOC_SETTINGS.keys() and allocator.setting_env(False) == {}
+    knobs = malloc_setting.setting_env(True)
+    assert knobs.keys() == MALLOC_SETTINGS.keys() and malloc_setting.setting_env(False) == {}
     assert faults("dense-search", **knobs)[1] < faults("dense-search")[1] / 5

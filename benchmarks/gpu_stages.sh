@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 42 on one GPU in one command (docs/gpu.md "Issue 42"), under 10 minutes: writes into $1
+# The paper profile's GPU stages measured on one GPU in one command (docs/gpu.md), under 10 minutes: writes into $1
 #   env.txt           the machine
 #   gpu_stages.json   each paper-profile training regime's own stage command at its paper shape (seconds a step,
 #                     GPU busy share, peak memory); train-repbert and the batch-16 margin regime also with the GPU
@@ -9,7 +9,7 @@
 # Then, on a machine with Snakemake: benchmarks/gpu_stages.py record $1/gpu_stages.json, and
 # benchmarks/encode_overlap.py's result is kept by hand under results.json `encode_overlap.gpu`.
 set -u
-out=${1:?usage: benchmarks/gpu_issue42.sh OUT_DIR}
+out=${1:?usage: benchmarks/gpu_stages.sh OUT_DIR}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/src:$PWD/benchmarks:$PWD/tests
 py=${PYTHON:-python3}
