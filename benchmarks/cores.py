@@ -19,24 +19,16 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduce import job_blocks, save  # noqa: E402
+from reproduce import jobs_of, save  # noqa: E402
 
 
 def log_jobs(log: Path) -> tuple[list[dict], float]:
-    """Every finished job of a Snakemake log (rule, inputs, outputs, threads, began, wall seconds), and the log's
-    wall from its first to its last stamp."""
-    jobs, started, stamps = [], {}, []
-    for kind, value in job_blocks(log.read_text().splitlines()):
-        if kind == "stamp":
-            stamps.append(value)
-        elif kind == "job":
-            started[value.pop("jobid")] = {**value, "began": stamps[-1]}
-        elif value in started:
-            job = started.pop(value)
-            jobs.append({**job, "wall": stamps[-1] - job["began"]})
+    """Every finished job of a Snakemake log (reproduce.jobs_of: rule, inputs, outputs, threads, began, wall
+    seconds), and the build's wall from its first job's start to its last job's end."""
+    jobs = jobs_of(log)
     if not jobs:
         sys.exit(f"error: {log}: no finished job in this Snakemake log")
-    return jobs, stamps[-1] - stamps[0]
+    return jobs, max(j["began"] + j["wall"] for j in jobs) - min(j["began"] for j in jobs)
 
 
 def parents(jobs: list[dict]) -> list[set[int]]:

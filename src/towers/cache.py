@@ -53,12 +53,13 @@ def records(folder: Path):
 DVC = str(Path(sys.executable).with_name("dvc"))   # the venv's dvc
 
 
-def dvc(*args: str) -> str:
-    """Run the venv's dvc; its stdout, or exit with a one-line error holding its last message line."""
-    result = subprocess.run([DVC, *args], capture_output=True, text=True)
+def dvc(*args: str, cwd=None) -> str:
+    """Run the venv's dvc (in `cwd`, default here); its stdout, or exit with a one-line error holding its last
+    message line."""
+    result = subprocess.run([DVC, *args], capture_output=True, text=True, cwd=cwd)
     if result.returncode != 0:
         last = (result.stderr.strip().splitlines() or result.stdout.strip().splitlines() or ["no message"])[-1]
-        sys.exit(f"error: dvc {' '.join(args)}: {last}")
+        sys.exit(f"error: dvc {' '.join(args)}{f' in {cwd}' if cwd else ''}: {last}")
     return result.stdout
 
 

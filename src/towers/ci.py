@@ -223,21 +223,13 @@ def clean_tree(root: Path, into: Path) -> Path:
     return into
 
 
-def dvc_in(folder: Path, *args: str) -> str:
-    result = subprocess.run([DVC, *args], cwd=folder, capture_output=True, text=True)
-    if result.returncode != 0:
-        last = (result.stderr.strip().splitlines() or ["no message"])[-1]
-        raise StageError("dvc.lock", f"dvc {' '.join(args)} in a clean copy of the tracked tree: {last}")
-    return result.stdout
-
-
 def stale_dvc_stages(root: Path = Path(".")) -> dict:
     """`dvc status` of a clean copy of the tracked tree: {stage: what changed}, empty when dvc.lock is current."""
     import json
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="dvc-lock-") as folder:
-        return json.loads(dvc_in(clean_tree(root, Path(folder)), "status", "--json") or "{}")
+        return json.loads(dvc("status", "--json", cwd=clean_tree(root, Path(folder))) or "{}")
 
 
 def record_dvc_lock(root: Path = Path(".")) -> None:
@@ -246,7 +238,7 @@ def record_dvc_lock(root: Path = Path(".")) -> None:
 
     with tempfile.TemporaryDirectory(prefix="dvc-lock-") as folder:
         copy = clean_tree(root, Path(folder))
-        dvc_in(copy, "commit", "--force", "--quiet")
+        dvc("commit", "--force", "--quiet", cwd=copy)
         with atomic_path(root / "dvc.lock") as tmp:
             shutil.copyfile(copy / "dvc.lock", tmp)
 
@@ -277,10 +269,7 @@ def main(argv=None) -> None:
     lock.add_argument("--check", action="store_true", help="only list the stages a fresh clone finds changed (exit 1)")
     args = parser.parse_args(argv)
     if args.command == "dvc-lock":
-        try:
-            stale = stale_dvc_stages() if args.check else record_dvc_lock()
-        except StageError as err:
-            sys.exit(f"error: {err}")
+        stale = stale_dvc_stages() if args.check else record_dvc_lock()   # dvc's failure: one line, exit 1
         if stale:
             sys.exit(f"error: dvc.lock: {len(stale)} stages changed in a fresh clone ({', '.join(sorted(stale)[:5])}"
                      f"{', ...' if len(stale) > 5 else ''}); run `make dvc-lock`")

@@ -253,13 +253,14 @@ def test_a_fresh_clone_finds_no_dvc_stage_changed():
 
 
 def test_bytecode_caches_are_no_part_of_a_code_dependency(tmp_path):
-    from towers.ci import clean_tree, dvc_in
+    from towers.cache import dvc
+    from towers.ci import clean_tree
 
     copy = clean_tree(ROOT, tmp_path / "clone")
-    before = dvc_in(copy, "status", "--json")
+    before = dvc("status", "--json", cwd=copy)
     cache = copy / "src/towers/__pycache__"
     cache.mkdir(exist_ok=True)
     (cache / "ci.cpython-311.pyc").write_bytes(b"\0" * 64)
     (copy / "workflow/__pycache__").mkdir(exist_ok=True)
     (copy / "workflow/__pycache__/x.pyc").write_bytes(b"\0")
-    assert dvc_in(copy, "status", "--json") == before
+    assert dvc("status", "--json", cwd=copy) == before

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..params_check import ParamsError
+from ..verdicts.checks import as_numbers
 from .papers import load as load_papers
 
 BEGIN, END = "<!-- verdicts: begin -->", "<!-- verdicts: end -->"
@@ -40,11 +41,10 @@ def read_claims(path) -> pd.DataFrame:
     if missing:
         raise ValueError(f"{path}: no {missing[0]!r} column")
     for column in NUMBER_COLUMNS:
-        numbers = pd.to_numeric(claims[column], errors="coerce")
-        bad = claims.index[claims[column].notna() & numbers.isna()]
-        if len(bad):
-            raise ValueError(f"{path}: row {bad[0] + 1} (claim {claims.loc[bad[0], 'claim']}), column {column!r}: "
-                             f"{claims.loc[bad[0], column]!r} is not a number")
+        numbers, bad = as_numbers(claims[column])
+        if bad is not None:
+            raise ValueError(f"{path}: row {bad + 1} (claim {claims.loc[bad, 'claim']}), column {column!r}: "
+                             f"{claims.loc[bad, column]!r} is not a number")
         claims[column] = numbers
     return claims
 

@@ -126,6 +126,14 @@ def across_builds(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def as_numbers(column: pd.Series, finite: bool = False) -> tuple[pd.Series, object]:
+    """A column of a file read as numbers, and the index of its first entry that is not one (with `finite`: nor
+    nan or inf), or None; empty entries stay empty."""
+    numbers = pd.to_numeric(column, errors="coerce")
+    bad = column.index[column.notna() & (~np.isfinite(numbers) if finite else numbers.isna())]
+    return numbers, (bad[0] if len(bad) else None)
+
+
 def read_expected(path) -> pd.DataFrame | dict:
     """An expected-values CSV, or a paper policy (YAML)."""
     path = Path(path)
@@ -154,10 +162,9 @@ def read_expected(path) -> pd.DataFrame | dict:
 
     # an empty field is "no value" (shown, not judged); anything else must be a number the check can compare
     for column in ("expected", "tolerance"):
-        numbers = pd.to_numeric(frame[column], errors="coerce")
-        bad = frame.index[frame[column].notna() & ~np.isfinite(numbers)]
-        if len(bad):
-            raise StageError(path, f"{cell_at(bad[0])}: {column} {frame.loc[bad[0], column]!r} is not a finite number "
+        numbers, bad = as_numbers(frame[column], finite=True)
+        if bad is not None:
+            raise StageError(path, f"{cell_at(bad)}: {column} {frame.loc[bad, column]!r} is not a finite number "
                                    "(leave it empty for none)")
         frame[column] = numbers.astype(float)
     negative = frame.index[frame["tolerance"] < 0]
