@@ -51,7 +51,7 @@ test-extended: setup
 # the workflow through a real one-node Slurm on this machine (tests/slurm: Debian's slurmctld, slurmd and munge,
 # installed with apt-get where missing and started without systemd; root only), with profiles/slurm as shipped and
 # the test cluster's overlay (tests/slurm/profile): every job through sbatch, the local executor's outputs, a job
-# cancelled and retried, the node downed and resumed mid-build, a second run submitting nothing (about 10 minutes on
+# cancelled and retried, the node downed and resumed mid-build, a second run submitting nothing (about 5 minutes on
 # two cores; make test-extended runs it too). Skips with one line where Slurm cannot be installed or started.
 test-slurm: setup
 	$(VENV)/bin/python -m pytest -q -s -m extended tests/slurm

@@ -10,7 +10,7 @@ Tried as a new user would, in a fresh copy of the workflow built once on tests/f
 - faults during runs: kill -9 of a training stage (resume must reach bit-identical weights), of one job of
   several during a params change, of Snakemake itself; failures during a change through Snakemake and
   `dvc repro`; Ctrl-C; a read-only output folder; edits inside a local_dir collection; a tampered checkpoint;
-- issue 29 (group "edge"): nested-alias and deeply nested config and claims files, a key given twice, a NUL in
+- edge cases (group "edge"): nested-alias and deeply nested config and claims files, a key given twice, a NUL in
   a params string, byte-order marks, a BEIR query judged only -1, an artifact edited after the build, a question
   file edited while the clock went back, an input dated in the future, a full disk (a tmpfs, root only).
 
@@ -908,7 +908,7 @@ def same_tables(ws: Workspace, tmp: Path) -> tuple[str, str]:
     return ("handled", "byte-identical") if same else ("silent wrong result", "the tables differ")
 
 
-# --- issue 29: alias bombs, repeated keys, grades <= 0, edited artifacts, full disks, byte-order marks ---------
+# --- edge cases: alias bombs, repeated keys, grades <= 0, edited artifacts, full disks, byte-order marks ---------
 
 def alias_bomb(key: str = "bm25:\n  k1", levels: int = 9) -> str:
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']

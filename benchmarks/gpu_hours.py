@@ -146,8 +146,9 @@ def hours(flops: dict[str, float], rates: dict[str, float] | None) -> float:
     return sum(v / (rates[k] if rates else GPU_FLOPS) for k, v in flops.items()) / 3600
 
 
-# Issue 42's measurement (not this project's benchmark): train-repbert at its paper shape on one H200
-SMALL_BATCH_MEASURED = {"regime": "train-repbert, BERT-base, batch 52, query 20 / doc 256, bf16", "device": "NVIDIA H200",
+# A rate stated with the request for these estimates, not measured by this project's benchmarks: train-repbert
+# at its paper shape on one H200 (gpu_stages.py measures the paper profile's own regimes)
+SMALL_BATCH_STATED = {"regime": "train-repbert, BERT-base, batch 52, query 20 / doc 256, bf16", "device": "NVIDIA H200",
             "steps_per_s": 6.9}
 SMALL_BATCH = 64   # a rank's batch at or below this: launch-bound on a GPU, not FLOP-bound (measured by gpu_stages.py)
 
@@ -159,7 +160,7 @@ def flop_basis_steps_per_s(batch: int, query: int, doc: int, rate: float) -> flo
 
 def basis(jobs: list[tuple[str, str]], lengths: dict[str, int], gpu_rates: dict[str, float] | None) -> dict:
     """What a table's GPU-hours rest on, and how much of them small batches make too low: the FLOP basis's hours
-    of the training jobs whose batch a GPU is at most SMALL_BATCH, and the measured factor for such a step."""
+    of the training jobs whose batch a GPU is at most SMALL_BATCH, and the stated factor for such a step."""
     small = {}
     for rule, command in jobs:
         gpus = int(m.group(1)) if (m := re.search(r"towers\.training\.distributed (\d+)", command)) else 1
@@ -167,15 +168,15 @@ def basis(jobs: list[tuple[str, str]], lengths: dict[str, int], gpu_rates: dict[
         if "train_base" in work and int(flag(command, "batch-size", 0)) // gpus <= SMALL_BATCH:
             small[rule] = small.get(rule, 0.0) + hours({"train_base": work["train_base"]}, gpu_rates)
     rate = (gpu_rates or {}).get("train_base", GPU_FLOPS)
-    measured = SMALL_BATCH_MEASURED
-    factor = flop_basis_steps_per_s(52, 20, 256, rate) / measured["steps_per_s"]
+    stated = SMALL_BATCH_STATED
+    factor = flop_basis_steps_per_s(52, 20, 256, rate) / stated["steps_per_s"]
     return {"basis": "FLOP estimate: each job's FLOPs / a rate measured at batch 256, full length" if gpu_rates
                      else "FLOP estimate: each job's FLOPs / an assumed GPU rate",
             "small_batch_training_hours": round(sum(small.values()), 1),
             "small_batch_rules": sorted(small),
-            "small_batch_caveat": (f"training jobs at batch <= {SMALL_BATCH} a GPU are launch-bound: measured, "
-                                   f"{measured['regime']} ran at {measured['steps_per_s']} steps/s on an "
-                                   f"{measured['device']}, "
+            "small_batch_caveat": (f"training jobs at batch <= {SMALL_BATCH} a GPU are launch-bound: as stated, "
+                                   f"{stated['regime']} ran at {stated['steps_per_s']} steps/s on an "
+                                   f"{stated['device']}, "
                                    f"where this basis gives {flop_basis_steps_per_s(52, 20, 256, rate):.1f}: those "
                                    f"jobs' hours are about {factor:.1f}x too low (a correction stated, not measured "
                                    f"here; benchmarks/gpu_stages.py measures it)") if small else ""}

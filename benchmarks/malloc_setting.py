@@ -11,8 +11,8 @@ the stages leave alone) in turn, `--pairs` times. Reported per stage: the stage'
 wrote the same bytes (the outputs, not the training state or step log, which records seconds). The ratios of
 the stages that keep the setting when asked (TOWERS_MALLOC=keep: towers.cli.KEEP_FREED_MEMORY, chosen from
 these rows), applied to the work seconds of their rules in results.json's clean `reproduce`, give the minutes it
-would take off that run (`--record` keeps all of it under `reproduce.allocator`). About 4 of ~148 minutes: why
-the setting is opt-in."""
+would take off that run (`--record` keeps all of it under its own key, `malloc_setting`, which a new `reproduce`
+leaves alone). About 4 of the 955a638 build's 148 minutes: why the setting is opt-in."""
 from __future__ import annotations
 
 import argparse
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                "how": f"benchmarks/malloc_setting.py --tree DIR --pairs {a.pairs}"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     if a.record:
-        keep_result(("reproduce", "allocator"), summary)
+        keep_result(("malloc_setting",), summary)
     return 0 if all(r["byte_identical"] for r in rows) else 1
 
 

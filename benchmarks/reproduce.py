@@ -8,7 +8,8 @@ that is process start-up.
                                              `make reproduce`, as a user runs it (no paper waits for the last
                                              job of the one before)
     benchmarks/reproduce.py --analyse DIR    read those times, Snakemake's logs and the stage records; compare
-                                             the tables and figures with this checkout's; write the key
+                                             the tables and figures byte for byte with those committed at this
+                                             checkout's HEAD (results_moved_against); write the key
                                              `reproduce` of benchmarks/results.json (--key another;
                                              --before KEY sets an earlier run's totals beside it)
     benchmarks/reproduce.py --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import re
@@ -173,13 +175,13 @@ def model_stack_import_seconds(folder: Path) -> float:
                                                   text=True, check=True).stdout) for _ in range(3))
 
 
-def cells_moved(folder: Path, tables: list[str], against: Path = ROOT) -> dict[str, int]:
-    """Per rebuilt table CSV that differs from this checkout's (or `against`'s): how many of its cells differ."""
+def cells_moved(folder: Path, tables: list[str], old_bytes) -> dict[str, int]:
+    """Per rebuilt table CSV that differs from its old version (`old_bytes(path)`): how many of its cells differ."""
     import pandas as pd
 
     moved = {}
     for table in tables:
-        old, new = pd.read_csv(against / table, dtype=str), pd.read_csv(folder / table, dtype=str)
+        old, new = pd.read_csv(io.BytesIO(old_bytes(table)), dtype=str), pd.read_csv(folder / table, dtype=str)
         if old.shape != new.shape or list(old.columns) != list(new.columns):
             moved[table] = -1   # the shape itself changed
         else:
@@ -187,16 +189,37 @@ def cells_moved(folder: Path, tables: list[str], against: Path = ROOT) -> dict[s
     return moved
 
 
-def verdicts_moved(folder: Path, against: Path = ROOT) -> dict:
-    """Each paper's claim verdicts in `against`'s results/claims.csv (before) and the build's (after), counted, and
-    every claim whose verdict moved ("before -> after")."""
+def committed_bytes(commit: str, path: str, root: Path = ROOT) -> bytes:
+    """A file as `commit` of the checkout at `root` holds it (not as the working tree has it)."""
+    return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, check=True).stdout
+
+
+def compared_with_commit(folder: Path, tracked: list[str], root: Path = ROOT) -> dict:
+    """The build's result files byte for byte against those committed at the HEAD of the checkout at `root`: the
+    commit, the files that differ (and how many cells of each table), and the files that commit does not hold,
+    which were not compared."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    committed = set(subprocess.run(["git", "ls-tree", "-r", "--name-only", commit, "--", "results"], cwd=root,
+                                   capture_output=True, text=True, check=True).stdout.split())
+    moved = [f for f in tracked if f in committed and (folder / f).read_bytes() != committed_bytes(commit, f, root)]
+    return {"results_moved_against": commit, "results_moved": moved,
+            "results_not_compared": [f for f in tracked if f not in committed],
+            "cells_moved": cells_moved(folder, [f for f in moved if f.endswith(".csv")],
+                                       lambda f: committed_bytes(commit, f, root))}
+
+
+def verdicts_moved(folder: Path, against: Path = ROOT, before_csv: bytes | None = None) -> dict:
+    """Each paper's claim verdicts in `against`'s results/claims.csv (or `before_csv`, that file's bytes as a commit
+    holds it) before and the build's after, counted, and every claim whose verdict moved ("before -> after")."""
     import pandas as pd
 
-    def verdicts(root: Path) -> pd.Series:
-        claims = pd.read_csv(root / "results/claims.csv")
+    def verdicts(source) -> pd.Series:
+        claims = pd.read_csv(source)
         return claims.groupby(["paper", "claim"], sort=False)["claim verdict"].first()
 
-    before, after = verdicts(against), verdicts(folder)
+    before = verdicts(io.BytesIO(before_csv) if before_csv is not None else against / "results/claims.csv")
+    after = verdicts(folder / "results/claims.csv")
     counts = {paper: {"before": before[paper].value_counts().to_dict(), "after": after[paper].value_counts().to_dict()}
               for paper in after.index.get_level_values(0).unique()}
     moved = {claim: f"{before.get((paper, claim), 'absent')} -> {verdict}" for (paper, claim), verdict in after.items()
@@ -249,7 +272,6 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
     missing = [f for f in tracked if not (folder / f).exists()]   # a failed job's outputs are removed
     tracked = [f for f in tracked if f not in missing]
     not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
-    moved = [f for f in tracked if not (ROOT / f).exists() or (folder / f).read_bytes() != (ROOT / f).read_bytes()]
     measured = {
         "commit": times["commit"], "cores": times["cores"],
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
@@ -269,16 +291,18 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
         "results_files": len(tracked), "results_not_rebuilt": not_rebuilt, "results_missing": missing,
         "steps_failed": [s["name"] for s in build if s["rc"]],
         "steps_resumed": resumed,
-        "results_moved_against": subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                                text=True).stdout.strip(),
-        "results_moved": moved,
-        "cells_moved": cells_moved(folder, [f for f in moved if f.endswith(".csv") and (ROOT / f).exists()]),
-        "verdicts": verdicts_moved(folder) if (folder / "results/claims.csv").exists() else None,
+        **compared_with_commit(folder, tracked),
+        "verdicts": None,
         "how": "benchmarks/reproduce.py --run DIR && benchmarks/reproduce.py --analyse DIR; start-up of a job: its "
                "wall (Snakemake log) less its stage's work (record seconds less the torch + transformers import "
                "when the stage loaded torch in a process of its own, not in a fork of the warm-start server); jobs "
-               "without a record count as work",
+               "without a record count as work; results_moved: the build's tracked results that differ byte for "
+               "byte from those committed at results_moved_against (the analysing checkout's HEAD)",
     }
+    claims = "results/claims.csv"
+    if claims in tracked and claims not in measured["results_not_compared"]:   # before: as that commit holds it
+        measured["verdicts"] = verdicts_moved(folder, before_csv=committed_bytes(measured["results_moved_against"],
+                                                                                 claims))
     if before:
         measured["before"] = {k: before[k] for k in ("commit", "clean_run_seconds", "per_paper_minutes", "jobs",
                                                       "job_seconds", "startup_share_of_job_seconds", "startup_seconds")}
@@ -530,7 +554,7 @@ def before_after(old: Path, new: Path) -> dict:
                for d in (old, new)]
     return {"before": commits[0], "after": commits[1], "compared": len(compared),
             "identical": len(compared) - len(moved), "moved": moved, "missing": missing,
-            "cells_moved": cells_moved(new, [f for f in moved if f.endswith(".csv")], against=old),
+            "cells_moved": cells_moved(new, [f for f in moved if f.endswith(".csv")], lambda f: (old / f).read_bytes()),
             "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
 
 

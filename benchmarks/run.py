@@ -71,7 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports.ltre import read_step_log  # noqa: E402
-from workflow_harness import RESULTS, fresh_copy, job_counts  # noqa: E402
+from workflow_harness import RESULTS, fresh_copy, job_counts, write_results  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 
 PAPERS = paper_list.load(root=ROOT)   # data/papers/papers.yaml: each paper's targets
@@ -678,7 +678,7 @@ def main() -> None:
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()
-            out.write_text(json.dumps(results, indent=2) + "\n")   # kept even if a later part fails
+            write_results(results, out)   # kept even if a later part fails
     print(json.dumps(results, indent=2))
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from synthetic_msmarco import write_msmarco  # noqa: E402
-from workflow_harness import RESULTS, copy_workflow, fresh_copy, keep_result, planned_jobs  # noqa: E402
+from workflow_harness import RESULTS, copy_workflow, fresh_copy, keep_result, planned_jobs, write_results  # noqa: E402
 
 PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
 DATA_TARGETS = ["artifacts/msmarco-passage/eval/bm25/dev/lucene.json", "artifacts/msmarco-dl19/eval/bm25/dev/lucene.json",
@@ -476,7 +476,7 @@ def main() -> None:
         print(markdown(scale))
         scale["requests"] = requests(scale)
         print(json.dumps(scale["requests"], indent=1))
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(results)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,15 @@ def spaced_python(folder: Path) -> Path:
     return spaced / "bin/python"
 
 
+def write_results(results: dict, path: Path | None = None) -> None:
+    """benchmarks/results.json (or `path`) written whole or not at all (a run killed mid-write keeps the old file).
+    RESULTS is read when called, so a test that points it elsewhere is obeyed."""
+    from towers.io import atomic_path
+
+    with atomic_path(path or RESULTS) as tmp:
+        Path(tmp).write_text(json.dumps(results, indent=2) + "\n")
+
+
 def keep_result(keys: tuple[str, ...], value) -> None:
     """Set one entry of benchmarks/results.json (under nested `keys`), leaving every other as it is."""
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
@@ -67,7 +76,7 @@ def keep_result(keys: tuple[str, ...], value) -> None:
     for key in keys[:-1]:
         where = where.setdefault(key, {})
     where[keys[-1]] = value
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(results)
 
 
 def watched(command: list, cwd) -> dict:

@@ -184,7 +184,9 @@ def main(argv=None, warm_start: bool = False) -> int:
         raise
     if parallel:
         runtime.finish()   # a stage that returned without training: only the leader writes its record
-    cells = counts.pop("cells", None)   # a table's numbers and their sources (towers.verdicts.cells.cell), a list
+    # a table's numbers and their sources (towers.verdicts.cells.cell), its note and what every row shares: the
+    # record's own fields, beside the counts
+    table = {k: counts.pop(k) for k in ("cells", "note", "context") if k in counts}
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
             # start-up before main; whether the stage loaded torch (its import is inside "seconds" unless the
@@ -193,8 +195,7 @@ def main(argv=None, warm_start: bool = False) -> int:
             "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
                                  "mwparserfromhell")}
     meta.update(kernels())
-    if cells is not None:
-        meta["cells"] = cells
+    meta.update(table)
     if output is not None:   # a stage that only checks writes nothing
         record = Path(str(output).rstrip("/") + ".meta.json")
         meta["inputs_checked"] = checked

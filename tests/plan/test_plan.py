@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from plan_configs import mini_plan, plan_of, profile_configs
 
-from towers.plan import Plan, flags, one_of, paper_table, q, row_flags
+from towers.plan import Plan, flags, one_of, q, row_flags
 
 
 def test_a_plan_leaves_its_config_as_it_is():
@@ -40,9 +40,6 @@ def test_shell_words():
     assert flags({"batch_size": 32, "shared": True, "name": "x y"}) == "--batch-size 32 --shared 1 --name 'x y'"
     assert row_flags([{"a": "1"}], "--run") == """--run '{"a": "1"}'"""
     assert one_of(["a.b", "c"]) == r"a\.b|c" and one_of([]) == "(?!)"
-    assert paper_table("ltre-table") == ("{TOWERS} ltre-table --table {wildcards.table} --paper {input.paper} --profile"
-                                         " {params.profile} --note {params.note:q} {params.rows} --csv {output.csv}"
-                                         " --json {output.json} 2>&1 | tee {log}")
 
 
 def test_training_runs_data_parallel_with_the_speed_switches_before_the_launcher():

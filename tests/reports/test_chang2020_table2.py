@@ -120,7 +120,7 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
                                  "avg_doc_tokens": 200.0}))
     rows = [{"dataset": "enwiki-mini", "paper_dataset": p, "stats": stats} for p in ("squad", "nq")]
     frame, twin, _ = reqa_table(rows, PAPER, "mini", "embedded default")
-    assert list(frame["paper_dataset"]) == ["squad", "nq"]
+    assert list(frame["paper dataset"]) == ["squad", "nq"]
     for label in ["queries", "candidates", "tuples", "avg query tokens", "avg doc tokens"]:
         assert list(frame.columns).index(f"{label} paper") == list(frame.columns).index(label) + 1
     squad, nq = frame.to_dict("records")
@@ -131,8 +131,9 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
     assert (nq["queries paper"], nq["candidates paper"], nq["tuples paper"], nq["avg doc tokens paper"]) == (
         74097, 239008, 74097, 352.67)
     assert set(frame["profile"]) == {"mini"}
-    assert "enwiki-mini stands in for SQuAD" in squad["note"] and "stands in for Natural Questions" in nq["note"]
-    assert "sentence + paragraph" in squad["note"]
+    note, = frame["note"].unique()   # said once for the table
+    assert "enwiki-mini stands in for SQuAD" in note and "enwiki-mini stands in for Natural Questions" in note
+    assert "sentence + paragraph" in note
     assert twin["rows"]["enwiki-mini/nq"] == {"queries": 708, "candidates": 17018, "tuples": 708,
                                               "avg query tokens": 12.35, "avg doc tokens": 200.0}
     # a dataset that is the paper's own says nothing about standing in
@@ -155,6 +156,10 @@ def test_table_stage_end_to_end(tmp_path):
     table = pd.read_csv(csv)
     assert list(table["queries paper"]) == [97888, 74097] and list(table["queries"]) == [2, 2]
     assert all(isinstance(v, (int, float)) for row in read_json(twin)["rows"].values() for v in row.values())
+    # the note and the profile said once, in the twin and the record, not in the rows
+    assert "note" not in table and "profile" not in table
+    assert read_json(twin)["note"].startswith("note; enwiki-mini stands in for SQuAD")
+    assert read_json(twin)["context"] == {"profile": "mini", "dataset": "enwiki-mini"}
     bad = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
                     spec("enwiki-mini", "triviaqa"), "--csv", tmp_path / "bad.csv", "--json", tmp_path / "bad.json")
     assert bad.returncode == 1 and "chang2020_table2.csv: no values for dataset 'triviaqa'" in bad.stderr

@@ -10,25 +10,28 @@ from towers.reports import page as report
 def write_table(tmp_path, name="t.csv"):
     path = tmp_path / "results" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("split,model,profile,R@1,R@1 std,R@1 paper,R@10,R@10 paper,note\n"
-                    "5-95,A,mini,8.3,2.4,1.13,16.3,5.28,profile words; test: wilcoxon\n"
-                    "5-95,B,mini,7.5,2.7,6.28,15.2,9.59,profile words; test: wilcoxon\n")
+    path.write_text("model,R@1,R@1 std,R@1 paper,R@10,R@10 paper\n"
+                    "A,8.30,2.40,1.13,16.30,5.28\n"
+                    "B,7.50,2.70,6.28,15.20,9.59\n")
     cells = [{"row": {"split": "5-95", "model": m}, "column": c, "value": v, "kind": "metric", "paper": p}
              for m, values in (("A", (8.3, 16.3, 1.13, 5.28)), ("B", (7.5, 15.2, 6.28, 9.59)))
              for c, v, p in (("R@1", values[0], values[2]), ("R@10", values[1], values[3]))]
-    (path.parent / f"{name}.meta.json").write_text(json.dumps({"cells": cells}))
+    (path.parent / f"{name}.meta.json").write_text(json.dumps({
+        "cells": cells, "note": "profile words; test: wilcoxon", "context": {"profile": "mini", "split": "5-95"}}))
     return path
 
 
 def test_each_cell_shows_the_value_its_spread_and_the_papers(tmp_path):
     path = write_table(tmp_path)
     block = report.table_block(path, {("t", "split=5-95; model=B", "R@10"): "FAIL"}, "profile words")
-    # one cell: reproduced ± std (paper); the helper columns are gone, the note's own part shown once
-    assert '8.3 ± 2.4 <span class="paper">(1.13)</span>' in block
-    assert "R@1 paper" not in block.split("<details>")[0] and ">profile<" not in block.split("<details>")[0]
-    assert block.count("test: wilcoxon") == 1 + 2   # the note above the table, and twice in the raw CSV
+    # one cell: reproduced ± std (paper), as the table prints them; the helper columns are gone
+    assert '8.30 ± 2.40 <span class="paper">(1.13)</span>' in block
+    assert "R@1 paper" not in block.split("<details>")[0]
+    # the caption: what every row shares (the profile aside) and the note's own part, once
+    assert block.count("test: wilcoxon") == 1 and "every row: split 5-95; test: wilcoxon" in block
+    assert "profile words" not in block and "mini" not in block
     shaded = re.findall(r'<td class="n" style="([^"]+)">([^<]+)<', block)
-    assert shaded == [("background:#f6c9c9;font-weight:bold", "15.2 ")]   # only the cell the check failed
+    assert shaded == [("background:#f6c9c9;font-weight:bold", "15.20 ")]   # only the cell the check failed
     assert "data:image/png;base64," in block   # reproduced against paper values
     assert "<details><summary>raw CSV" in block
 

@@ -187,5 +187,5 @@ def test_ablation_table_puts_each_split_beside_the_paper(tmp_path):
     row = frame.iloc[0]
     assert row["R@100 1-99"] == 50.0 and row["R@100 1-99 paper"] == 79.80
     assert row["R@100 80-20"] == 75.0 and row["R@100 80-20 paper"] == 93.91
-    assert row["layers paper"] == 12 and row["emb_dim paper"] == 128
+    assert row["layers paper"] == 12 and row["emb dim paper"] == 128
     assert twin["rows"]["6/2/ICT/32"] == {"R@100 1-99": 50.0, "R@100 80-20": 75.0}

@@ -189,13 +189,13 @@ def test_check_and_claims_refuse_a_record_whose_cells_disagree_with_its_table(tm
     assert check().returncode == 0 and verdicts().returncode == 0
     record = tmp_path / "results/t.csv.meta.json"
     _edit_cell(record, "value", 0.5)   # before: check FAILed this cell, the table still showing 0.75
-    expected = (f"error: {record}: cell [model=good] R@1 is 0.5 here but 0.75 in {table}; the record was edited or "
+    expected = (f"error: {record}: cell [model=good] R@1 is 0.5 here but 0.750 in {table}; the record was edited or "
                 "is stale: rebuild the table")
     assert _one_line(check()) == expected
     assert _one_line(verdicts()) == expected
     _edit_cell(record, "value", 0.75)
     _edit_cell(record, "paper", 0.9)   # the paper profile's check reads paper values as the expected ones
-    assert _one_line(check()) == (f"error: {record}: cell [model=good] R@1 has paper value 0.9 here but 0.7 in "
+    assert _one_line(check()) == (f"error: {record}: cell [model=good] R@1 has paper value 0.9 here but 0.700 in "
                                   f"{table}; the record was edited or is stale: rebuild the table")
     _edit_cell(record, "paper", 0.7)
     _edit_cell(record, "row", {"model": "best"})
@@ -260,3 +260,32 @@ def test_long_tables_and_step_windows_are_checked_too(tmp_path):
     (tmp_path / "curve.csv.meta.json").write_text(json.dumps({"cells": steps}))
     with pytest.raises(StageError, match=r"window=last\] MRR@10 is 0.2 here but 0.095 in its step log .*steps.jsonl"):
         load_cells({"c": curve})
+
+
+def test_a_tables_note_says_the_smallest_difference_its_queries_resolve(tmp_path):
+    import math
+
+    import numpy as np
+
+    from towers.verdicts.significance import DETECTABLE_Z, detectable_differences, power_note
+
+    rng = np.random.default_rng(0)
+    files = []
+    for name in ("a", "b", "c"):
+        values = {f"q{i}": float(v) for i, v in enumerate(rng.integers(0, 2, 100))}
+        path = tmp_path / f"{name}.json"
+        path.write_text(__import__("json").dumps({"per_query": {q: {"R@1": v} for q, v in values.items()}}))
+        files.append((path, values))
+    cells = [{"row": {"model": n}, "column": "R@1", "kind": "metric", "value": 0.0,
+              "samples": {"kind": "queries", "files": [str(p)], "measure": "R@1", "scale": 100}} for n, (p, _) in
+             zip("abc", files)]
+    spreads = sorted(np.std([100 * (x[q] - y[q]) for q in x], ddof=1)
+                     for (_, x), (_, y) in [(files[0], files[1]), (files[0], files[2]), (files[1], files[2])])
+    found = detectable_differences(cells)
+    assert found["R@1"] == {100: DETECTABLE_Z * spreads[1] / math.sqrt(100)}   # the median pair's spread
+    assert f"R@1 {found['R@1'][100]:.2g} at 100" in power_note(cells)
+    # rows on other queries (another split) are never paired; a count has no per-query values
+    other = {**cells[2], "samples": {**cells[2]["samples"], "files": [str(tmp_path / "d.json")]}}
+    (tmp_path / "d.json").write_text('{"per_query": {"x1": {"R@1": 1}, "x2": {"R@1": 0}}}')
+    assert detectable_differences([cells[0], other]) == {} and power_note([cells[0], other]) == ""
+    assert power_note([{"row": {}, "column": "pairs", "kind": "count", "value": 3}]) == ""

@@ -28,7 +28,7 @@ TOWERS = plan.software.towers
 rule toy_table:
     input:
         profile=local(plan.profile_marker),
-        evals=lambda w: [row["eval"] for row in plan.toy.rows(w.table)],
+        evals=lambda w: plan.toy.inputs(w.table),
         paper=lambda w: plan.paper_values("toy", w.table),
     output:
         csv="results/toy/{table}.csv",
@@ -38,35 +38,47 @@ rule toy_table:
     params:
         rows=lambda w: row_flags(plan.toy.rows(w.table)),
         profile=config["profile"],
-        note=config["profile_note"],
+        note=lambda w: plan.toy.note(w.table),
+        dataset=lambda w: plan.toy.command(w.table)["dataset"],
     log:
         "logs/tables/toy_{table}.log",
     conda:
         plan.software.cpu_env
     shell:
-        plan.toy.table
+        "{TOWERS} toy-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+        " --dataset {params.dataset} --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json}"
+        " 2>&1 | tee {log}"
 '''
-PLAN = '''"""The toy paper's rows: each model's evaluation on toy.dataset's split."""
+# the paper's plan in the shape of every paper's (towers.plan.tables.Tables: a method left out fails the Plan)
+PLAN = '''"""The toy paper's table: each model's evaluation on toy.dataset's split."""
 from .paths import eval_json
-from .shell import paper_table
+from .tables import Tables
 
 
-class Toy:
-    table = paper_table("toy-table")
-
+class Toy(Tables):
     def __init__(self, plan):
-        self.toy = plan.config["toy"]
+        self.plan = plan
+        self.settings = plan.config["toy"]
 
     def rows(self, table):
-        t = self.toy
+        t = self.settings
         return [{"model": m, "eval": eval_json(t["dataset"], m, t["split"], "lucene" if m == "bm25" else "flat")}
                 for m in t["models"]]
+
+    def inputs(self, table):
+        return [row["eval"] for row in self.rows(table)]
+
+    def note(self, table):
+        return self.plan.evaluation.table_note(self.settings["dataset"])
+
+    def command(self, table):
+        return {"dataset": self.settings["dataset"]}
 '''
 STAGE = '''
 
 @stage("toy-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
-       arg("--note", required=True), arg("--row", required=True, action="append"), arg("--csv", required=True),
-       arg("--json", required=True))
+       arg("--dataset", required=True), arg("--note", required=True), arg("--row", required=True, action="append"),
+       arg("--csv", required=True), arg("--json", required=True))
 def toy_table(a):
     from ..reports.toy import build
 
@@ -155,6 +167,7 @@ def test_a_fifth_paper_needs_the_listed_files_and_no_other(tmp_path):
         assert counts["toy_table"] == 1 and counts["chang2020_table"] == 3, (name, counts)
         command = next(line for line in plan.stdout.splitlines() if "-m towers toy-table " in line)
         assert "--table table1 --paper data/papers/toy.csv" in command
+        assert f"--dataset {dataset} --note " in command and f"evaluation queries of {dataset}" in command, command
         assert f"artifacts/{dataset}/eval/ckpt-minilm/{split}/flat.json" in command, (name, command)
         assert plan.stdout.count("--table toy/table1=results/toy/table1.csv") == 2, name   # the claims and the check
         assert "data/papers/toy.claims.yaml" in plan.stdout, name   # claims.papers names it

@@ -1,6 +1,7 @@
 """benchmarks/reproduce.py reads Snakemake's own log: each finished job's rule, outputs and wall seconds."""
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -274,3 +275,32 @@ def test_a_projection_needs_the_measured_run(tmp_path, results, capsys):
     results.write_text("{}")
     assert refusal(["--project", a_build(tmp_path / "build")], capsys) == (
         f"error: {results}: no key 'reproduce' (the measured clean run a projection is calibrated on)")
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def test_results_are_compared_with_the_commit_they_name(tmp_path):
+    checkout, build = tmp_path / "checkout", tmp_path / "build"
+    (checkout / "results").mkdir(parents=True)
+    (checkout / "results/table1.csv").write_text("method,R@1\na,0.25\nb,0.5\n")
+    (checkout / "results/claims.csv").write_text("paper,claim,claim verdict\np,p-1,holds\n")
+    _git("init", "-q", cwd=checkout)
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "add", "results", cwd=checkout)
+    _git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "results", cwd=checkout)
+    (checkout / "results/table1.csv").unlink()   # the working tree moved on: a build under way removed it
+    (checkout / "results/claims.csv").write_text("paper,claim,claim verdict\np,p-1,contradicted\n")
+    (build / "results").mkdir(parents=True)
+    (build / "results/table1.csv").write_text("method,R@1\na,0.26\nb,0.5\n")
+    (build / "results/claims.csv").write_text("paper,claim,claim verdict\np,p-1,holds\n")
+    (build / "results/new.csv").write_text("x\n1\n")
+    found = reproduce.compared_with_commit(build, ["results/table1.csv", "results/claims.csv", "results/new.csv"],
+                                           root=checkout)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    assert found["results_moved_against"] == head
+    assert found["results_moved"] == ["results/table1.csv"]           # claims.csv is as committed
+    assert found["cells_moved"] == {"results/table1.csv": 1}
+    assert found["results_not_compared"] == ["results/new.csv"]       # not at that commit: not called moved
+    before = reproduce.committed_bytes(head, "results/claims.csv", root=checkout)
+    assert reproduce.verdicts_moved(build, before_csv=before)["moved"] == {}

@@ -1,7 +1,8 @@
 # Chang et al. 2020's tables (results/chang2020/): reproduced values beside the paper's (data/papers/chang2020*.csv),
 # with the profile. Table 1: the pre-training pairs (rule pretraining_pairs, pairs.smk); Table 2: the ReQA
 # collections (rule reqa_statistics); Tables 3-6: the evaluations of Chang's models (train.smk, dense.smk). Each
-# rule is named after its stage (chang2020_table runs `python -m towers chang2020-table`).
+# rule is named after its stage (chang2020_table runs `python -m towers chang2020-table`); the values its command
+# takes come from towers.plan.chang2020 (rows, inputs, note, command: one shape for every paper's tables).
 
 from towers.plan import Plan, row_flags
 
@@ -12,7 +13,7 @@ TOWERS = plan.software.towers
 rule pairs_table:
     input:
         profile=local(plan.profile_marker),
-        stats=plan.chang2020.pair_stats(),
+        stats=plan.chang2020.inputs("table1"),
         paper=plan.paper_values("chang2020", "table1"),
     output:
         csv="results/chang2020/table1.csv",
@@ -23,16 +24,17 @@ rule pairs_table:
         plan.software.cpu_env
     params:
         profile=config["profile"],
-        note=config["profile_note"],
+        note=plan.chang2020.note("table1"),
     shell:
-        plan.chang2020.pairs_table
+        "{TOWERS} pairs-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
+        " --stats {input.stats} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule reqa_table:
     # one row per {name, paper} of chang2020.table2.datasets: the dataset built here beside the paper's
     input:
         profile=local(plan.profile_marker),
-        stats=plan.chang2020.reqa_stats(),
+        stats=plan.chang2020.inputs("table2"),
         paper=plan.paper_values("chang2020", "table2"),
     output:
         csv="results/chang2020/table2.csv",
@@ -43,17 +45,18 @@ rule reqa_table:
         plan.software.cpu_env
     params:
         profile=config["profile"],
-        note=config["profile_note"],
-        rows=row_flags(plan.chang2020.reqa_rows()),
+        note=plan.chang2020.note("table2"),
+        rows=row_flags(plan.chang2020.rows("table2")),
     shell:
-        plan.chang2020.reqa_table
+        "{TOWERS} reqa-table --paper {input.paper} --profile {params.profile} --note {params.note:q} {params.rows}"
+        " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule chang2020_table:
     # Table 3 (SQuAD), Table 4 (NQ) and Table 6 (open domain); the mini profile's one dataset stands in for both
     input:
         profile=local(plan.profile_marker),
-        evals=lambda w: plan.chang2020.evals(w.table),
+        evals=lambda w: plan.chang2020.inputs(w.table),
         paper=lambda w: plan.paper_values("chang2020", w.table),
     output:
         csv="results/chang2020/{table}.csv",
@@ -65,19 +68,21 @@ rule chang2020_table:
     conda:
         plan.software.cpu_env
     params:
-        rows=lambda w: row_flags(plan.chang2020.chang_rows(w.table)),
-        metrics=plan.chang2020.recall_metrics(),
+        rows=lambda w: row_flags(plan.chang2020.rows(w.table)),
+        metrics=lambda w: plan.chang2020.command(w.table)["metrics"],  # the profile's recall metrics
         profile=config["profile"],
-        dataset=lambda w: plan.chang2020.chang[w.table]["dataset"],
-        note=lambda w: plan.chang2020.table_note(w.table),
+        dataset=lambda w: plan.chang2020.command(w.table)["dataset"],
+        note=lambda w: plan.chang2020.note(w.table),
     shell:
-        plan.chang2020.table
+        "{TOWERS} chang2020-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+        " --dataset {params.dataset} --note {params.note:q} --metrics {params.metrics} {params.rows}"
+        " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule ablation_table:
     input:
         profile=local(plan.profile_marker),
-        evals=[r["eval"] for r in plan.chang2020.ablation_rows()],
+        evals=plan.chang2020.inputs("table5"),
         paper=plan.paper_values("chang2020", "table5"),
     output:
         csv="results/chang2020/table5.csv",
@@ -87,10 +92,12 @@ rule ablation_table:
     conda:
         plan.software.cpu_env
     params:
-        rows=row_flags(plan.chang2020.ablation_rows()),
-        metric=plan.chang2020.chang["table5"]["metric"],
+        rows=row_flags(plan.chang2020.rows("table5")),
+        metric=plan.chang2020.command("table5")["metric"],
         profile=config["profile"],
-        dataset=plan.chang2020.chang["table5"]["dataset"],
-        note=plan.evaluation.table_note(plan.chang2020.chang["table5"]["dataset"]),
+        dataset=plan.chang2020.command("table5")["dataset"],
+        note=plan.chang2020.note("table5"),
     shell:
-        plan.chang2020.ablation_table
+        "{TOWERS} ablation-table --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
+        " --note {params.note:q} --metric {params.metric} {params.rows} --csv {output.csv} --json {output.json}"
+        " 2>&1 | tee {log}"

@@ -18,7 +18,7 @@ TOWERS, TRAIN = plan.software.towers, plan.software.train
 rule train_negatives:
     # One shared encoder (first token -> projection -> layer norm) on (relevant, negative) pairs
     input:
-        unpack(plan.ltre.ltre_start),
+        unpack(plan.ltre.chain_start),
         **plan.ltre.training_data,
     output:
         model=directory(f"{ART}/{{dataset}}/dense/neg-{{chain}}/{{split}}/model"),
@@ -33,11 +33,11 @@ rule train_negatives:
     resources:
         **plan.software.train_job,
     params:
-        start=lambda w, input: input.start if "start" in input.keys() else plan.ltre.lt["start_hub_model"],
+        start=lambda w, input: input.start if "start" in input.keys() else plan.ltre.settings["start_hub_model"],
         source=lambda w: w.chain.rsplit(".", 1)[-1],
         seed=config["seed"],
-        train=flags(plan.ltre.lt["negatives"]),
-        towers=flags(plan.ltre.lt["towers"]),
+        train=flags(plan.ltre.settings["negatives"]),
+        towers=flags(plan.ltre.settings["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/neg-{w.chain}-{w.split}",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} train-negatives --start {params.start:q} --negatives {params.source}"
@@ -68,10 +68,10 @@ rule train_ltre:
     params:
         negatives=lambda w: "ltre" if w.method == "ltre" else w.method[1:],
         seed=config["seed"],
-        train=flags(plan.ltre.lt["train"]),
-        sampled=flags({k: plan.ltre.lt["negatives"][k] for k in ("negatives_per_query", "negative_depth")}),
-        probe=plan.ltre.lt["figure3"]["probe_depth"],
-        refresh=plan.ltre.lt["figure3"]["refresh_every"],
+        train=flags(plan.ltre.settings["train"]),
+        sampled=flags({k: plan.ltre.settings["negatives"][k] for k in ("negatives_per_query", "negative_depth")}),
+        probe=plan.ltre.settings["figure3"]["probe_depth"],
+        refresh=plan.ltre.settings["figure3"]["refresh_every"],
         nprobe=config["faiss"]["nprobe"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.method}-{w.start}-{w.index}-{w.split}",
     shell:
@@ -86,7 +86,7 @@ rule train_ltre:
 rule ltre_table:
     input:
         profile=local(plan.profile_marker),
-        files=lambda w: plan.ltre.lt_files(w.table),
+        files=lambda w: plan.ltre.inputs(w.table),
         paper=lambda w: plan.paper_values("ltre", w.table),
     output:
         csv="results/ltre/{table}.csv",
@@ -98,11 +98,12 @@ rule ltre_table:
     conda:
         plan.software.cpu_env
     params:
-        rows=lambda w: row_flags(plan.ltre.lt_rows(w.table)),
+        rows=lambda w: row_flags(plan.ltre.rows(w.table)),
         profile=config["profile"],
-        note=plan.ltre.table_note,
+        note=lambda w: plan.ltre.note(w.table),
     shell:
-        plan.ltre.table_shell
+        "{TOWERS} ltre-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule ltre_figure:
@@ -118,8 +119,8 @@ rule ltre_figure:
         plan.software.cpu_env
     params:
         runs=row_flags(({"method": m, "steps": p} for m, p in plan.ltre.figure3_runs()), "--run"),
-        probe=plan.ltre.lt["figure3"]["probe_depth"],
-        note=plan.ltre.note,
+        probe=plan.ltre.settings["figure3"]["probe_depth"],
+        note=plan.ltre.figure_note,
     shell:
         "{TOWERS} ltre-figure {params.runs} --probe-depth {params.probe} --note {params.note:q}"
         " --csv {output.csv} --png {output.png} 2>&1 | tee {log}"

@@ -1,4 +1,5 @@
-# QuadrupletBERT Tables 1-2: every cell is the mean over seeds with its standard deviation.
+# QuadrupletBERT Tables 1-2: every cell is the mean over seeds with its standard deviation. The values the command
+# takes come from towers.plan.quadrupletbert (rows, inputs, note, command: one shape for every paper's tables).
 
 from towers.plan import Plan, row_flags
 
@@ -9,7 +10,7 @@ TOWERS = plan.software.towers
 rule quadrupletbert_table:
     input:
         profile=local(plan.profile_marker),
-        evals=lambda w: plan.quadrupletbert.evals(w.table),
+        evals=lambda w: plan.quadrupletbert.inputs(w.table),
         paper=lambda w: plan.paper_values("quadrupletbert", w.table),
     output:
         csv="results/{table}.csv",
@@ -21,7 +22,15 @@ rule quadrupletbert_table:
     conda:
         plan.software.cpu_env
     params:
-        **plan.quadrupletbert.table_params(),  # metrics, profile, note, the paired test, the exact index
+        metrics=lambda w: plan.quadrupletbert.command(w.table)["metrics"],
+        profile=config["profile"],
+        note=lambda w: plan.quadrupletbert.note(w.table),
+        test=lambda w: plan.quadrupletbert.command(w.table)["test"],  # paired, QuadrupletBERT against Three-T BERT
+        alpha=lambda w: plan.quadrupletbert.command(w.table)["alpha"],
+        exact=lambda w: plan.quadrupletbert.command(w.table)["exact"],  # the exact index of a quantized one's row
         rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
     shell:
-        plan.quadrupletbert.table
+        "{TOWERS} quadrupletbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} --metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
+        " --test {params.test} --alpha {params.alpha} --exact-index {params.exact} --csv {output.csv}"
+        " --json {output.json} 2>&1 | tee {log}"

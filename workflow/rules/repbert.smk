@@ -28,8 +28,8 @@ rule train_repbert:
         **plan.software.train_job,
     params:
         seed=config["seed"],
-        train=flags(plan.repbert.rb["train"]),
-        lengths=flags(plan.repbert.rb["towers"]),
+        train=flags(plan.repbert.settings["train"]),
+        lengths=flags(plan.repbert.settings["towers"]),
         state=lambda w: f"{ART}/{w.dataset}/train-state/repbert-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_repbert_{w.split}.steps.jsonl",
     shell:
@@ -52,12 +52,12 @@ rule latency:
     conda:
         plan.software.cpu_env
     # holds latency_cores (nothing runs beside it on a small machine), times on one thread
-    threads: plan.repbert.rb.get("latency_cores", 1)
+    threads: plan.repbert.settings.get("latency_cores", 1)
     params:
         method=lambda w: "bm25" if w.name == "bm25" else "dense",
         model=plan.repbert.latency_model_flag,
-        depth=plan.repbert.rb["depth"],
-        limit=plan.repbert.rb["latency_queries"],
+        depth=plan.repbert.settings["depth"],
+        limit=plan.repbert.settings["latency_queries"],
         k1=config["bm25"]["k1"],
         b=config["bm25"]["b"],
         nprobe=config["faiss"]["nprobe"],
@@ -77,7 +77,7 @@ rule train_cross_encoder:
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
         run=lambda w: plan.bm25.bm25_run(
-            w.dataset, w.split, "train+valid", plan.repbert.rb["reranker"]["negatives_depth"]
+            w.dataset, w.split, "train+valid", plan.repbert.settings["reranker"]["negatives_depth"]
         ),
     output:
         directory(f"{ART}/{{dataset}}/crossenc/{{split}}/model"),
@@ -91,11 +91,11 @@ rule train_cross_encoder:
         **plan.software.train_job,
     params:
         seed=config["seed"],
-        train=flags(plan.repbert.rb["reranker"]["train"]),
-        depth=plan.repbert.rb["reranker"]["negatives_depth"],
-        max_length=plan.repbert.rb["reranker"]["max_length"],
-        loss=plan.repbert.rb["reranker"]["loss"],
-        group_size=plan.repbert.rb["reranker"]["group_size"],
+        train=flags(plan.repbert.settings["reranker"]["train"]),
+        depth=plan.repbert.settings["reranker"]["negatives_depth"],
+        max_length=plan.repbert.settings["reranker"]["max_length"],
+        loss=plan.repbert.settings["reranker"]["loss"],
+        group_size=plan.repbert.settings["reranker"]["group_size"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/crossenc-{w.split}",
         steps_log=lambda w: f"logs/{w.dataset}/train_crossenc_{w.split}.steps.jsonl",
     shell:
@@ -128,8 +128,8 @@ rule rerank:
         **plan.software.gpu_job,
     params:
         scorer=lambda w, input: plan.repbert.scorer_flags(w, input),
-        max_length=plan.repbert.rb["reranker"]["max_length"],
-        batch=plan.repbert.rb["reranker"]["batch_size"],
+        max_length=plan.repbert.settings["reranker"]["max_length"],
+        batch=plan.repbert.settings["reranker"]["batch_size"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} rerank {params.scorer} --run {input.run}"
         " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
@@ -154,9 +154,9 @@ rule fuse_runs:
     params:
         method=lambda w: "alternate" if w.fusion == "union" else w.fusion,
         union=lambda w: "--no-truncate" if w.fusion == "union" else "",
-        depth=plan.repbert.rb["depth"],
-        k=plan.repbert.rb["fusion"]["rrf_k"],
-        normalisation=plan.repbert.rb["fusion"]["normalisation"],
+        depth=plan.repbert.settings["depth"],
+        k=plan.repbert.settings["fusion"]["rrf_k"],
+        normalisation=plan.repbert.settings["fusion"]["normalisation"],
     shell:
         "{TOWERS} fuse-runs --runs {input} --method {params.method} {params.union} --depth {params.depth}"
         " --rrf-k {params.k} --normalisation {params.normalisation} --tag {wildcards.fusion}"
@@ -176,8 +176,8 @@ rule consistency:
     conda:
         plan.software.cpu_env
     params:
-        depths=" ".join(map(str, plan.repbert.rb["consistency_depths"])),
-        reference_depth=plan.repbert.rb["depth"],
+        depths=" ".join(map(str, plan.repbert.settings["consistency_depths"])),
+        reference_depth=plan.repbert.settings["depth"],
     shell:
         "{TOWERS} consistency --run {input.run} --reference {input.reference} --queries {input.queries}"
         " --depths {params.depths} --reference-depth {params.reference_depth} --out {output} 2>&1 | tee {log}"
@@ -186,7 +186,7 @@ rule consistency:
 rule repbert_table:
     input:
         profile=local(plan.profile_marker),
-        files=lambda w: plan.repbert.rb_table_files(w.table),
+        files=lambda w: plan.repbert.inputs(w.table),
         paper=lambda w: plan.paper_values("repbert", w.table),
     output:
         csv="results/repbert/{table}.csv",
@@ -198,11 +198,12 @@ rule repbert_table:
     conda:
         plan.software.cpu_env
     params:
-        rows=lambda w: row_flags(plan.repbert.rb_rows(w.table)),
+        rows=lambda w: row_flags(plan.repbert.rows(w.table)),
         profile=config["profile"],
-        note=plan.evaluation.table_note(plan.repbert.dataset),
+        note=lambda w: plan.repbert.note(w.table),
     shell:
-        plan.repbert.table
+        "{TOWERS} repbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule repbert_figure_1:

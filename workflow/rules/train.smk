@@ -17,14 +17,14 @@ rule pretrain_two_tower:
     # each pair's task uniformly), sampled softmax over in-batch documents. Built once, reused by every
     # fine-tuning run of every dataset and table.
     input:
-        start=lambda w: plan.train.chang_init(w.dataset, plan.train.parse_chang(w.model)),
-        pairs=plan.train.pretraining_pairs,
+        start=lambda w: plan.chang2020.init(w.dataset, plan.chang2020.parse_model(w.model)),
+        pairs=plan.chang2020.pretraining_pairs,
     output:
         directory(f"{ART}/{{dataset}}/pretrained/{{model}}/model"),
     log:
         "logs/{dataset}/pretrain_{model}.log",
     wildcard_constraints:
-        model=plan.train.chang_model_re,
+        model=plan.chang2020.model_re,
     conda:
         plan.software.train_env
     threads: config["torch_threads"]
@@ -32,9 +32,9 @@ rule pretrain_two_tower:
         **plan.software.train_job,
     params:
         seed=config["seed"],
-        train=plan.train.pretraining_flags(),
-        titles=" ".join(plan.train.chang["pretraining"]["title_tasks"]),
-        towers=lambda w: plan.train.chang_towers(w.model),
+        train=plan.chang2020.pretraining_flags(),
+        titles=" ".join(plan.chang2020.settings["pretraining"]["title_tasks"]),
+        towers=lambda w: plan.chang2020.towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/pretrain-{w.model}",
         steps_log=lambda w: f"logs/{w.dataset}/pretrain_{w.model}.steps.jsonl",
     shell:
@@ -46,13 +46,13 @@ rule pretrain_two_tower:
 rule finetune:
     input:
         unpack(plan.train.split_files),
-        encoder=plan.train.chang_start,
+        encoder=plan.chang2020.start,
     output:
         directory(f"{ART}/{{dataset}}/dense/{{model}}/{{split}}/model"),
     log:
         "logs/{dataset}/finetune_{model}_{split}.log",
     wildcard_constraints:
-        model=plan.train.chang_model_re,
+        model=plan.chang2020.model_re,
     conda:
         plan.software.train_env
     threads: config["torch_threads"]
@@ -61,7 +61,7 @@ rule finetune:
     params:
         seed=config["seed"],
         train=flags(config["finetune"]),
-        towers=lambda w: plan.train.chang_towers(w.model),
+        towers=lambda w: plan.chang2020.towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.model}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, w.model),
     shell:
@@ -74,7 +74,7 @@ rule finetune:
 rule train_margin_threet:
     input:
         unpack(plan.train.split_files),
-        start=lambda w: plan.train.encoder(w.dataset, plan.train.three_t_settings(w.kind)[0]),
+        start=lambda w: plan.train.encoder(w.dataset, plan.quadrupletbert.baseline(w.kind)[0]),
     output:
         directory(f"{ART}/{{dataset}}/dense/threet-{{kind}}-m{{margin}}-s{{seed}}/{{split}}/model"),
     log:
@@ -85,8 +85,8 @@ rule train_margin_threet:
     resources:
         **plan.software.train_job,
     params:
-        towers=lambda w: plan.train.three_t_settings(w.kind)[1],
-        train=lambda w: plan.train.three_t_settings(w.kind)[2],
+        towers=lambda w: plan.quadrupletbert.baseline(w.kind)[1],
+        train=lambda w: plan.quadrupletbert.baseline(w.kind)[2],
         state=lambda w: f"{ART}/{w.dataset}/train-state/threet-{w.kind}-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
     shell:

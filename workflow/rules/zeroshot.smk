@@ -2,10 +2,11 @@
 # the project's model folder, which every downstream rule (encode, index, search, mine, evaluate, tables)
 # serves as it serves a trained model. It is not trained, so one folder and one corpus encoding serve every
 # split of a dataset: they live under the dataset's checkpoint split ("all" for a question set, "dev" for a
-# passage set; dense.smk maps the other splits there). results/zeroshot/<dataset>.csv: BM25 and
-# zeroshot.checkpoints over the dataset's evaluation queries.
+# passage set; dense.smk maps the other splits there; towers.plan.checkpoints). results/zeroshot/<dataset>.csv:
+# BM25 and zeroshot.checkpoints over the dataset's evaluation queries (towers.plan.zeroshot: the tables of no
+# paper, in the papers' shape).
 
-from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, q, row_flags
+from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, row_flags
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
@@ -17,17 +18,17 @@ rule checkpoint_model:
     log:
         "logs/{dataset}/checkpoint_{model}_{split}.log",
     wildcard_constraints:
-        model=plan.zeroshot.checkpoint_model,
+        model=plan.checkpoints.model_re,
         split=f"all|{PASSAGE_SPLIT}",
     conda:
         plan.software.torch_env
     resources:
         **plan.software.gpu_job,
     params:
-        source=lambda w: plan.zeroshot.checkpoint_cfg(w.model)["source"],
-        flags=plan.zeroshot.checkpoint_flags,
-        label=lambda w: plan.zeroshot.checkpoint_cfg(w.model)["label"],
-        caveat=lambda w: plan.zeroshot.caveat(w.model),
+        source=lambda w: plan.checkpoints.settings(w.model)["source"],
+        flags=plan.checkpoints.flags,
+        label=lambda w: plan.checkpoints.settings(w.model)["label"],
+        caveat=lambda w: plan.checkpoints.caveat(w.model),
     shell:
         "{TOWERS} checkpoint-model --source {params.source:q} {params.flags} --label {params.label:q}"
         " --caveat {params.caveat:q} --out {output} 2>&1 | tee {log}"
@@ -55,7 +56,7 @@ rule split_all:
 rule zeroshot_table:
     input:
         profile=local(plan.profile_marker),
-        evals=lambda w: [row["eval"] for row in plan.zeroshot.zeroshot_rows(w.dataset)],
+        evals=lambda w: plan.zeroshot.inputs(w.dataset),
     output:
         csv="results/zeroshot/{dataset}.csv",
         json="results/zeroshot/{dataset}.json",
@@ -64,12 +65,12 @@ rule zeroshot_table:
     conda:
         plan.software.cpu_env
     params:
-        rows=lambda w: row_flags(plan.zeroshot.zeroshot_rows(w.dataset)),
-        published=lambda w: row_flags(plan.zeroshot.zeroshot_published(w.dataset), "--published"),
-        split=lambda w: plan.zeroshot.zeroshot_split(w.dataset),
-        metrics=" ".join(map(q, plan.zeroshot.zs["metrics"])),
+        rows=lambda w: row_flags(plan.zeroshot.rows(w.dataset)),
+        published=lambda w: plan.zeroshot.command(w.dataset)["published"],  # values published elsewhere
+        split=lambda w: plan.zeroshot.command(w.dataset)["split"],  # as the dataset names it
+        metrics=lambda w: plan.zeroshot.command(w.dataset)["metrics"],
         profile=config["profile"],
-        note=lambda w: plan.zeroshot.zeroshot_note(w.dataset),
+        note=lambda w: plan.zeroshot.note(w.dataset),
     shell:
         "{TOWERS} zeroshot-table --dataset {wildcards.dataset} --split {params.split:q} --profile {params.profile:q}"
         " --note {params.note:q} --metrics {params.metrics} {params.rows} {params.published}"

@@ -1,17 +1,24 @@
 """The workflow's planning logic as plain Python: for a config (params.yaml and its overlays, as Snakemake merged
 them), what every rule reads and writes and which settings it passes its stage. The rule files build one Plan of
-the run's config with Plan.of(workflow) and call its families by name:
+the run's config with Plan.of(workflow) and call its families by name. The families, lowest first; each uses only
+those below it (tests/plan/test_plan_layers.py):
 
-    plan.data             datasets: kinds, builders' inputs, downloads, base/corpus/questions, run depths
+    plan.data             datasets: kinds, builders' inputs, downloads, base/corpus/questions/text, run depths
+    plan.train            tokenizers, the encoders training starts from, a split's training files
+    plan.checkpoints      pretrained checkpoints as models (ckpt-<name>) and their one split
     plan.bm25, plan.dense retrieval: BM25 runs, encodings, Faiss indexes (LTRe's included), dense searches
-    plan.train            tokenizers, encoders, Chang et al.'s model names, the three-tower baselines
     plan.evaluation       the run an evaluation reads, its metrics and recall convention, every table's note
-    plan.zeroshot         checkpoints (ckpt-<name>) and the zero-shot tables
-    plan.chang2020, plan.quadrupletbert, plan.repbert, plan.ltre: each paper's rows and files, beside its
-                          towers.reports.<paper> (the layout) and towers.stages (the command)
+    plan.zeroshot         the zero-shot tables, the tables of no paper
+    plan.chang2020, plan.quadrupletbert, plan.repbert, plan.ltre: each paper's model names (its grammar), its own
+                          training settings and its tables, beside towers.reports.<paper> (the layout) and
+                          towers.stages (the stage)
     plan.verdicts         the tables the claims and the check read
-    plan.software         the interpreter and environments of each rule, and its cluster requests
+    plan.software         the interpreter and environments of each rule, and its cluster requests (uses none)
 
+Every paper's module, and zeroshot's, has one shape (towers.plan.tables.Tables): rows(table), inputs(table),
+note(table) and command(table) give the variable parts of the command a table rule's shell spells out. Where a
+lower family needs a paper's grammar (LTRe's fixed doc side, searched through its start's indexes; QuadrupletBERT's
+recall convention), the Plan hands it down when it builds that family, so that no call runs back up through it.
 Nothing here runs Snakemake or changes the config; only towers.plan.files reads files (digests, listings)."""
 from __future__ import annotations
 
@@ -21,22 +28,24 @@ import weakref
 
 from ..reports import papers as paper_list
 from .chang2020 import Chang2020
+from .checkpoints import Checkpoints
 from .datasets import Datasets
 from .evaluation import Evaluation
 from .files import content_digest, folder_files, folder_listing, future_dated, mark_profile
-from .ltre import Ltre
+from .ltre import Ltre, index_owner
 from .paths import ART, DENSE, PASSAGE_SPLIT, collection, collection_files, eval_json, profile_marker
-from .quadrupletbert import QuadrupletBert
+from .quadrupletbert import QuadrupletBert, is_model as is_quadrupletbert_model
 from .repbert import RepBert
 from .retrieval import Bm25, Dense
-from .shell import flags, one_of, paper_table, q, row_flags
+from .shell import flags, one_of, q, row_flags
 from .software import Software
 from .training import Training
 from .verdicts import Verdicts
 from .zeroshot import Zeroshot
 
 __all__ = ["ART", "DENSE", "PASSAGE_SPLIT", "Plan", "collection", "collection_files", "content_digest", "eval_json",
-           "flags", "folder_files", "folder_listing", "future_dated", "mark_profile", "one_of", "paper_table", "profile_marker", "q", "row_flags"]
+           "flags", "folder_files", "folder_listing", "future_dated", "mark_profile", "one_of", "profile_marker", "q",
+           "row_flags"]
 
 _PLANS: list[tuple[weakref.ref, Plan]] = []   # (workflow, its plan); a Workflow is no dict key (it is unhashable)
 
@@ -53,12 +62,14 @@ class Plan:
         # Every table and figure depends on this marker (workflow/rules/common.smk writes it)
         self.profile_marker = profile_marker(self.profile)
         self.software = Software(config, python=python, conda=conda, envs=envs)
+        # the families, lowest first (tests/plan/test_plan_layers.py)
         self.data = Datasets(self)
-        self.bm25 = Bm25(self)
-        self.dense = Dense(self)
         self.train = Training(self)
+        self.checkpoints = Checkpoints(self)
+        self.bm25 = Bm25(self)
+        self.dense = Dense(self, index_owner=index_owner)   # LTRe's grammar, handed down
+        self.evaluation = Evaluation(self, is_quadrupletbert_model=is_quadrupletbert_model)   # QuadrupletBERT's
         self.zeroshot = Zeroshot(self)
-        self.evaluation = Evaluation(self)
         self.chang2020 = Chang2020(self)
         self.quadrupletbert = QuadrupletBert(self)
         self.repbert = RepBert(self)

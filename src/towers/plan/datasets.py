@@ -1,6 +1,6 @@
 """Datasets (rules in workflow/rules/data.smk): each dataset's settings, the datasets of each kind and the
 wildcard patterns that give each dataset to its builder, each builder's inputs and settings, downloads and their
-checks; which dataset's models, candidates and questions serve another, and how deep its runs go.
+checks; which dataset's models, candidates, questions and text serve another, and how deep its runs go.
 
 The names each dataset gives another (an open-domain dataset's base and extra, say) are checked with the rest of
 params before anything is planned (towers.params_check.reference_problems)."""
@@ -14,10 +14,11 @@ from .files import folder_files, folder_listing
 from .paths import ART, PASSAGE_SPLIT, collection, collection_files
 from .shell import one_of, q
 
+SAME_TEXT = ("dump", "dump_sha256", "max_articles")   # wikipedia-qa datasets alike in these share their text
+
 
 class Datasets:
     def __init__(self, plan):
-        self.plan = plan
         self.config = config = plan.config
         self.splits = config["splits"]
         # the splits rule `split` makes (never a passage dataset's "dev": rule passages)
@@ -68,6 +69,19 @@ class Datasets:
         repbert.depth in place of `default` (bm25.depth, faiss.depth), LTRe's included. Declared beside those keys
         in params.yaml and the schema; test_workflow_plans.py fails if this changes."""
         return self.config["repbert"]["depth"] if self.base_of(dataset) in self.passage else default
+
+    def text_home(self, dataset):
+        """The dataset whose text `dataset` shares, so that it is parsed, tokenized and pre-trained on once: a
+        wikipedia-passages dataset's articles dataset; for a wikipedia-qa dataset, the first one in params over
+        the same articles (dump, dump_sha256, max_articles), e.g. a second question set's; else itself."""
+        datasets = self.config["datasets"]
+        spec = datasets[dataset]
+        if spec["kind"] == "wikipedia-passages":
+            return spec["articles"]
+        if spec["kind"] == "wikipedia-qa":
+            return next(name for name, other in datasets.items() if other["kind"] == "wikipedia-qa"
+                        and all(other.get(key) == spec.get(key) for key in SAME_TEXT))
+        return dataset
 
     def metrics_for(self, dataset):
         return self.config["repbert"]["metrics"] if self.base_of(dataset) in self.passage else self.config["metrics"]
@@ -124,7 +138,7 @@ class Datasets:
     def reqa_inputs(self, wildcards):
         cfg = self.dataset_cfg(wildcards.dataset)
         if cfg["kind"] == "wikipedia-qa":   # a second question set over the same dump reads the first's parse
-            home = self.plan.train.text_home(wildcards.dataset)
+            home = self.text_home(wildcards.dataset)
             return {"articles": f"{ART}/{home}/corpus/articles.jsonl", "questions": cfg["questions"]}
         if cfg["kind"] in ("squad", "nq"):
             return {"files": [self.dataset_file(wildcards.dataset, f) for f in cfg["files"]]}

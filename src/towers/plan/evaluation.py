@@ -2,12 +2,10 @@
 index) evaluates, the recall convention and metrics, and how a table says they are computed."""
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from .paths import ART
 
-QB_MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")   # towers.plan.quadrupletbert: qb_model
 RECALL_NOTE = {"success": "R@k = Success@k: a query counts as found when any of its relevant documents is in its top k"
                           " (ReQA's Recall@k as Chang et al. count it)",
                "fraction": "R@k = ir-measures R@k: the share of a query's relevant documents in its top k"
@@ -15,9 +13,12 @@ RECALL_NOTE = {"success": "R@k = Success@k: a query counts as found when any of 
 
 
 class Evaluation:
-    def __init__(self, plan):
+    def __init__(self, plan, *, is_quadrupletbert_model):
+        """is_quadrupletbert_model(name): QuadrupletBERT's grammar (towers.plan.quadrupletbert.is_model), handed
+        down by the Plan: its models' recall on a question set is counted as its paper counts it."""
         self.plan = plan
         self.config = plan.config
+        self.is_quadrupletbert_model = is_quadrupletbert_model
 
     def run_path(self, w):
         if w.model == "bm25":
@@ -39,12 +40,13 @@ class Evaluation:
         (evaluate --recall)."""
         if self.plan.data.base_of(dataset) in self.plan.data.passage:
             return self.config["conventions"]["passage_recall"]
-        return self.config["conventions"]["quadrupletbert_recall" if QB_MODEL.match(model) else "reqa_recall"]
+        convention = "quadrupletbert_recall" if self.is_quadrupletbert_model(model) else "reqa_recall"
+        return self.config["conventions"][convention]
 
     def eval_metrics(self, dataset, split):
         """The dataset's metrics; on its zeroshot split (zeroshot.smk) zeroshot's metrics too."""
         metrics = list(self.plan.data.metrics_for(dataset))
-        if split == self.plan.zeroshot.checkpoint_split(dataset):
+        if split == self.plan.checkpoints.split(dataset):
             metrics += [m for m in self.config["zeroshot"]["metrics"] if m not in metrics]
         return metrics
 

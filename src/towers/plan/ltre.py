@@ -1,33 +1,49 @@
 """LTRe (rules in workflow/rules/ltre.smk; layout: towers.reports.ltre): its settings and model names, where a
-chain starts, the fixed doc side, and the rows and files of results/ltre/. Its indexes join faiss.indexes in
-towers.plan.retrieval.Dense.indexes (a derived value: the config is left as it is)."""
+chain starts, the fixed doc side, the rows, inputs, note and command of its tables (towers.plan.tables) and its
+figure's runs. Its indexes join faiss.indexes in towers.plan.retrieval.Dense.indexes (a derived value: the config
+is left as it is).
+
+Its models (workflow/rules/ltre.smk): neg-<chain>, a baseline trained on a chain of negative samplers (bm25.async:
+BM25 Neg, then ANCE's refresh); ltre-<start>-<index>, LTRe against neg-<start>'s index; q<source>-<start>-<index>,
+Figure 3's query-only baselines against the same fixed doc side. Table keys name a row: ltre:<index>, start:<chain>,
+async:<chain>."""
 from __future__ import annotations
 
+import re
+
 from .paths import ART, collection
-from .shell import paper_table
+from .tables import Tables
 
 SPLIT = "dev"
 SOURCE = r"(rand|bm25|nce|bm25\+rand|async)"
 CHAIN = rf"{SOURCE}(\.{SOURCE})*"
 FIGURE3_MODELS = {"ltre": "ltre", "rand": "qrand", "bm25": "qbm25", "async": "qasync"}
+# A model trained against a fixed doc side (LTRe's, and Figure 3's query-only runs: <method>-<start>-<index>)
+# has its start's doc tower, hence its start's doc vectors: it is searched through the start's indexes, as
+# LTRe's paper does, instead of re-encoding and re-indexing the corpus.
+FIXED_DOC_SIDE = r"(ltre|qrand|qbm25|qasync)-(?P<start>[a-z0-9+.]+)-[a-z0-9]+"
 
 
-class Ltre:
+def index_owner(model):
+    """The model whose doc vectors and indexes serve `model` (towers.plan.retrieval.Dense, handed down by the
+    Plan): a fixed doc side's start baseline, neg-<start>; any other model's own."""
+    fixed = re.fullmatch(FIXED_DOC_SIDE, model)
+    return f"neg-{fixed['start']}" if fixed else model
+
+
+class Ltre(Tables):
     chain = CHAIN   # a negative sampler, or a chain of them (bm25.async: BM25 Neg, then ANCE's refresh)
-    table_shell = paper_table("ltre-table")   # the tables' command
 
     def __init__(self, plan):
         self.plan = plan
         self.config = config = plan.config
-        self.lt = lt = config["ltre"]
+        self.settings = lt = config["ltre"]
         self.dataset = lt["dataset"]
         self.start = lt["start"]
         self.indexes = [i["name"] for i in lt["indexes"]]
         self.data_note = (f"LTRe's data: {self.dataset}, split dev, {lt['towers']['embedding_dim']}-d towers "
                           f"(the paper's: MS MARCO passage dev and TREC DL 2019, RoBERTa-base, 768-d)")
-        self.note = f"{config['profile_note']}; {self.data_note}"
-        # the tables also say how their metrics are computed
-        self.table_note = f"{plan.evaluation.table_note(self.dataset)}; {self.data_note}"
+        self.figure_note = f"{config['profile_note']}; {self.data_note}"
         self.training_data = {
             "candidates": collection("{dataset}", "candidates.jsonl"),
             "qrels": collection("{dataset}", "qrels.txt"),
@@ -37,12 +53,12 @@ class Ltre:
                                                  max(lt["negatives"]["negative_depth"], lt["figure3"]["probe_depth"])),
         }
 
-    def ltre_start(self, w):
+    def chain_start(self, w):
         """A chain's start: the MLM encoder (or ltre.start_hub_model) for one source, else the chain's prefix
         model."""
         if "." in w.chain:
             return {"start": f"{ART}/{w.dataset}/dense/neg-{w.chain.rsplit('.', 1)[0]}/{w.split}/model"}
-        return {} if self.lt["start_hub_model"] else {"start": self.plan.train.mlm_encoder(w)}
+        return {} if self.settings["start_hub_model"] else {"start": self.plan.train.mlm_encoder(w)}
 
     @staticmethod
     def fixed_side(w):
@@ -53,48 +69,57 @@ class Ltre:
 
     # --- results/ltre/ --------------------------------------------------------------------------------
 
-    def lt_eval(self, model, index="flat", dataset=None):
+    def eval_file(self, model, index="flat", dataset=None):
         return f"{ART}/{dataset or self.dataset}/eval/{model}/{SPLIT}/{index}.json"
 
-    def lt_graded(self, model, index="flat"):
+    def graded_file(self, model, index="flat"):
         """The model's evaluation on ltre.graded_dataset (nDCG@10's queries), or "" when there is none."""
-        return self.lt_eval(model, index, self.lt["graded_dataset"]) if self.lt["graded_dataset"] else ""
+        graded = self.settings["graded_dataset"]
+        return self.eval_file(model, index, graded) if graded else ""
 
-    def lt_steps(self, model):
+    def steps_file(self, model):
         return f"{ART}/{self.dataset}/ltre/steps/{model}-{SPLIT}.jsonl"
 
-    def lt_rows(self, table):
+    def rows(self, table):
         """The rows of an LTRe table (fields: towers.stages.tables.LTRE_ROWS): a label, then the files it reads."""
-        start, data, lt_eval, lt_steps = self.start, self.dataset, self.lt_eval, self.lt_steps
+        start, data, eval_file, steps_file = self.start, self.dataset, self.eval_file, self.steps_file
         if table == "table1":
-            rows = [self.lt_table1_row("BM25", "bm25", "lucene")]
-            rows += [self.lt_table1_row(c, f"neg-{c}") for c in self.lt["baselines"]]
-            return rows + [self.lt_table1_row(f"ltre:{start}", f"ltre-{start}-flat")]
+            rows = [self.table1_row("BM25", "bm25", "lucene")]
+            rows += [self.table1_row(c, f"neg-{c}") for c in self.settings["baselines"]]
+            return rows + [self.table1_row(f"ltre:{start}", f"ltre-{start}-flat")]
         if table == "table3":
             # the start (BM25 Neg) trained on BM25's negatives: the paper lists the BM25 index and its quality
-            rows = [{"key": f"start:{start}", "eval": lt_eval(f"neg-{start}"), "steps": lt_steps(f"neg-{start}"),
-                     "index": f"{ART}/{data}/bm25/index", "before": lt_eval("bm25", "lucene")}]
-            if f"{start}.async" in self.lt["baselines"]:
+            rows = [{"key": f"start:{start}", "eval": eval_file(f"neg-{start}"), "steps": steps_file(f"neg-{start}"),
+                     "index": f"{ART}/{data}/bm25/index", "before": eval_file("bm25", "lucene")}]
+            if f"{start}.async" in self.settings["baselines"]:
                 chain = f"{start}.async"
-                rows.append({"key": f"async:{chain}", "eval": lt_eval(f"neg-{chain}"), "steps": lt_steps(f"neg-{chain}"),
+                rows.append({"key": f"async:{chain}", "eval": eval_file(f"neg-{chain}"),
+                             "steps": steps_file(f"neg-{chain}"),
                              "index": f"{ART}/{data}/dense/neg-{chain}/{SPLIT}/index-flat.faiss", "before": ""})
             for index in self.indexes:
                 model = f"ltre-{start}-{index}"
-                rows.append({"key": f"ltre:{index}", "eval": lt_eval(model), "steps": lt_steps(model),
+                rows.append({"key": f"ltre:{index}", "eval": eval_file(model), "steps": steps_file(model),
                              "index": f"{ART}/{data}/dense/neg-{start}/{SPLIT}/index-{index}.faiss",
-                             "before": lt_eval(f"neg-{start}", index)})
+                             "before": eval_file(f"neg-{start}", index)})
             return rows
         # table4: each training index x each evaluation index
-        return [{"train": train, "test": test, "eval": lt_eval(f"ltre-{start}-{train}", test),
-                 "graded": self.lt_graded(f"ltre-{start}-{train}", test)}
+        return [{"train": train, "test": test, "eval": eval_file(f"ltre-{start}-{train}", test),
+                 "graded": self.graded_file(f"ltre-{start}-{train}", test)}
                 for train in self.indexes for test in self.indexes]
 
-    def lt_table1_row(self, key, model, index="flat"):
-        return {"key": key, "eval": self.lt_eval(model, index), "graded": self.lt_graded(model, index)}
+    def table1_row(self, key, model, index="flat"):
+        return {"key": key, "eval": self.eval_file(model, index), "graded": self.graded_file(model, index)}
 
-    def lt_files(self, table):
-        return [f for row in self.lt_rows(table) for k, f in row.items() if k not in ("key", "train", "test") and f]
+    def inputs(self, table):
+        return [f for row in self.rows(table) for k, f in row.items() if k not in ("key", "train", "test") and f]
+
+    def note(self, table):
+        """The profile's note, how the metrics are computed and LTRe's data beside the paper's."""
+        return f"{self.plan.evaluation.table_note(self.dataset)}; {self.data_note}"
+
+    def command(self, table):
+        return {}   # the rows are the whole of it
 
     def figure3_runs(self):
-        return [(method, self.lt_steps(f"{FIGURE3_MODELS[method]}-{self.start}-flat"))
-                for method in self.lt["figure3"]["methods"]]
+        return [(method, self.steps_file(f"{FIGURE3_MODELS[method]}-{self.start}-flat"))
+                for method in self.settings["figure3"]["methods"]]

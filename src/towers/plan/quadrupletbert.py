@@ -1,61 +1,82 @@
-"""QuadrupletBERT's tables (rules in workflow/rules/quadrupletbert.smk; layout: towers.reports.quadrupletbert):
-its model names, the rows of Tables 1-2 (every cell the mean over seeds) and the tables' params and command."""
+"""QuadrupletBERT (rules in workflow/rules/quadrupletbert.smk, its models' training in train.smk; layout:
+towers.reports.quadrupletbert): its model names, the three-tower baselines' settings, and the rows, inputs, note
+and command of Tables 1-2 (every cell the mean over seeds; towers.plan.tables).
+
+Its models are threet-emb-m<margin>-s<seed> (Three-T Emb: hashed bag-of-words towers), threet-bert-m<margin>-s<seed>
+(Three-T BERT, also phase 1) and quadbert-m<margin>-s<seed> (QuadrupletBERT, phase 2)."""
 from __future__ import annotations
 
+import re
+
 from .paths import eval_json
-from .shell import paper_table, q
+from .shell import flags, q
+from .tables import Tables
 
-TABLE = paper_table("quadrupletbert-table", "--metrics {params.metrics} {params.rows} --compare QuadrupletBERT"
-                    " 'Three-T BERT' --test {params.test} --alpha {params.alpha} --exact-index {params.exact}")
+MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")
 
 
-class QuadrupletBert:
-    table = TABLE   # the tables' command
+def is_model(name):
+    """A model of QuadrupletBERT's (the evaluation counts its recall on a question set as the paper does)."""
+    return bool(MODEL.match(name))
 
+
+class QuadrupletBert(Tables):
     def __init__(self, plan):
         self.plan = plan
         self.config = plan.config
-        self.qb = self.config["quadrupletbert"]
+        self.settings = self.config["quadrupletbert"]
 
-    def qb_model(self, kind, margin, seed):
-        return {"Three-T Emb": f"threet-emb-m{self.qb['three_t_emb']['margin']}-s{seed}",
+    def model(self, kind, margin, seed):
+        return {"Three-T Emb": f"threet-emb-m{self.settings['three_t_emb']['margin']}-s{seed}",
                 "Three-T BERT": f"threet-bert-m{margin}-s{seed}",
                 "QuadrupletBERT": f"quadbert-m{margin}-s{seed}"}[kind]
 
-    def qb_row(self, dataset, split, label, margin, index, seeds=None):
-        evals = [eval_json(dataset["name"], self.qb_model(label, margin, seed), split, index)
-                 for seed in seeds or self.qb["seeds"]]
-        shown_margin = self.qb["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
-        return {"dataset": dataset["name"], "paper_dataset": dataset["paper"], "split": split, "model": label,
-                "margin": str(shown_margin), "index": index, "evals": evals}   # evals: every seed's evaluation
+    def baseline(self, kind):
+        """A three-tower baseline (threet-<kind>-...): its starting encoder's name, tower flags and schedule flags."""
+        if kind == "bert":
+            return "mlm-nsp", flags(self.settings["towers"]), flags(self.settings["phase1"])
+        emb = self.settings["three_t_emb"]
+        return "hashed-bow", flags(emb["towers"]), flags(emb["train"])
 
-    def qb_table1_rows(self):
-        qb, rows = self.qb, []
-        for dataset in qb["datasets"]:
-            for split in qb["splits"]:
-                rows += [self.qb_row(dataset, split, label, dataset["margin"], qb["index"])
-                         for label in ("Three-T Emb", "Three-T BERT", "QuadrupletBERT")]
-                if qb["quantized_index"]:
-                    rows.append(self.qb_row(dataset, split, "QuadrupletBERT", dataset["margin"], qb["quantized_index"]))
-        return rows
-
-    def qb_table2_rows(self):
-        """Table 2's sweep: each margin trained with sweep_seeds (the paper's Table 2 is one run a cell)."""
-        qb = self.qb
-        return [self.qb_row(dataset, split, "QuadrupletBERT", margin, qb["index"], qb.get("sweep_seeds") or qb["seeds"])
-                for dataset in qb["datasets"] for split in qb["splits"] for margin in qb["margins"]]
+    # --- Tables 1 and 2 -------------------------------------------------------------------------------
 
     def rows(self, table):
         """Table 1 (each model at its dataset's margin) or Table 2 (QuadrupletBERT at each margin)."""
-        return self.qb_table1_rows() if table == "table1" else self.qb_table2_rows()
+        return self.table1_rows() if table == "table1" else self.table2_rows()
 
-    def evals(self, table):
+    def inputs(self, table):
         """Every evaluation a table reads: each row's, one a seed."""
         return [e for row in self.rows(table) for e in row["evals"]]
 
-    def table_params(self):
-        """The tables' params but their rows: metrics, profile, note, the paired test and the exact index."""
-        qb = self.qb
-        return {"metrics": " ".join(map(q, qb["metrics"])), "profile": self.config["profile"],
-                "note": self.plan.evaluation.table_note(qb["datasets"][0]["name"], self.qb_model("QuadrupletBERT", 0, 0)),
-                "test": qb["significance"]["test"], "alpha": qb["significance"]["alpha"], "exact": qb["index"]}
+    def note(self, table):
+        """The profile's note and how the metrics are computed (QuadrupletBERT's recall)."""
+        return self.plan.evaluation.table_note(self.settings["datasets"][0]["name"], self.model("QuadrupletBERT", 0, 0))
+
+    def command(self, table):
+        """The metrics, the paired test against Three-T BERT (test, alpha) and the exact index."""
+        significance = self.settings["significance"]
+        return {"metrics": " ".join(map(q, self.settings["metrics"])), "test": significance["test"],
+                "alpha": significance["alpha"], "exact": self.settings["index"]}
+
+    def row(self, dataset, split, label, margin, index, seeds=None):
+        evals = [eval_json(dataset["name"], self.model(label, margin, seed), split, index)
+                 for seed in seeds or self.settings["seeds"]]
+        shown_margin = self.settings["three_t_emb"]["margin"] if label == "Three-T Emb" else margin
+        return {"dataset": dataset["name"], "paper_dataset": dataset["paper"], "split": split, "model": label,
+                "margin": str(shown_margin), "index": index, "evals": evals}   # evals: every seed's evaluation
+
+    def table1_rows(self):
+        qb, rows = self.settings, []
+        for dataset in qb["datasets"]:
+            for split in qb["splits"]:
+                rows += [self.row(dataset, split, label, dataset["margin"], qb["index"])
+                         for label in ("Three-T Emb", "Three-T BERT", "QuadrupletBERT")]
+                if qb["quantized_index"]:
+                    rows.append(self.row(dataset, split, "QuadrupletBERT", dataset["margin"], qb["quantized_index"]))
+        return rows
+
+    def table2_rows(self):
+        """Table 2's sweep: each margin trained with sweep_seeds (the paper's Table 2 is one run a cell)."""
+        qb = self.settings
+        return [self.row(dataset, split, "QuadrupletBERT", margin, qb["index"], qb.get("sweep_seeds") or qb["seeds"])
+                for dataset in qb["datasets"] for split in qb["splits"] for margin in qb["margins"]]

@@ -1,9 +1,12 @@
 """RepBERT (rules in workflow/rules/repbert.smk; layout: towers.reports.repbert): first-stage runs, the
-cross-encoder and reranking scores, latency, and the rows and files of results/repbert/."""
+cross-encoder and reranking scores, latency, the rows, inputs, note and command of its tables (towers.plan.tables)
+and its figures' rows. Its run names: "repbert" and "bm25" (first stages), "<first>-d<depth>" (reranked, index
+"rerank"), "<fusion>-<a>+<b>" (fused, index "fusion")."""
 from __future__ import annotations
 
 from .paths import ART
-from .shell import paper_table, q
+from .shell import q
+from .tables import Tables
 
 FIRST_STAGE = {"bm25": "BM-25", "repbert": "RepBERT"}   # run name -> the paper's label
 SPLIT = "dev"
@@ -13,14 +16,13 @@ def fusion_row(first, second, fusion, evaluation):
     return {"first": first, "second": second, "fusion": fusion, "eval": evaluation}
 
 
-class RepBert:
+class RepBert(Tables):
     first_stage = FIRST_STAGE
-    table = paper_table("repbert-table")   # the tables' command
 
     def __init__(self, plan):
         self.plan = plan
         self.config = plan.config
-        self.rb = rb = self.config["repbert"]
+        self.settings = rb = self.config["repbert"]
         self.dataset = rb["dataset"]
         self.rerank_max = max(rb["rerank_depths"])
         self.recall_depths = [int(m[2:]) for m in rb["metrics"] if m.startswith("R@") and int(m[2:]) <= rb["depth"]]
@@ -28,17 +30,17 @@ class RepBert:
     def first_stage_run(self, dataset, name, split):
         if name == "bm25":
             return self.plan.bm25.bm25_run(dataset, split)
-        return f"{ART}/{dataset}/dense/{name}/{split}/run-{self.rb['index']}.trec"
+        return f"{ART}/{dataset}/dense/{name}/{split}/run-{self.settings['index']}.trec"
 
     def reranker(self, w):
         """The cross-encoder: a hub checkpoint (paper profile) or one trained here on the dataset."""
-        return self.rb["reranker"]["hub_model"] or f"{ART}/{w.dataset}/crossenc/{SPLIT}/model"
+        return self.settings["reranker"]["hub_model"] or f"{ART}/{w.dataset}/crossenc/{SPLIT}/model"
 
     def rerank_scorer(self, w):
         """The cross-encoder scores the deepest reranking; a shallower one reuses those scores."""
         if int(w.depth) < self.rerank_max:
             return {"scores": f"{ART}/{w.dataset}/rerank/{w.first}-d{self.rerank_max}/{w.split}.trec"}
-        return {} if self.rb["reranker"]["hub_model"] else {"model": self.reranker(w)}
+        return {} if self.settings["reranker"]["hub_model"] else {"model": self.reranker(w)}
 
     def scorer_flags(self, w, input):
         return f"--scores {input.scores}" if "scores" in input.keys() else f"--model {q(self.reranker(w))}"
@@ -48,7 +50,7 @@ class RepBert:
     def latency_index(self, w):
         if w.name == "bm25":
             return f"{ART}/{w.dataset}/bm25/index"
-        return f"{ART}/{w.dataset}/dense/{w.name}/{w.split}/index-{self.rb['index']}.faiss"
+        return f"{ART}/{w.dataset}/dense/{w.name}/{w.split}/index-{self.settings['index']}.faiss"
 
     @staticmethod
     def latency_model(w):
@@ -60,35 +62,41 @@ class RepBert:
 
     # --- results/repbert/ -----------------------------------------------------------------------------
 
-    def rb_eval(self, model, index):
+    def eval_file(self, model, index):
         return f"{ART}/{self.dataset}/eval/{model}/{SPLIT}/{index}.json"
 
     def first_eval(self, name):
-        return self.rb_eval(name, "lucene" if name == "bm25" else self.rb["index"])
+        return self.eval_file(name, "lucene" if name == "bm25" else self.settings["index"])
 
-    def rb_rows(self, table):
+    def rows(self, table):
         """The rows of a RepBERT table (fields: towers.stages.tables.REPBERT_ROWS), each with the files it reads."""
-        rb, names = self.rb, list(FIRST_STAGE)
+        rb, names = self.settings, list(FIRST_STAGE)
         if table == "table1":
             return [{"method": FIRST_STAGE[n], "eval": self.first_eval(n),
                      "latency": f"{ART}/{self.dataset}/latency/{n}/{SPLIT}.json"} for n in names]
         if table == "table2":
-            return [{"method": FIRST_STAGE[n], "depth": str(d), "eval": self.rb_eval(f"{n}-d{d}", "rerank")}
+            return [{"method": FIRST_STAGE[n], "depth": str(d), "eval": self.eval_file(f"{n}-d{d}", "rerank")}
                     for n in names for d in rb["rerank_depths"]]
         rows = [fusion_row(FIRST_STAGE[n], "", "none", self.first_eval(n)) for n in names]
         for fusion in rb["fusion"]["methods"]:
             pairs = [(a, b) for a in names for b in names if a != b]
             if fusion != "alternate":   # symmetric: one order is enough
                 pairs = [(a, b) for a, b in pairs if a < b]
-            rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], fusion, self.rb_eval(f"{fusion}-{a}+{b}", "fusion"))
+            rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], fusion, self.eval_file(f"{fusion}-{a}+{b}", "fusion"))
                      for a, b in pairs]
             if fusion == "alternate" and rb["fusion"]["untruncated"] and table == "table4":   # its R@2000
-                rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], "union", self.rb_eval(f"union-{a}+{b}", "fusion"))
+                rows += [fusion_row(FIRST_STAGE[a], FIRST_STAGE[b], "union", self.eval_file(f"union-{a}+{b}", "fusion"))
                          for a, b in pairs]
         return rows
 
-    def rb_table_files(self, table):
-        return [f for row in self.rb_rows(table) for f in row.values() if f.startswith(ART)]
+    def inputs(self, table):
+        return [f for row in self.rows(table) for f in row.values() if f.startswith(ART)]
+
+    def note(self, table):
+        return self.plan.evaluation.table_note(self.dataset)
+
+    def command(self, table):
+        return {}   # the rows are the whole of it
 
     def recall_rows(self):
         """Figure 1's recall curves: each first stage's evaluation."""
@@ -96,8 +104,8 @@ class RepBert:
 
     def rerank_rows(self):
         """Figure 1's reranking points: each first stage at each reranking depth."""
-        return [{"method": FIRST_STAGE[n], "depth": str(d), "eval": self.rb_eval(f"{n}-d{d}", "rerank")}
-                for n in FIRST_STAGE for d in self.rb["rerank_depths"]]
+        return [{"method": FIRST_STAGE[n], "depth": str(d), "eval": self.eval_file(f"{n}-d{d}", "rerank")}
+                for n in FIRST_STAGE for d in self.settings["rerank_depths"]]
 
     def consistency_rows(self):
         """Figure 2's consistency of each first stage with BM25."""

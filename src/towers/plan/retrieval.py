@@ -3,16 +3,10 @@ split's queries reads; where a model folder and a split's questions come from, e
 and which model's doc vectors and indexes serve a model (a fixed doc side searches its start's)."""
 from __future__ import annotations
 
-import re
-
 from .paths import ART
 from .shell import one_of
 
 TRAINING_PARTS = r"train|train\+valid"
-# A model trained against a fixed doc side (LTRe and Figure 3's query-only runs: <method>-<start>-<index>,
-# workflow/rules/ltre.smk) has its start's doc tower, hence its start's doc vectors: it is searched
-# through the start's indexes, as LTRe's paper does, instead of re-encoding and re-indexing the corpus.
-FIXED_DOC_SIDE = r"(ltre|qrand|qbm25|qasync)-(?P<start>[a-z0-9+.]+)-[a-z0-9]+"
 
 
 class Bm25:
@@ -60,8 +54,12 @@ class Dense:
     """An open-domain dataset (data.smk) has no models or splits of its own: the model folder and the split's
     questions come from its base dataset (base_of), the outputs stay under its own folder."""
 
-    def __init__(self, plan):
+    def __init__(self, plan, *, index_owner):
+        """index_owner(model): the model whose doc vectors and indexes serve `model`, LTRe's grammar
+        (towers.plan.ltre.index_owner) handed down by the Plan: a model trained against a fixed doc side
+        searches its start's indexes."""
         self.plan = plan
+        self.index_owner = index_owner
         config = plan.config
         self.shards = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
         self.sharded = [name for name, parts in self.shards.items() if parts > 1]
@@ -72,8 +70,8 @@ class Dense:
             self.indexes.setdefault(index["name"], index["factory"])
 
     def model_dir(self, w):
-        zeroshot = self.plan.zeroshot   # an untrained checkpoint: one split
-        split = zeroshot.checkpoint_split(w.dataset) if zeroshot.is_checkpoint(w.model) else w.split
+        checkpoints = self.plan.checkpoints   # an untrained checkpoint: one split
+        split = checkpoints.split(w.dataset) if checkpoints.is_checkpoint(w.model) else w.split
         return f"{ART}/{self.plan.data.base_of(w.dataset)}/dense/{w.model}/{split}/model"
 
     def split_questions(self, part):
@@ -83,25 +81,20 @@ class Dense:
         return lambda w: [f"{ART}/{w.dataset}/dense/{w.model}/{w.split}/shards/{i}.{suffix}"
                           for i in range(self.shards[w.dataset])]
 
-    @staticmethod
-    def index_owner(model):
-        """The model whose doc vectors and indexes serve `model`."""
-        fixed = re.fullmatch(FIXED_DOC_SIDE, model)
-        return f"neg-{fixed['start']}" if fixed else model
-
     def checkpoint_home(self, dataset):
         """Whose encoding of its candidates an untrained checkpoint searches for `dataset`: a question set over
-        the same articles as one before it in params (plan.train.text_home) has the same candidates, every sentence
+        the same articles as one before it in params (plan.data.text_home) has the same candidates, every sentence
         of those articles, so the first one's encoding serves both; any other dataset, its corpus's own."""
         if self.plan.data.dataset_cfg(dataset)["kind"] == "wikipedia-qa":
-            return self.plan.train.text_home(dataset)
+            return self.plan.data.text_home(dataset)
         return self.plan.data.corpus_of(dataset)
 
     def dense_files(self, dataset, model, split, index):
         data = self.plan.data
         corpus = data.corpus_of(dataset)
-        if self.plan.zeroshot.is_checkpoint(model):   # not trained: every split searches the one encoding of the corpus
-            split = self.plan.zeroshot.checkpoint_split(dataset)
+        checkpoints = self.plan.checkpoints
+        if checkpoints.is_checkpoint(model):   # not trained: every split searches the one encoding of the corpus
+            split = checkpoints.split(dataset)
             corpus = self.checkpoint_home(dataset)
         folder = f"{ART}/{corpus}/dense/{self.index_owner(model)}/{split}"
         return {"model": f"{ART}/{data.base_of(dataset)}/dense/{model}/{split}/model",

@@ -1,5 +1,5 @@
-"""Shell words of the rules' commands: values quoted, settings as stage flags, table rows as JSON objects, a
-wildcard pattern of names, and the command of a paper's table rule."""
+"""Shell words of the rules' commands: values quoted, settings as stage flags, table rows as JSON objects, and a
+wildcard pattern of names."""
 from __future__ import annotations
 
 import json
@@ -28,10 +28,3 @@ def one_of(names) -> str:
     """A wildcard pattern matching exactly these names; one that matches nothing when there are none."""
     return "|".join(re.escape(name) for name in names) or "(?!)"
 
-
-def paper_table(stage: str, rows: str = "{params.rows}", before_note: str = "", table: bool = True) -> str:
-    """The shell of a paper's table rule: its stage with the paper's values (input.paper), the profile and the
-    note (params), the table's own flags; CSV and JSON out (output.csv, output.json), the log kept."""
-    which = " --table {wildcards.table}" if table else ""
-    return "".join(["{TOWERS} ", stage, which, " --paper {input.paper} --profile {params.profile}", before_note,
-                    " --note {params.note:q} ", rows, " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"])

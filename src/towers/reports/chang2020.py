@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from .common import paper_values, read_paper
+from .common import LABELS, labels, paper_values, read_paper
 
 KEY = ["split", "encoder", "pretraining"]
 
@@ -22,7 +22,7 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
     for row in rows:
         result = read_json(row["eval"])
         record = {k: row[k] for k in KEY}
-        record.update(profile=profile, dataset=dataset, test_queries=result["queries"])
+        record.update(profile=profile, dataset=dataset, queries=result["queries"])
         key = (row["split"], row["encoder"], row["pretraining"])
         twin_row = {}
         for metric in metrics:
@@ -35,7 +35,7 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
         records.append(record)
         twin["rows"]["/".join(key)] = twin_row
     frame = pd.DataFrame(records)
-    frame["note"] = note   # the twin stays numeric for `dvc metrics`; the CSV carries the note
+    frame["note"] = note   # said once, in the record and the twin (stages.tables.write_table)
     return frame, twin, cells
 
 
@@ -87,7 +87,7 @@ def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd
     if missing:
         raise StageError(paper_csv, f"no {missing[0]!r} column")
     paper = paper.set_index("dataset")
-    records, twin, cells = [], {"table": "table2", "profile": profile, "rows": {}}, []
+    records, twin, cells, stands_in = [], {"table": "table2", "profile": profile, "rows": {}}, [], []
     for row in rows:
         stats = read_json(row["stats"])
         absent = [k for k in REQA_COLUMNS if not isinstance(stats, dict) or k not in stats]
@@ -96,19 +96,20 @@ def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd
         if row["paper_dataset"] not in paper.index:
             raise StageError(paper_csv, f"no values for dataset {row['paper_dataset']!r}")
         values = paper.loc[row["paper_dataset"]]
-        record = {"dataset": row["dataset"], "paper_dataset": row["paper_dataset"], "profile": profile}
+        record = {**labels(row, ["dataset", "paper_dataset"]), "profile": profile}
         for key, label in REQA_COLUMNS.items():
             record[label] = int(stats[key]) if key in REQA_COUNTS else round(float(stats[key]), 2)
             record[f"{label} paper"] = int(values[key]) if key in REQA_COUNTS else float(values[key])
-            cells.append(cell({"dataset": row["dataset"], "paper_dataset": row["paper_dataset"]}, label, record[label],
+            cells.append(cell(labels(row, ["dataset", "paper_dataset"]), label, record[label],
                               record[f"{label} paper"], kind="count"))
-        stands_in = (f"; {row['dataset']} stands in for {values['name']}"
-                     if row["dataset"] != row["paper_dataset"] else "")
-        record["note"] = f"{note}{stands_in}; {REQA_DOC_TOKENS_NOTE}"
+        if row["dataset"] != row["paper_dataset"]:
+            stands_in.append(f"{row['dataset']} stands in for {values['name']}")
         records.append(record)
         key = f"{row['dataset']}/{row['paper_dataset']}"
         twin["rows"][key] = {label: record[label] for label in REQA_COLUMNS.values()}
-    return pd.DataFrame(records), twin, cells
+    frame = pd.DataFrame(records)
+    frame["note"] = "; ".join([note, *stands_in, REQA_DOC_TOKENS_NOTE])
+    return frame, twin, cells
 
 
 ABLATION_KEY = ["index", "layers", "pretraining", "emb_dim"]
@@ -127,16 +128,16 @@ def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, datas
     twin = {"table": "table5", "profile": profile, "dataset": dataset, "metric": metric, "rows": {}}
     cells = []
     for row in rows:
-        record = records.setdefault(row["index"], {**{k: row[k] for k in ABLATION_KEY}, "profile": profile,
+        record = records.setdefault(row["index"], {**labels(row, ABLATION_KEY), "profile": profile,
                                                    "dataset": dataset})
-        for k in ("layers", "pretraining", "emb_dim"):
-            if row["index"] in paper.index:
-                record[f"{k} paper"] = paper.loc[row["index"], k]
+        if row["index"] in paper.index:
+            for field in ("layers", "pretraining", "emb_dim"):
+                record[f"{LABELS.get(field, field)} paper"] = paper.loc[row["index"], field]
         value = round(100 * read_json(row["eval"])["metrics"][metric], 2)
         record[f"{metric} {row['split']}"] = value
         has_paper = row["index"] in paper.index and row["split"] in paper
         record[f"{metric} {row['split']} paper"] = float(paper.loc[row["index"], row["split"]]) if has_paper else None
-        cells.append(cell({k: row[k] for k in ABLATION_KEY}, f"{metric} {row['split']}", value,
+        cells.append(cell(labels(row, ABLATION_KEY), f"{metric} {row['split']}", value,
                           record[f"{metric} {row['split']} paper"], query_samples([row["eval"]], metric, 100)))
         twin["rows"].setdefault(f"{row['index']}/{row['layers']}/{row['pretraining']}/{row['emb_dim']}", {})[
             f"{metric} {row['split']}"] = value

@@ -2,9 +2,20 @@
 curves. A table's cells (the numbers the claims and the expected-value check read) are verdicts.cells'."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from ..io import StageError, read_json
+
+# the printed name of a row label where its field name differs (one spelling of each header: words and spaces)
+LABELS = {"paper_dataset": "paper dataset", "emb_dim": "emb dim"}
+
+
+def labels(row: dict, fields: list[str]) -> dict:
+    """A row's labels as the table prints them (and as its cells and the expected values name them)."""
+    return {LABELS.get(f, f): row[f] for f in fields}
+
 
 def read_paper(path, dtype=None) -> pd.DataFrame:
     """A paper's numbers, typed in from its text (data/papers/)."""
@@ -69,3 +80,102 @@ def save_figure(panels: list[tuple[pd.DataFrame, str, str, str]], csv_path, png_
                       for frame, _, y, title in panels], ignore_index=True)
     with atomic_path(csv_path) as tmp:
         data.to_csv(tmp, index=False)
+
+
+# --- a table as the paper prints it -------------------------------------------------------------------------
+
+MEASURE = re.compile(r"^(quality )?(R|RR|nDCG|P|AP|Success)@\d+( \S+)?$")   # ir_measures names, Table 5's '<m> <split>'
+COUNTS = {"pairs", "tokens", "queries", "candidates", "tuples", "index bytes", "steps", "seeds", "depth", "layers",
+          "emb dim", "index"}
+ONE_DECIMAL = {"ms/query", "train seconds", "hours", "memory GB", "speed-up", "vs first alone (%)"}
+SIDES = (" paper", " std", " published", " p")   # what sits beside a value: the paper's, its spread, a p-value
+
+
+def decimals(column: str, percent: bool) -> int | None:
+    """How many decimals a column is printed with: the papers' own precision (measures in percent with 2, as
+    Chang et al. and QuadrupletBERT print them; as fractions with 3, as RepBERT and LTRe do); None: a label, or a
+    p-value (two significant digits)."""
+    if column.endswith(" p"):
+        return None   # a p-value: two significant digits, however small (printed)
+    base = next((column[:-len(s)] for s in SIDES if column.endswith(s)), column)
+    if base in COUNTS:
+        return 0
+    if base in ONE_DECIMAL:
+        return 1
+    if base.startswith("avg ") or base == "C":
+        return 2
+    if MEASURE.match(base):
+        return 2 if percent else 3
+    return None
+
+
+def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.DataFrame, dict]:
+    """The table a reader sees, and its context: a column that holds one value in every row (the profile, a
+    dataset, one split, a margin, a step count) leaves the rows for the context, said once in the record, the
+    twin and the report's caption; a measured column (a cell's, counts aside) and the values beside it always
+    stay. Numbers get their column's fixed decimals. A comma inside a cell would break `column -s, -t`, so none
+    may hold one."""
+    measured = {c["column"] for c in cells if c["kind"] != "count"}
+    counted = {c["column"] for c in cells if c["kind"] == "count"}
+    shown, context = frame.copy(), {}
+    for column in frame.columns:
+        base = next((column[:-len(s)] for s in SIDES if column.endswith(s)), column)
+        sides = [f"{column}{s}" for s in SIDES if f"{column}{s}" in frame.columns]
+        values = frame[column].unique()
+        shared = len(frame) > 1 or column == "profile"   # one row cannot tell a shared column from a label
+        if shared and len(values) == 1 and frame[column].notna().all() and base not in measured \
+                and not (column in counted and sides):
+            context[column] = values[0].item() if hasattr(values[0], "item") else values[0]
+            shown = shown.drop(columns=column)
+    for column in shown.columns:
+        places = decimals(column, percent)
+        if column.endswith(" p") and pd.api.types.is_numeric_dtype(shown[column]):   # down to 1e-30: 2 digits
+            shown[column] = [("" if pd.isna(v) else f"{float(v):.2g}") for v in shown[column]]
+        elif places is not None and pd.api.types.is_numeric_dtype(shown[column]):
+            shown[column] = [("" if pd.isna(v) else f"{float(v):.{places}f}") for v in shown[column]]
+        texts = shown[column].dropna().astype(str)
+        if texts.str.contains(",").any():
+            raise ValueError(f"column {column!r} holds a comma ({texts[texts.str.contains(',')].iloc[0]!r}): "
+                             "a printed table's cells may not")
+    return shown, context
+
+
+def read_table(csv_path) -> pd.DataFrame:
+    """A printed table with the columns its rows share put back (its record's context), for a reader who wants
+    every label in the frame."""
+    record = read_json(f"{csv_path}.meta.json")
+    frame = pd.read_csv(csv_path, dtype={"split": str})
+    for column, value in (record.get("context") or {}).items():
+        frame[column] = value
+    return frame
+
+
+SCREEN = 240   # characters: one screen width (a full-screen terminal on a 1920-pixel display), for `column -s, -t`
+MEASURE_NAMES = {"MRR@10": "RR@10", "test_queries": "queries", "dev_queries": "queries"}   # spelt otherwise once
+
+
+def layout_problems(csv_path, width: int = SCREEN) -> list[str]:
+    """What keeps a printed table from reading like the paper's: a note or profile in its rows, a cell holding a
+    comma (`column -s, -t` would split it), a header spelt two ways or with an underscore, a measure printed with
+    varying decimals, or a layout wider than `width`."""
+    import csv
+
+    with open(csv_path, newline="") as handle:
+        rows = list(csv.reader(handle))
+    header, body = rows[0], rows[1:]
+    problems = [f"column {c!r} repeats what the record says once" for c in header if c in ("note", "profile")]
+    problems += [f"column {c!r} is spelt {MEASURE_NAMES[c]!r} elsewhere" for c in header if c in MEASURE_NAMES]
+    problems += [f"column {c!r} has an underscore" for c in header if "_" in c]
+    problems += [f"row {i + 2} holds a comma" for i, row in enumerate(body) if any("," in cell for cell in row)]
+    for j, column in enumerate(header):
+        texts = [row[j] for row in body if row[j]]
+        measure = decimals(column, percent=True) is not None   # a label (a margin, a depth) prints as it is named
+        if measure and texts and all(re.fullmatch(r"-?\d+(\.\d+)?", t) for t in texts):
+            places = {len(t.partition(".")[2]) for t in texts}
+            if len(places) > 1:
+                problems.append(f"column {column!r} is printed with {sorted(places)} decimals")
+    widths = [max(len(row[j]) for row in rows) for j in range(len(header))]
+    wide = sum(widths) + 2 * (len(widths) - 1)   # `column -t` puts two spaces between columns
+    if wide > width:
+        problems.append(f"{wide} characters wide in `column -s, -t` (at most {width})")
+    return problems

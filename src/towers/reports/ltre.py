@@ -1,11 +1,11 @@
 """LTRe's tables and figure (results/ltre/): reproduced values beside the paper's.
 
-table1: MRR@10, R@1000 and nDCG@10 of BM25, every negative-sampling baseline and LTRe on the dev queries;
+table1: RR@10 (the paper's MRR@10), R@1000 and nDCG@10 of BM25, every negative-sampling baseline and LTRe on the dev queries;
 table3: per training index, its size, its search quality before training (the start model through it),
         LTRe's measured training time and speed-up against the asynchronous-refresh baseline (ANCE), and
         the trained model's quality through the exact index;
 table4: the LTRe model trained with each index, evaluated through each index;
-figure3: per training step, the batch's MRR@10 and R@<depth> under full retrieval, the overlap of the
+figure3: per training step, the batch's RR@10 and R@<depth> under full retrieval, the overlap of the
         dense top-<depth> with BM25's, and with the last asynchronous retrieval's."""
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     records, twin, cells = [], {"table": "table1", "profile": profile, "rows": {}}, []
     for row in rows:
         result = read_json(row["eval"])
-        record = {"method": label(row["key"]), "key": row["key"], "profile": profile, "dev_queries": result["queries"]}
+        record = {"method": label(row["key"]), "key": row["key"], "profile": profile, "queries": result["queries"]}
         for name in METRICS:
             record[name] = round(metric(ndcg_source(row) if name == "nDCG@10" else row["eval"], name), 4)
             record[f"{name} paper"] = paper(row["key"], name)
@@ -92,7 +92,7 @@ def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
         twin["rows"][row["key"]] = {name: record[name] for name in METRICS}
         cells += metric_cells({"key": row["key"]}, row, record)
     frame = pd.DataFrame(records)
-    frame["note"] = f"{note}; MRR@10 = RR@10 on the dev queries; {ndcg_note(rows)}"
+    frame["note"] = f"{note}; RR@10 and R@1000 on the dev queries; {ndcg_note(rows)}"
     return frame, twin, cells
 
 
@@ -110,7 +110,7 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
         steps, seconds = steps_seconds(row["steps"])
         size = size_of(row["index"])
         before = row.get("before") or (start_eval if kind == "async" else row["eval"])
-        record = {"method": {"start": label(name), "async": label(name)}.get(kind, f"LTRe, index {name}"),
+        record = {"method": {"start": label(name), "async": label(name)}.get(kind, f"LTRe with {name}"),
                   "key": row["key"], "profile": profile,
                   "index bytes": size, "memory GB paper": paper(row["key"], "memory GB"),
                   "quality RR@10": round(metric(before, "RR@10"), 4),
@@ -165,7 +165,7 @@ def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
 
 def figure3_frame(runs: list[dict], depth: int) -> pd.DataFrame:
     """runs: {'method', 'steps'}: one row per (method, step) with Figure 3's four measures."""
-    columns = {"mrr@10_batch": "MRR@10", f"r@{depth}_batch": f"R@{depth}", "bm25_overlap": "BM25 overlap",
+    columns = {"mrr@10_batch": "RR@10", f"r@{depth}_batch": f"R@{depth}", "bm25_overlap": "BM25 overlap",
                "async_overlap": "async overlap"}
     rows = []
     for run in runs:
@@ -194,7 +194,7 @@ def window_for(frame: pd.DataFrame) -> int:
 def figure3_cells(frame: pd.DataFrame, runs: list[dict], depth: int) -> list[dict]:
     """Each method's Figure 3 measures averaged over the first fifth, the last fifth and all of its steps, with
     the step log as samples (one value a step: methods trained with the same seed see the same batches)."""
-    fields = {"MRR@10": "mrr@10_batch", f"R@{depth}": f"r@{depth}_batch", "BM25 overlap": "bm25_overlap",
+    fields = {"RR@10": "mrr@10_batch", f"R@{depth}": f"r@{depth}_batch", "BM25 overlap": "bm25_overlap",
               "async overlap": "async_overlap"}
     logs = {r["method"]: r["steps"] for r in runs}
     cells = []

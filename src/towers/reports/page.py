@@ -63,9 +63,6 @@ def table_name(path: Path) -> str:
 
 # --- tables as the paper lays them out -------------------------------------------------------------------
 
-HIDDEN = {"profile", "note", "hardware"}
-
-
 def fmt(value) -> str:
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return ""
@@ -74,26 +71,31 @@ def fmt(value) -> str:
     return html.escape(str(value))
 
 
+def is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def paper_layout(table: pd.DataFrame, status_of) -> str:
-    """The table with each reproduced value and the paper's in one cell ('12.4 (77.0)', std as '± 2.1'), the
-    cells the check flags shaded (`status_of(row number, column)`: the check's status of that cell)."""
-    columns = [c for c in table.columns if c not in HIDDEN and not c.endswith((" paper", " std"))
-               and not (c == "paper" and "value" in table.columns)]
+    """The table (its printed text) with each reproduced value and the paper's in one cell ('12.40 (77.00)', std as
+    '± 2.10'), the cells the check flags shaded (`status_of(row number, column)`: the check's status of that cell)."""
+    columns = [c for c in table.columns if not c.endswith((" paper", " std"))]
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for i, (_, row) in enumerate(table.iterrows()):
         cells = []
         for c in columns:
-            paper_column = "paper" if c == "value" else f"{c} paper"
-            shown = fmt(row[c])
-            if f"{c} std" in table.columns and not pd.isna(row[f"{c} std"]):
-                shown += f" ± {fmt(row[f'{c} std'])}"
-            if paper_column in table.columns and not pd.isna(row[paper_column]):
-                shown += f' <span class="paper">({fmt(row[paper_column])})</span>'
-            state = status_of(i, c if c != "value" else str(row.get("metric", c)))
+            shown = html.escape(row[c])
+            if row.get(f"{c} std", ""):
+                shown += f" ± {html.escape(row[f'{c} std'])}"
+            if row.get(f"{c} paper", ""):
+                shown += f' <span class="paper">({html.escape(row[f"{c} paper"])})</span>'
+            state = status_of(i, c)
             style = f' style="{CHECK_STYLE[state]}"' if state in CHECK_STYLE else ""
-            numeric = isinstance(row[c], (int, float)) and not isinstance(row[c], bool)
-            cells.append(f'<td class="{"n" if numeric else ""}"{style}>{shown}</td>')
+            cells.append(f'<td class="{"n" if is_number(row[c]) else ""}"{style}>{shown}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
@@ -148,18 +150,23 @@ def scatter(cells: list[dict], title: str) -> str:
 
 
 def table_block(path: Path, statuses: dict, profile_note: str) -> str:
+    """A table laid out like the paper's, under its caption: what its rows share (the record's context) and its
+    note, less the profile's note the page opens with."""
     name = table_name(path)
-    table = pd.read_csv(path)
-    notes = table["note"].dropna().unique().tolist() if "note" in table.columns else []
-    extra = [n[len(profile_note):].lstrip("; ") if n.startswith(profile_note) else n for n in notes]
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    meta = Path(f"{path}.meta.json")
+    record = read_json(meta) if meta.exists() else {}
+    note = record.get("note", "")
+    note = note[len(profile_note):].lstrip("; ") if note.startswith(profile_note) else note
+    shared = ", ".join(f"{k} {v}" for k, v in (record.get("context") or {}).items() if k != "profile")
+    caption = "; ".join(part for part in (f"every row: {shared}" if shared else "", note) if part)
     rows = row_texts(path)
     rows = rows if len(rows) == len(table) else []
     layout = paper_layout(table, lambda i, column: statuses.get((name, rows[i], column), "") if rows else "")
-    meta = Path(f"{path}.meta.json")
-    plot = scatter(read_json(meta).get("cells", []), f"{name}: reproduced vs paper") if meta.exists() else ""
+    plot = scatter(record.get("cells", []), f"{name}: reproduced vs paper")
     raw = table.to_html(index=False, na_rep="", classes="raw")
-    note = "".join(f'<p class="note">{html.escape(n)}</p>' for n in extra if n)
-    return (f"<h3>{html.escape(name)}</h3>{note}<div class='grid'><div>{layout}</div>{plot}</div>"
+    return (f"<h3>{html.escape(name)}</h3><p class=\"note\">{html.escape(caption)}</p>"
+            f"<div class='grid'><div>{layout}</div>{plot}</div>"
             f"<details><summary>raw CSV ({html.escape(str(path))})</summary>{raw}</details>")
 
 

@@ -8,7 +8,7 @@ import pandas as pd
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
 from ..verdicts.significance import paired_p
-from .common import paper_values
+from .common import labels, paper_values
 
 def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
     """Mean and sample standard deviation over seeds (in %), and each query's value averaged over seeds."""
@@ -57,27 +57,27 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     for r in rows:
         key = tuple(r[k] for k in SEEDED_KEY)
         mean, std, per_query, queries = summaries[key]
-        record = {k: r[k] for k in SEEDED_KEY}
-        record.update(seeds=len(r["evals"]), test_queries=queries, profile=profile)
+        record = labels(r, SEEDED_KEY)
+        record.update(seeds=len(r["evals"]), queries=queries, profile=profile)
         paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if by_margin else "")
         other = by_model.get((r["dataset"], r["split"], compare[1], r["margin"], r["index"])) if compare else None
         exact = by_model.get((r["dataset"], r["split"], r["model"], r["margin"], exact_index))
+        twin_row = {}
         for m in metrics:
-            record[m] = round(mean[m], 2)
+            record[m] = twin_row[m] = round(mean[m], 2)
             record[f"{m} std"] = round(std[m], 2)
             record[f"{m} paper"] = float(paper.loc[paper_key, m]) if paper_key in paper.index else None
-            cells.append(cell({k: r[k] for k in SEEDED_KEY}, m, record[m], record[f"{m} paper"],
+            cells.append(cell(labels(r, SEEDED_KEY), m, record[m], record[f"{m} paper"],
                               query_samples(r["evals"], m, 100)))
-            if compare and r["model"] == compare[0] and other is not None:
-                record[f"{m} p vs {compare[1]}"] = round(paired_p_value(per_query[m], other[2][m], test), 4)
-            if r["index"] != exact_index and exact is not None:
-                record[f"{m} lost to quantization"] = round(exact[0][m] - mean[m], 2)
-        if compare and r["model"] == compare[0] and other is not None:
-            marks = [f"{m} {'higher' if mean[m] > other[0][m] else 'lower'}" for m in metrics
-                     if record[f"{m} p vs {compare[1]}"] < alpha]
-            record[f"significant vs {compare[1]}"] = ", ".join(marks) or "none"
+            if compare and other is not None:
+                record[f"{m} p"] = paired_p_value(per_query[m], other[2][m], test) \
+                    if r["model"] == compare[0] else None
+            if r["index"] != exact_index and exact is not None:   # the recall a compressed index loses: the twin's
+                twin_row[f"{m} lost to quantization"] = round(exact[0][m] - mean[m], 2)
         records.append(record)
-        twin["rows"]["/".join(str(r[k]) for k in twin_fields if r[k] != "")] = {m: record[m] for m in metrics}
+        twin["rows"]["/".join(str(r[k]) for k in twin_fields if r[k] != "")] = twin_row
     frame = pd.DataFrame(records)
-    frame["note"] = f"{note}; test: {test}, two-sided, alpha {alpha}"
+    tested = f"; <measure> p: {test} test (two-sided, paired over queries) of {compare[0]} against {compare[1]} " \
+             f"on the same dataset, split and index, alpha {alpha}" if compare else ""
+    frame["note"] = f"{note}; <measure> std: standard deviation over seeds{tested}"
     return frame, twin, cells

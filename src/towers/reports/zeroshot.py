@@ -21,7 +21,8 @@ def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split:
             raise StageError("--published", f"metric {value['metric']!r} is not one of {', '.join(metrics)}")
     given = {(p["model"], p["metric"]): p for p in published}
     published_metrics = [m for m in metrics if any(metric == m for _, metric in given)]
-    records, twin, cells = [], {"table": "zeroshot", "dataset": dataset, "split": split, "profile": profile, "rows": {}}, []
+    records, said, cells = [], [], []
+    twin = {"table": "zeroshot", "dataset": dataset, "split": split, "profile": profile, "rows": {}}
     for row in rows:
         result = read_json(row["eval"])
         missing = [m for m in metrics if m not in result["metrics"]]
@@ -34,14 +35,13 @@ def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split:
             if m in published_metrics:
                 value = given.get((row["model"], m))
                 record[f"{m} published"] = float(value["value"]) if value else None
-        record["published source"] = "; ".join(f"{p['metric']}: {p['source']}" for (model, _), p in given.items()
-                                               if model == row["model"])
-        record["caveat"] = row["caveat"]
+        sources = [f"{p['metric']} published in {p['source']}" for (model, _), p in given.items() if model == row["model"]]
+        said += [f"{row['label']}: {text}" for text in [row["caveat"], *sources] if text]
         record["profile"] = profile
         records.append(record)
         twin["rows"][row["model"]] = {m: record[m] for m in metrics}
         cells += [cell({"model": row["model"]}, m, record[m], given[(row["model"], m)]["value"]
                        if (row["model"], m) in given else None, query_samples([row["eval"]], m)) for m in metrics]
     frame = pd.DataFrame(records)
-    frame["note"] = note
+    frame["note"] = "; ".join([note, *said])   # caveats and sources said once, not in a column
     return frame, twin, cells

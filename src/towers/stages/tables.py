@@ -69,14 +69,23 @@ def rows_help(*fields: str) -> str:
     return "a JSON object of " + ", ".join(fields)
 
 
-def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path):
-    """A paper table as CSV, and its numeric JSON twin for `dvc metrics`; its cells (what each number is and
-    where its per-query values come from: towers.verdicts.cells.cell) go to the stage's meta record, where the claims
-    and the expected-value check read them."""
+def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path, percent: bool = False):
+    """A paper table as CSV, printed as the paper prints it (towers.reports.common.printed: measures with fixed
+    decimals, columns of one value and the note said once, with what its query count can resolve), and its
+    numeric JSON twin for `dvc metrics`, which carries the note and that context too; its cells (what each
+    number is and where its per-query values come from: towers.verdicts.cells.cell) go to the stage's meta
+    record, where the claims and the expected-value check read them. `percent`: the measures are in percent
+    (printed with 2 decimals, else 3)."""
+    from ..reports.common import printed
+    from ..verdicts.significance import power_note
+
+    notes = frame.pop("note").dropna().unique().tolist() if "note" in frame else []
+    note = "; ".join(part for part in [*notes, power_note(cells)] if part)
+    shown, context = printed(frame, cells, percent)
     with atomic_path(csv_path) as tmp:
-        frame.to_csv(tmp, index=False)
-    write_json(json_path, twin)
-    return csv_path, {"rows": len(frame), "cells": cells}
+        shown.to_csv(tmp, index=False)
+    write_json(json_path, {**twin, "note": note, "context": context})
+    return csv_path, {"rows": len(frame), "note": note, "context": context, "cells": cells}
 
 
 @stage("chang2020-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
@@ -88,7 +97,8 @@ def chang2020_table(a):
     from ..reports.chang2020 import build_table
 
     rows = parse_rows(a.row, ["split", "encoder", "pretraining", "eval"])
-    return write_table(*build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note), a.csv, a.json)
+    return write_table(*build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note), a.csv, a.json,
+                       percent=True)
 
 
 @stage("reqa-statistics", arg("--candidates", required=True), arg("--queries", required=True),
@@ -150,7 +160,7 @@ def ablation_table(a):
     from ..reports.chang2020 import ABLATION_KEY, ablation_table as build
 
     return write_table(*build(parse_rows(a.row, ABLATION_KEY + ["split", "eval"]), a.paper, a.metric, a.profile,
-                              a.dataset, a.note), a.csv, a.json)
+                              a.dataset, a.note), a.csv, a.json, percent=True)
 
 
 @stage("quadrupletbert-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
@@ -173,7 +183,7 @@ def quadrupletbert_table(a):
             raise StageError("--row", f"margin {bounded(row['margin'], 80)!r} is not a number") from None
     compare = tuple(a.compare) if a.compare else None
     return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha,
-                              a.exact_index), a.csv, a.json)
+                              a.exact_index), a.csv, a.json, percent=True)
 
 
 @stage("zeroshot-table", arg("--dataset", required=True), arg("--split", required=True), arg("--profile", required=True),
@@ -228,7 +238,7 @@ def repbert_table(a):
        arg("--consistency", action="append", default=[], help="figure2: " + rows_help("method", "json")),
        arg("--csv", required=True), arg("--png", required=True))
 def repbert_figure(a):
-    """RepBERT Figure 1 (recall and reranking MRR@10 by depth) or Figure 2 (consistency with BM25 by depth)."""
+    """RepBERT Figure 1 (recall and reranking RR@10 by depth) or Figure 2 (consistency with BM25 by depth)."""
     import pandas as pd
 
     from ..reports import repbert as report
@@ -240,12 +250,12 @@ def repbert_figure(a):
         recall = report.recall_curve([{"method": m, "eval": e} for m, e in first.items()], a.depths)
         reranked_rows = parse_rows(a.rerank, ["method", "depth", "eval"], flag="--rerank")
         reranked = pd.DataFrame([{"method": r["method"], "depth": int(r["depth"]),
-                                  "MRR@10": round(metric(r["eval"], "RR@10"), 4)} for r in reranked_rows])
+                                  "RR@10": round(metric(r["eval"], "RR@10"), 4)} for r in reranked_rows])
         panels = [(recall, "depth", "recall", "(a) first-stage recall"),
-                  (reranked, "depth", "MRR@10", "(b) reranking MRR@10")]
+                  (reranked, "depth", "RR@10", "(b) reranking RR@10")]
         by_depth = {(r["method"], int(r["depth"])): r["eval"] for r in reranked_rows}
         cells = report.curve_cells(recall, "recall", lambda m, d: query_samples([first[m]], f"R@{d}")) + \
-            report.curve_cells(reranked, "MRR@10", lambda m, d: query_samples([by_depth[m, d]], "RR@10"))
+            report.curve_cells(reranked, "RR@10", lambda m, d: query_samples([by_depth[m, d]], "RR@10"))
     else:
         rows = parse_rows(a.consistency, ["method", "json"], flag="--consistency")
         frame = pd.DataFrame([{"method": r["method"], "depth": int(n), "C": value}
@@ -274,14 +284,14 @@ def ltre_table(a):
        arg("--probe-depth", type=int, required=True), arg("--note", required=True),
        arg("--csv", required=True), arg("--png", required=True))
 def ltre_figure(a):
-    """LTRe Figure 3: per training step, MRR@10, R@depth, overlap with BM25 and with the async retrieval."""
+    """LTRe Figure 3: per training step, RR@10, R@depth, overlap with BM25 and with the async retrieval."""
     from ..reports import ltre as report
     from ..reports.common import save_figure
 
     runs = parse_rows(a.run, ["method", "steps"], flag="--run")
     frame = report.figure3_frame(runs, a.probe_depth)
     window = report.window_for(frame)
-    titles = {"MRR@10": "(a) MRR@10", f"R@{a.probe_depth}": f"(b) R@{a.probe_depth}",
+    titles = {"RR@10": "(a) RR@10", f"R@{a.probe_depth}": f"(b) R@{a.probe_depth}",
               "BM25 overlap": f"(c) overlap with BM25's top {a.probe_depth}",
               "async overlap": f"(d) overlap with the async top {a.probe_depth}"}
     panels = [(report.smoothed(frame, measure, window), "step", measure, title) for measure, title in titles.items()]

@@ -118,7 +118,7 @@ def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
             raise StageError(csv, f"cannot read the table ({str(err).strip().splitlines()[0][:200]})") from None
         for c in record["cells"]:
-            problem = disagreement(frame, c)
+            problem = disagreement(frame, c, record.get("context") or {})
             if problem:
                 where = f"cell [{'; '.join(f'{k}={v}' for k, v in c['row'].items())}] {c['column']}"
                 raise StageError(meta, f"{where} {problem.format(table=csv)}; the record was edited or is stale: "
@@ -127,45 +127,51 @@ def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
     return found
 
 
-LONG_FORM = ("measure", "metric")   # the column naming each row's measure in a long table (figures, RepBERT's fusion)
-
-
-def _same(text: str, value) -> bool:
-    """A table's text against a recorded number (or label): equal as numbers (to float noise), or both empty."""
+def _same(text: str, value, rounded: bool = False) -> bool:
+    """A table's text against a recorded label or number: equal (as text, or as numbers to float noise), or both
+    empty; `rounded`: a value the table prints rounded, equal at the decimals it shows."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return text.strip().lower() in ("", "nan")
     if isinstance(value, str) and text == value:
         return True
     try:
-        return bool(np.isclose(float(text), float(value), rtol=1e-9, atol=1e-9))
+        shown, recorded = float(text), float(value)
     except (TypeError, ValueError):
         return False
+    places = len(text.strip().partition(".")[2]) if rounded and "e" not in text.lower() else None
+    # half a unit of the last printed decimal, and float noise
+    slack = 0.5 * 10.0 ** -places if places is not None else 0.0
+    return abs(shown - recorded) <= slack + 1e-9 * max(1.0, abs(recorded))
 
 
-def disagreement(frame: pd.DataFrame, found: dict) -> str:
+def disagreement(frame: pd.DataFrame, found: dict, context: dict | None = None) -> str:
     """Why a recorded cell is not what the table shows ('' when it is); '{table}' stands for the table's path.
-    The cell is the table's row with its labels (those the table has as columns) in its column, or in a long
-    table the 'value' of the row whose measure is its column; its paper value in '<column> paper' (or 'paper').
-    Rows a profile repeats (one dataset standing in for two) may each hold it."""
-    rows = frame if all(key in frame.columns for key in found["row"]) else frame.iloc[:0]
-    for key, label in found["row"].items():
+    The cell is the table's row with its labels in its column (a figure's: the 'value' of the row whose 'measure'
+    is its column), its paper value in '<column> paper' (or '<column> published'). A label the table says once for all rows (its `context`) is checked there, not in the
+    rows. Rows a profile repeats (one dataset standing in for two) may each hold it."""
+    context = context or {}
+    if found["column"] in context and found["column"] not in frame.columns:   # a count every row shares
+        shown = context[found["column"]]
+        return "" if _same(str(shown), found["value"]) else f"is {found['value']} here but {shown} in {{table}}"
+    in_rows = {k: v for k, v in found["row"].items() if k not in context or k in frame.columns}
+    for key in found["row"].keys() - in_rows.keys():
+        if not _same(str(context[key]), found["row"][key]):
+            return f"has {key}={found['row'][key]} but {{table}} says {key}={context[key]} for every row"
+    rows = frame if all(key in frame.columns for key in in_rows) else frame.iloc[:0]
+    for key, label in in_rows.items():
         rows = rows[[_same(text, label) for text in rows[key]]] if len(rows) else rows
-    column = found["column"]
+    column = value_column = found["column"]
     # the paper's value, or one published elsewhere (zero-shot table)
-    value_column = column
     paper_column = next((c for c in (f"{column} paper", f"{column} published") if c in frame.columns), "")
-    if column not in frame.columns:
-        long = next((c for c in LONG_FORM if c in frame.columns), None)
-        if long and "value" in frame.columns:
-            rows = rows[rows[long] == column]
-            value_column, paper_column = "value", "paper"
-        else:
-            rows = rows.iloc[:0]
+    if column not in frame.columns:   # a figure's data: one row a point, its measure named in 'measure'
+        rows = rows[rows["measure"] == column] if {"measure", "value"} <= set(frame.columns) else rows.iloc[:0]
+        value_column = "value"
     if rows.empty:
         return steps_disagreement(found) if (found.get("samples") or {}).get("kind") == "steps" else \
             "is not in {table}"
     for value_of, column_of in (("value", value_column), ("paper", paper_column)):
-        if column_of in frame.columns and not any(_same(text, found.get(value_of)) for text in rows[column_of]):
+        if column_of in frame.columns and not any(_same(text, found.get(value_of), rounded=True)
+                                                  for text in rows[column_of]):
             return f"is {found.get(value_of)} here but {rows[column_of].iloc[0] or 'empty'} in {{table}}" \
                 if value_of == "value" else \
                 f"has paper value {found.get('paper')} here but {rows[column_of].iloc[0] or 'none'} in {{table}}"

@@ -130,3 +130,46 @@ def weakest(verdicts: list[str]) -> str:
         return "not measurable"
     order = ["contradicted", "not supported", "same direction, not significant", "holds"]
     return next(v for v in order if v in measured)
+
+
+# 80% power, alpha 0.05 two-sided: z_{0.975} + z_{0.8}
+DETECTABLE_Z = 1.959964 + 0.841621
+
+
+def detectable_differences(cells: list[dict]) -> dict[str, dict[int, float]]:
+    """For each measure of a table and each of its query sets (a split's test questions), the smallest difference
+    between two of its rows that a paired test over those queries detects with 80% power at alpha 0.05 (two-sided;
+    normal approximation of the paired test): 2.80 times the median standard deviation of the per-query differences
+    over every pair of rows on those queries, over the square root of their count. {measure: {queries: difference
+    in the table's unit}}; a measure with no two rows on the same queries is left out."""
+    from .cells import samples_of
+
+    by_measure: dict[str, list[dict]] = {}
+    for c in cells:
+        if c["kind"] == "metric" and (c.get("samples") or {}).get("kind") == "queries":
+            by_measure.setdefault(c["column"], []).append(samples_of(c["samples"]))
+    found = {}
+    for measure, samples in by_measure.items():
+        spreads: dict[int, list[float]] = {}
+        for i, a in enumerate(samples):
+            for b in samples[i + 1:]:
+                if a.keys() == b.keys() and len(a) > 1:
+                    d = np.array([a[q] - b[q] for q in a])
+                    spreads.setdefault(len(d), []).append(float(np.std(d, ddof=1)))
+        sizes = {n: DETECTABLE_Z * float(np.median(s)) / math.sqrt(n) for n, s in sorted(spreads.items(), reverse=True)
+                 if np.median(s) > 0}
+        if sizes:
+            found[measure] = sizes
+    return found
+
+
+def power_note(cells: list[dict]) -> str:
+    """A table note's sentence on what its query counts can resolve ('' where no two rows share queries)."""
+    found = detectable_differences(cells)
+    if not found:
+        return ""
+    shown = "; ".join(f"{measure} " + ", ".join(f"{value:.2g} at {n}" for n, value in sizes.items())
+                      for measure, sizes in found.items())
+    return ("smallest difference between two rows that a paired test over their queries detects at 80% power "
+            "(alpha 0.05, two-sided, normal approximation, the median spread of per-query differences), by query "
+            f"count: {shown}")

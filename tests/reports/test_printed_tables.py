@@ -1,0 +1,93 @@
+"""Tables as the papers print them: one row a condition, fixed decimals, one name per measure, the note and what
+every row shares said once (in the record and the twin), and a layout that `column -s, -t` keeps in one screen."""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from towers.reports import papers as paper_list
+from towers.reports.common import SCREEN, decimals, layout_problems, printed, read_table
+from towers.verdicts.cells import disagreement
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = paper_list.tables(paper_list.load(root=ROOT)) + sorted(
+    str(p.relative_to(ROOT)) for p in (ROOT / "results/zeroshot").glob("*.csv"))
+
+
+def test_decimals_follow_the_papers_precision():
+    assert decimals("R@10", percent=True) == 2 and decimals("R@10 paper", percent=True) == 2
+    assert decimals("RR@10", percent=False) == 3 and decimals("nDCG@10 paper", percent=False) == 3
+    assert decimals("R@100 5-95", percent=True) == 2 and decimals("quality RR@10", percent=False) == 3
+    assert decimals("R@1 p", percent=True) is None and decimals("R@1 std", percent=True) == 2
+    assert decimals("queries", percent=True) == 0 and decimals("avg doc tokens paper", percent=True) == 2
+    assert decimals("model", percent=True) is None
+
+
+def cells_of(rows, columns, kind="metric"):
+    return [{"row": r, "column": c, "kind": kind} for r in rows for c in columns]
+
+
+def test_a_column_every_row_shares_is_said_once_and_measures_stay():
+    frame = pd.DataFrame({"split": ["5-95", "5-95"], "model": ["A", "B"], "profile": ["mini", "mini"],
+                          "queries": [673, 673], "R@1": [0.0, 0.0], "R@1 paper": [1.0, 1.0], "steps": [200, 200]})
+    cells = cells_of([{"split": "5-95", "model": m} for m in "AB"], ["R@1"]) + \
+        cells_of([{"split": "5-95", "model": m} for m in "AB"], ["steps"], kind="count")
+    shown, context = printed(frame, cells, percent=True)
+    # a measure stays even where every row has the same value, and so does the paper's beside it
+    assert list(shown.columns) == ["model", "R@1", "R@1 paper"]
+    assert context == {"split": "5-95", "profile": "mini", "queries": 673, "steps": 200}
+    assert shown["R@1"].tolist() == ["0.00", "0.00"] and shown["R@1 paper"].tolist() == ["1.00", "1.00"]
+    # the cells still find themselves: labels and counts in the context, values at their printed precision
+    cell = {"row": {"split": "5-95", "model": "B"}, "column": "R@1", "value": 0.004, "paper": 1.0}
+    assert disagreement(shown, cell, context) == ""
+    assert "is 0.006 here but 0.00" in disagreement(shown, {**cell, "value": 0.006}, context)
+    assert "split=1-99" in disagreement(shown, {**cell, "row": {"split": "1-99", "model": "B"}}, context)
+    assert disagreement(shown, {"row": {"model": "A"}, "column": "steps", "value": 200}, context) == ""
+    assert "is 300 here" in disagreement(shown, {"row": {"model": "A"}, "column": "steps", "value": 300}, context)
+    # one row: only the profile can be told shared
+    one, kept = printed(frame.head(1), cells[:1], percent=True)
+    assert kept == {"profile": "mini"} and "split" in one and "queries" in one
+
+
+def test_a_cell_holding_a_comma_is_refused():
+    frame = pd.DataFrame({"method": ["LTRe, index flat", "ANCE"], "RR@10": [0.1, 0.2]})
+    with pytest.raises(ValueError, match="column 'method' holds a comma"):
+        printed(frame, cells_of([{"method": "ANCE"}], ["RR@10"]), percent=False)
+
+
+def test_layout_problems_name_what_breaks_the_layout(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text('method,margin,test_queries,MRR@10,RR@10,note\nA,0.1,3,0.25,0.25,"long, note"\n'
+                   'B,1,3,0.25,0.3,"long, note"\n')
+    problems = layout_problems(bad)
+    assert "column 'note' repeats what the record says once" in problems
+    assert "column 'MRR@10' is spelt 'RR@10' elsewhere" in problems and "column 'test_queries' has an underscore" in problems
+    assert "row 2 holds a comma" in problems and "column 'RR@10' is printed with [1, 2] decimals" in problems
+    assert not any("margin" in p for p in problems)   # a label prints as it is named
+    good = tmp_path / "good.csv"
+    good.write_text("method,RR@10\nA,0.250\nB,0.300\n")
+    assert layout_problems(good) == [] and layout_problems(good, width=5) == [
+        "13 characters wide in `column -s, -t` (at most 5)"]
+
+
+@pytest.mark.parametrize("table", COMMITTED)
+def test_every_committed_table_reads_like_the_papers(table):
+    path = ROOT / table
+    assert layout_problems(path) == [], table
+    twin = json.loads(path.with_suffix(".json").read_text())
+    record = json.loads(Path(f"{path}.meta.json").read_text())
+    assert twin["note"] == record["note"] and twin["note"].startswith(("embedded default", "zero-shot"))
+    assert twin["context"] == record["context"] and record["context"]["profile"] == "mini"
+    full = read_table(path)   # the shared columns put back for a reader who wants them
+    assert set(record["context"]) <= set(full.columns) and len(full) == len(pd.read_csv(path))
+
+
+@pytest.mark.skipif(not shutil.which("column"), reason="no `column` here (util-linux)")
+def test_column_keeps_the_widest_committed_table_in_one_screen():
+    widest = max((ROOT / t for t in COMMITTED), key=lambda p: max(map(len, p.read_text().splitlines())))
+    shown = subprocess.run(["column", "-s", ",", "-t", str(widest)], capture_output=True, text=True, check=True)
+    lines = shown.stdout.splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= SCREEN and len(lines) == len(pd.read_csv(widest)) + 1
