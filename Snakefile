@@ -1,6 +1,7 @@
 # The whole workflow: `snakemake results/chang2020/table3.csv` (or `all`) on the active profile.
 # params.yaml is the embedded default; add `--configfile config/paper.yaml` for paper scale.
 import os
+import shlex
 import sys
 
 from snakemake.utils import min_version

@@ -13,7 +13,6 @@ No model is involved: the numbers describe the questions, not any retriever."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ if str(SRC) not in sys.path:
     sys.path.insert(0, str(SRC))
 
 from towers.datasets import overlap  # noqa: E402
+from workflow_harness import show_and_keep  # noqa: E402
 from towers.io import read_jsonl  # noqa: E402
 
 ARTICLES = ROOT / "artifacts/enwiki-mini/corpus/articles.jsonl"
@@ -67,12 +67,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-record", action="store_true", help="print only; leave benchmarks/results.json as it is")
     args = parser.parse_args(argv)
     result = measure(args.articles, args.squad, args.nq_open)
-    print(json.dumps(result, indent=2))
-    if not args.no_record:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from workflow_harness import keep_result
-
-        keep_result(("question_overlap",), result)
+    show_and_keep("question_overlap", result, record=not args.no_record)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,13 @@ def keep_result(keys: tuple[str, ...], value) -> None:
     write_results(results)
 
 
+def show_and_keep(key: str, result: dict, record: bool) -> None:
+    """Print a measurement and, when `record`, keep it under `key` of benchmarks/results.json."""
+    print(json.dumps(result, indent=2))
+    if record:
+        keep_result((key,), result)
+
+
 def watched(command: list, cwd) -> dict:
     """Run `command` (a Snakemake, say) to its end: its exit status and standard error, wall seconds, and the
     CPU seconds and most threads of that process itself, not its children (psutil, every 0.1 s)."""

@@ -280,6 +280,21 @@ def read_qrels(path) -> dict[str, dict[str, int]]:
     return qrels
 
 
+def answer_grade(qrels: dict[str, dict[str, int]]) -> int:
+    """The grade from which a document counts as relevant where a measure or a trainer needs yes or no: 2 on
+    graded qrels (a grade above 1 anywhere: the enwiki-mini sets' judged "answers" over "partly", TREC DL's
+    passage convention), 1 on binary ones. nDCG alone reads every grade."""
+    return 2 if any(rel > 1 for docs in qrels.values() for rel in docs.values()) else 1
+
+
+def answers_only(qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    """Each query's answers as binary relevance, what training takes as positives: its documents at grade 2 and
+    above where it has any (a judged question: its answers, not the sentences that answer it in part), else at
+    grade 1 (a binary query, such as an ICT pseudo-query beside judged questions in one file)."""
+    return {qid: {doc: 1 for doc, rel in docs.items() if rel >= answer_grade({qid: docs})}
+            for qid, docs in qrels.items()}
+
+
 def with_relevant(queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> list[tuple[str, str, list[str]]]:
     """Queries joined to their relevant documents (relevance > 0): (qid, text, doc ids sorted), in the queries'
     order; a query without any gets an empty list."""

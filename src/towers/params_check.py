@@ -182,7 +182,7 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
             if spec.get("max_articles", 0):
                 problems.append(([*where, "max_articles"], "must be 0 where the dump is parsed in parts (index)"))
         # files and folders params name: missing ones said here, not as Snakemake's missing-input report
-        for key in ("questions", "test_questions", "dump"):
+        for key in ("questions", "test_questions", "judgements", "dump"):
             value = spec.get(key)
             if value and not (key == "dump" and (value == "gensim" or value.startswith("gensim:"))) \
                     and not os.path.isfile(value):

@@ -313,26 +313,37 @@ def test_dev_split_and_ict_queries(tiny_passages):
     assert sum(q.startswith("ict-") for q in read_queries(everything / "splits/dev/train.tsv")) == 8
 
 
+# questions of the tiny articles on sentences no tiny question is answered by
+FRESH = ["Harbour lighthouse\tWhat is the tower built of?\tstone\tThe Harbour lighthouse is a",
+         "Harbour lighthouse\tWho paid for the 2004 restoration?\tthe harbour board\tA local trust restored",
+         "Port Elwen\tWhat is Port Elwen known for?\tits herring market\tPort Elwen is a fishing",
+         "Mara Quill\tHow old was Quill when the lighthouse was finished?\t39\tHer best known work"]
+
+
 def test_a_second_question_set_gives_the_test_side(tiny_passages, tmp_path):
     """--test-questions: the test queries are a dev fraction of that set (ids n...), the rest of it trains beside
-    every question of --questions; validation draws from both."""
+    every question of --questions; validation draws from both. A question of it answered by a sentence that
+    answers a question of --questions asks what training taught: it trains."""
     articles, _ = tiny_passages
     path = tmp_path / "articles.jsonl"
-    later = tmp_path / "later.tsv"     # six of the tiny questions reworded, as a second set
-    rows = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
-    later.write_text("\n".join([rows[0]] + [r.replace("?", " today?", 1) for r in rows[1:7]]) + "\n")
+    later = tmp_path / "later.tsv"
+    header, *rows = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
+    reworded = [r.replace("?", " today?", 1) for r in rows[:2]]          # the answers of q0001 and q0002
+    later.write_text("\n".join([header] + reworded + FRESH) + "\n")
     _main("passages-wiki", "--articles", path, "--questions", FIXTURES / "tiny-questions.tsv", "--test-questions", later,
           "--ict-queries", 0, "--dev-fraction", 0.5, "--valid-fraction", 0.25, "--seed", 13,
           "--out-dir", tmp_path / "n/collection", "--split-dir", tmp_path / "n/splits/dev")
     split = {name: read_queries(tmp_path / f"n/splits/dev/{name}.tsv") for name in ("train", "valid", "test")}
-    assert len(split["test"]) == 3 and all(q.startswith("n") and q.endswith("today?") is False
-                                           for q in split["test"]) and all("today?" in t for t in split["test"].values())
+    assert len(split["test"]) == 3 and all(q.startswith("n") and "today?" not in t for q, t in split["test"].items())
     trained = {**split["train"], **split["valid"]}
-    assert sum(q.startswith("q") for q in trained) == 12 and sum(q.startswith("n") for q in trained) == 3
-    assert {q[0] for q in split["valid"]} == {"q", "n"}
+    assert sum(q.startswith("q") for q in trained) == 12 and {"n0001", "n0002"} <= set(trained)
+    assert sum(q.startswith("n") for q in trained) == 3 and {q[0] for q in split["valid"]} == {"q", "n"}
+    stats = json.loads((tmp_path / "n/collection/stats.json").read_text())
+    assert stats["question_twins"] == 2
     qrels = read_qrels(tmp_path / "n/collection/qrels.txt")
-    for qid in split["test"]:     # n0002 asks line 2's question again: the same paragraph is relevant
-        assert qrels[qid] == qrels["q" + qid[1:]]
+    taught = {p for q in trained for p in qrels[q]}
+    # paragraphs: a test question whose paragraph a training question is answered in is exposed, the others not
+    assert set(stats["unexposed_test_queries"]) == {q for q in split["test"] if not set(qrels[q]) & taught}
 
 
 def _keys_on_both_sides(test, trained):
@@ -348,9 +359,8 @@ def test_a_question_asked_in_both_sets_trains(tiny_passages, tmp_path):
     header, *rows = (FIXTURES / "tiny-questions.tsv").read_text().splitlines()
     retyped = [lambda q: q.upper(), lambda q: q.lower().rstrip("?"), lambda q: q.replace(" by", ",  by") + "!"]
     twins = [row.replace(q, retype(q)) for row, retype in zip(rows, retyped) for q in [row.split("\t")[1]]]
-    others = [row.replace("?", " today?", 1) for row in rows[3:9]]
     later = tmp_path / "later.tsv"
-    later.write_text("\n".join([header] + twins + others) + "\n")
+    later.write_text("\n".join([header] + twins + FRESH) + "\n")
     for seed in range(8):
         out = tmp_path / f"s{seed}"
         _main("passages-wiki", "--articles", path, "--questions", FIXTURES / "tiny-questions.tsv", "--test-questions",

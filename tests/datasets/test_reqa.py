@@ -3,6 +3,7 @@ import json
 import pytest
 
 from towers.datasets import reqa
+from towers.datasets.judging import JUDGEMENT_COLUMNS
 from towers.io import StageError
 
 from conftest import FIXTURES, SHARED_DATA
@@ -62,6 +63,18 @@ def test_ambiguous_locator_is_rejected(tmp_path, tiny_articles):
         reqa.resolve_questions(path, tiny_articles[0])
 
 
+def test_a_row_may_label_every_sentence_that_answers_it(tmp_path, tiny_articles):
+    both = ("Harbour lighthouse", "What is known of the light?", "1871 | whale oil", "It was designed | The lamp burned")
+    queries, qrels, answers = reqa.resolve_questions(_questions(tmp_path, [both]), tiny_articles[0])
+    candidates = {c["id"]: c["sentence"] for a in tiny_articles[0] for c in reqa.article_candidates(a)}
+    assert len(qrels["q0001"]) == 2 and [a["answer"] for a in answers] == ["1871", "whale oil"]
+    assert [candidates[a["candidate"]].split()[:2] for a in answers] == [["It", "was"], ["The", "lamp"]]
+    for row, message in [((*both[:3], "It was designed"), "line 2: 2 answers but 1 sentence starts"),
+                         ((*both[:2], "1871 | 1871", "It was designed | It was"), "line 2: answer .1871. labels a sentence the row labels already")]:
+        with pytest.raises(StageError, match=f"questions.tsv: {message}"):
+            reqa.resolve_questions(_questions(tmp_path, [row]), tiny_articles[0])
+
+
 def test_empty_question_set_and_bad_header(tmp_path, tiny_articles):
     with pytest.raises(StageError, match="the question set is empty"):
         reqa.resolve_questions(_questions(tmp_path, []), tiny_articles[0])
@@ -112,3 +125,44 @@ def test_squad_builder_on_the_official_dev_file():
     assert len({c["paragraph"] for c in candidates}) == 2067
     assert 10000 < len(candidates) < 11500
     assert all(qrels[q] for q in queries)
+
+
+def test_sentence_start_is_the_shortest_locator_that_resolves(tmp_path, tiny_articles):
+    articles = tiny_articles[0]
+    candidates = [c for c in reqa.article_candidates(articles[0])]
+    for c in candidates:
+        answer = c["sentence"].split()[-1]
+        start = reqa.sentence_start(candidates, c["id"], answer)
+        row = (articles[0]["title"], f"Which {c['id']}?", answer, start)
+        _, qrels, _ = reqa.resolve_questions(_questions(tmp_path, [row]), articles)
+        assert list(qrels["q0001"]) == [c["id"]] and len(start.split()) <= max(5, len(c["sentence"].split()))
+    with pytest.raises(ValueError, match="is not in sentence"):
+        reqa.sentence_start(candidates, candidates[0]["id"], "no such words")
+
+
+def _judgements(tmp_path, rows, name="tiny-questions.tsv"):
+    path = tmp_path / "judgements.tsv"
+    path.write_text("\t".join(JUDGEMENT_COLUMNS) + "\n" + "".join("\t".join((name, *r)) + "\n" for r in rows))
+    return path
+
+
+def test_judgements_grade_pooled_sentences_beside_the_label(tmp_path, tiny_articles):
+    articles = tiny_articles[0]
+    questions = FIXTURES / "tiny-questions.tsv"
+    queries, qrels, answers = reqa.resolve_questions(questions, articles)
+    sentences = {c["id"]: c["sentence"] for a in articles for c in reqa.article_candidates(a)}
+    labelled = next(iter(qrels["q0001"]))
+    other = next(c for c in sentences if c != labelled)
+    asked = ("Harbour lighthouse", "in what year was the harbour light first switched on")   # case, "?" aside
+    rows = [(*asked, other, sentences[other][:20], "1"), (*asked, labelled, sentences[labelled][:12], "2")]
+    graded, counts = reqa.judged_qrels(questions, _judgements(tmp_path, rows), articles, qrels, answers, queries)
+    assert graded["q0001"] == {labelled: 2, other: 1} and graded["q0002"] == {next(iter(qrels["q0002"])): 2}
+    assert counts == {"judged_questions": 1, "answers_added": 0, "partly": 1}
+    # a judgement of another question file is not this one's
+    assert reqa.judged_qrels(questions, _judgements(tmp_path, rows, "other.tsv"), articles, qrels, answers,
+                             queries)[1]["judged_questions"] == 0
+    for bad, message in [((*asked, other, "Not its words", "1"), "is not the one starting 'Not its words'"),
+                         ((*asked, other, sentences[other][:5], "3"), "grade must be 2 .answers. or 1 .partly."),
+                         (("Port Elwen", "Who asked this?", other, sentences[other][:5], "2"), "which .* does not ask")]:
+        with pytest.raises(StageError, match=f"judgements.tsv: .*{message}"):
+            reqa.judged_qrels(questions, _judgements(tmp_path, [bad]), articles, qrels, answers, queries)

@@ -53,3 +53,20 @@ def test_trained_keys_train_and_count_toward_the_share():
         parts = cold_start_split(queries, 0.3, 0.1, seed, trained)
         train = parts["train"] + parts["valid"]
         assert {"q1", "q2", "q3"} <= set(train) and len(train) == 30
+
+
+def test_questions_sharing_an_answer_stay_on_one_side():
+    # a chain: a shares a sentence with b, b another with c; d is answered by what the trained set was taught
+    queries = _queries(100)
+    queries.update({"a": "when was it lit", "b": "what year did the light start", "c": "who lit it first", "d": "how tall"})
+    answers = {"a": {"s1"}, "b": {"s1", "s2"}, "c": {"s2"}, "d": {"s9"}, **{f"q{i}": {f"own{i}"} for i in range(100)}}
+    for seed in range(20):
+        parts = cold_start_split(queries, 0.5, 0.1, seed, answers=answers, trained_answers=frozenset({"s9"}))
+        assert len({q in parts["test"] for q in ("a", "b", "c")}) == 1 and "d" not in parts["test"]
+        assert sorted(parts["train"] + parts["valid"] + parts["test"]) == sorted(queries)
+        taught = {doc for q in parts["train"] + parts["valid"] for doc in answers[q]}
+        assert not any(answers[q] & taught for q in parts["test"])
+    # without shared answers the split is the one without `answers`
+    plain = {q: {f"own-{q}"} for q in queries}
+    assert cold_start_split(queries, 0.5, 0.1, 3, answers=plain) == cold_start_split(queries, 0.5, 0.1, 3)
+

@@ -65,4 +65,4 @@ def test_a_download_is_checked_or_refused():
 
 def test_a_passage_sets_tables_name_the_question_set_its_test_queries_come_from():
     plan = mini_plan()
-    assert plan.evaluation.evaluation_queries("enwiki-mini-passages") == "0.5 of questions-nq.tsv, the rest training"
+    assert plan.evaluation.evaluation_queries("enwiki-mini-passages") == "0.6 of questions-nq.tsv, the rest training"

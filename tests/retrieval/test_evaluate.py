@@ -45,3 +45,19 @@ def test_recall_convention_success_counts_a_question_found_by_any_answer():
         evaluate(run, single, ["a", "b"], ["R@1", "R@5"])["metrics"]
     with pytest.raises(StageError, match="unknown convention"):
         evaluate(run, qrels, ["a"], ["R@1"], recall="any")
+
+
+def test_graded_qrels_train_on_answers_and_measure_answers_as_relevant():
+    from towers.io import answer_grade, answers_only
+    from towers.retrieval.evaluate import evaluate
+
+    graded = {"q": {"partly": 1, "answer": 2}}
+    assert answer_grade(graded) == 2 and answers_only(graded) == {"q": {"answer": 1}}
+    assert answer_grade({"q": {"a": 1}}) == 1 and answers_only({"q": {"a": 1, "b": 0}}) == {"q": {"a": 1}}
+    # per query: a binary query beside judged ones keeps its grade-1 answers (ICT pseudo-queries in one file)
+    assert answers_only({**graded, "ict": {"p": 1}}) == {"q": {"answer": 1}, "ict": {"p": 1}}
+    run = {"q": [("partly", 2.0), ("answer", 1.0)]}
+    result = evaluate(run, graded, ["q"], ["R@1", "RR@10", "nDCG@10"], "success")
+    assert result["metrics"]["R@1"] == 0.0 and result["metrics"]["RR@10"] == 0.5
+    assert 0.5 < result["metrics"]["nDCG@10"] < 1.0          # the partly answer ranked first still gains
+    assert result["computed_as"]["R@1"] == "Success(rel=2)@1"

@@ -238,3 +238,18 @@ def test_make_expected_with_another_machines_file_combines_the_two(tmp_path):
     assert keep_expected(built, params, None, also=[other]) == other   # the committed file, read before it is written
     written = pd.read_csv(other)
     assert written.loc[0, "expected"] == pytest.approx(0.075) and written.loc[0, "tolerance"] == pytest.approx(0.03)
+
+
+def test_a_subset_of_queries_gets_its_own_verdict(table):
+    # strong finds q0-q29, weak q0-q9: on q0-q9 alone the two tie; on q10-q29 strong wins more clearly
+    cells, _ = table
+    spec = [claim(higher={"model": "strong"}, lower={"model": "weak"})]
+    (tied,) = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                               only={f"q{i}" for i in range(10)})
+    assert tied["verdict"] == "not supported" and tied["n"] == 10 and tied["difference"] == 0.0
+    (won,) = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                              only={f"q{i}" for i in range(10, 30)})
+    assert won["verdict"] == "holds" and won["n"] == 20 and won["difference"] == pytest.approx(100.0)
+    (elsewhere,) = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                                    only={"other-query"})
+    assert elsewhere["verdict"] == "not measurable" and elsewhere["reason"] == "none of its queries is in the subset"

@@ -138,12 +138,14 @@ rule reqa:
         kind=lambda w: plan.data.dataset_cfg(w.dataset)["kind"],
         # "none": a local file given without a sha256 (checked when given, recorded as not verified when not)
         sha256=lambda w: [f.get("sha256") or "none" for f in plan.data.dataset_cfg(w.dataset).get("files", [])],
-        questions_digest=lambda w: content_digest(plan.data.dataset_cfg(w.dataset).get("questions", "")),   # by content
+        questions_digest=lambda w: [content_digest(plan.data.dataset_cfg(w.dataset).get(key, ""))   # by content
+                                    for key in ("questions", "judgements")],
+        judged=plan.data.reqa_options,
     log:
         "logs/{dataset}/reqa.log",
     run:
         if params.kind == "wikipedia-qa":
-            shell("{TOWERS} reqa-wiki --articles {input.articles} --questions {input.questions:q}"
+            shell("{TOWERS} reqa-wiki --articles {input.articles} --questions {input.questions:q} {params.judged}"
                   " --out-dir {params.out_dir} 2>&1 | tee {log}")
         elif params.kind == "nq":
             shell("{TOWERS} reqa-nq --jsonl {input.files:q} --sha256 {params.sha256:q}"
@@ -196,7 +198,7 @@ rule passages:
         split_dir=lambda w: f"{ART}/{w.dataset}/splits/{PASSAGE_SPLIT}",
         kind=lambda w: plan.data.dataset_cfg(w.dataset)["kind"],
         questions_digest=lambda w: [content_digest(plan.data.dataset_cfg(w.dataset).get(key, ""))   # by content
-                                    for key in ("questions", "test_questions")],
+                                    for key in ("questions", "test_questions", "judgements")],
     log:
         "logs/{dataset}/passages.log",
     run:
@@ -260,6 +262,7 @@ rule passages_triples:
 rule split:
     input:
         queries=collection("{dataset}", "queries.tsv"),
+        qrels=collection("{dataset}", "qrels.txt"),
     output:
         train=f"{ART}/{{dataset}}/splits/{{split}}/train.tsv",
         valid=f"{ART}/{{dataset}}/splits/{{split}}/valid.tsv",
@@ -276,5 +279,5 @@ rule split:
         seed=config["seed"],
         out_dir=lambda w: f"{ART}/{w.dataset}/splits/{w.split}",
     shell:
-        "{TOWERS} split --queries {input.queries} --train-fraction {params.fraction} --valid-fraction {params.valid}"
-        " --seed {params.seed} --out-dir {params.out_dir} 2>&1 | tee {log}"
+        "{TOWERS} split --queries {input.queries} --qrels {input.qrels} --train-fraction {params.fraction}"
+        " --valid-fraction {params.valid} --seed {params.seed} --out-dir {params.out_dir} 2>&1 | tee {log}"

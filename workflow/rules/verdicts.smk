@@ -14,6 +14,7 @@ rule claims:
         tables=plan.verdicts.result_csvs,
         claims=plan.verdicts.claims_files,
         schema="workflow/schemas/claims.schema.yaml",
+        unexposed=plan.verdicts.unexposed_stats,
     output:
         csv="results/claims.csv",
         json="results/claims.json",
@@ -29,7 +30,8 @@ rule claims:
         claims_digest=[content_digest(path) for path in plan.verdicts.claims_files],  # by content
     shell:
         "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile:q}"
-        " --test {params.test:q} --alpha {params.alpha:q} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        " --test {params.test:q} --alpha {params.alpha:q} --unexposed {input.unexposed} --csv {output.csv}"
+        " --json {output.json} 2>&1 | tee {log}"
 
 
 rule check_cells:

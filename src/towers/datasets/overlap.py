@@ -89,12 +89,15 @@ def question_lengths(questions) -> dict:
 
 def question_set_pairs(questions_path, articles: list[dict]) -> list[tuple[str, str, str]]:
     """(question, answer sentence, article title) for each row of a wikipedia-qa question file (questions.tsv's format), each
-    resolved to its sentence exactly as the build resolves it (towers.datasets.reqa.resolve_questions)."""
+    resolved to its first labelled sentence exactly as the build resolves it (towers.datasets.reqa.resolve_questions)."""
     from .reqa import article_candidates, resolve_questions
 
     queries, _, answers = resolve_questions(questions_path, articles)
     sentences = {c["id"]: c["sentence"] for a in articles for c in article_candidates(a)}
-    return [(queries[item["qid"]], sentences[item["candidate"]], item["article"]) for item in answers]
+    first = {}
+    for item in answers:                # a row's first labelled sentence, as for SQuAD's first gold answer
+        first.setdefault(item["qid"], item)
+    return [(queries[qid], sentences[item["candidate"]], item["article"]) for qid, item in first.items()]
 
 
 def squad_pairs(path) -> list[tuple[str, str, str]]:

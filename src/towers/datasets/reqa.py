@@ -10,6 +10,7 @@ import gzip
 import html
 import re
 import urllib.parse
+from pathlib import Path
 from typing import Iterator
 
 from ..io import StageError, parse_jsonl, read_json, read_qrels, read_queries, require_file
@@ -57,26 +58,113 @@ def read_questions(path) -> list[dict]:
     return questions
 
 
-def resolve_questions(questions_path, articles: list[dict], qid_prefix: str = "q"):
-    """Map each question to the one candidate sentence that starts with `sentence_start` and holds the answer.
+def sentence_start(candidates: list[dict], candidate_id: str, answer: str, min_words: int = 5) -> str:
+    """The shortest start of `candidate_id`'s sentence, `min_words` words or more, that picks it out of the
+    article's `candidates` among those holding `answer` (the locator resolve_questions reads back)."""
+    sentence = next(c["sentence"] for c in candidates if c["id"] == candidate_id)
+    if answer not in sentence:
+        raise ValueError(f"{answer!r} is not in sentence {candidate_id}")
+    words = sentence.split(" ")
+    for n in range(min(min_words, len(words)), len(words) + 1):
+        start = " ".join(words[:n])
+        if len({c["sentence"] for c in candidates if c["sentence"].startswith(start) and answer in c["sentence"]}) == 1:
+            return start            # one text: a sentence the article repeats word for word is labelled in every copy
+    raise AssertionError("unreachable: the whole sentence picks out its own text")
 
-    Returns (queries, qrels, answers). Any unresolvable question stops the build, naming its line."""
+
+ANSWER_SEPARATOR = " | "   # a question answered by several sentences: answers and sentence starts, pairwise
+
+
+def answer_pairs(question: dict, where) -> list[tuple[str, str]]:
+    """(answer, sentence_start) for each sentence a row labels: `answer` and `sentence_start` hold as many
+    alternatives, separated by ANSWER_SEPARATOR, as sentences answer the question on their own."""
+    answers = question["answer"].split(ANSWER_SEPARATOR)
+    starts = question["sentence_start"].split(ANSWER_SEPARATOR)
+    if len(answers) != len(starts) or not all(x.strip() for x in answers + starts):
+        raise StageError(where, f"line {question['line']}: {len(answers)} answers but {len(starts)} sentence starts "
+                                f"(alternatives are separated by {ANSWER_SEPARATOR!r}, pairwise)")
+    return list(zip(answers, starts))
+
+
+def resolve_questions(questions_path, articles: list[dict], qid_prefix: str = "q"):
+    """Map each question to the candidate sentences that start with `sentence_start` and hold the answer, one
+    sentence per (answer, sentence_start) pair of its row (answer_pairs), or every copy of it where the article
+    repeats the sentence word for word.
+
+    Returns (queries, qrels, answers): answers has one entry per labelled sentence, a row's first pair first.
+    Any pair that matches no sentence or several stops the build, naming its line."""
     by_title = {a["title"]: list(article_candidates(a)) for a in articles}
     queries, qrels, answers = {}, {}, []
     for q in read_questions(questions_path):
         where = f"{questions_path}"
         if q["article"] not in by_title:
             raise StageError(where, f"line {q['line']}: article {q['article']!r} is not in the corpus")
-        hits = [c for c in by_title[q["article"]]
-                if c["sentence"].startswith(q["sentence_start"]) and q["answer"] in c["sentence"]]
-        if len(hits) != 1:
-            problem = "not found" if not hits else f"ambiguous ({len(hits)} sentences match)"
-            raise StageError(where, f"line {q['line']}: answer {q['answer']!r} {problem} in article {q['article']!r}")
         qid = f"{qid_prefix}{q['line'] - 1:04d}"
+        relevant = {}
+        for answer, start in answer_pairs(q, where):
+            hits = [c for c in by_title[q["article"]] if c["sentence"].startswith(start) and answer in c["sentence"]]
+            if len({c["sentence"] for c in hits}) != 1:   # copies of one sentence (an article repeating it) all count
+                problem = "not found" if not hits else f"ambiguous ({len(hits)} sentences match)"
+                raise StageError(where, f"line {q['line']}: answer {answer!r} {problem} in article {q['article']!r}")
+            for hit in hits:
+                if hit["id"] in relevant:
+                    raise StageError(where, f"line {q['line']}: answer {answer!r} labels a sentence the row labels already")
+                relevant[hit["id"]] = 1
+                answers.append({"qid": qid, "article": q["article"], "answer": answer, "candidate": hit["id"]})
         queries[qid] = q["question"]
-        qrels[qid] = {hits[0]["id"]: 1}
-        answers.append({"qid": qid, "article": q["article"], "answer": q["answer"], "candidate": hits[0]["id"]})
+        qrels[qid] = relevant
     return queries, qrels, answers
+
+
+
+
+def read_judgements(path, questions_path, sentences: dict[str, str]) -> dict[tuple[str, str], dict[str, int]]:
+    """(article, question_key) -> {candidate: grade} of the rows of a judgements file that judge
+    `questions_path`'s questions (its `questions` column names the question file). Each judged sentence is
+    checked by its id and first words, so a parser that moves sentences stops the build instead of moving
+    judgements."""
+    from .judging import judgement_rows
+
+    name = Path(questions_path).name
+    judged: dict[tuple[str, str], dict[str, int]] = {}
+    for line, item in judgement_rows(path):
+        if item["questions"] != name:
+            continue
+        if item["grade"] not in ("1", "2"):
+            raise StageError(path, f"line {line}: grade must be 2 (answers) or 1 (partly), not {item['grade']!r}")
+        if not sentences.get(item["sentence"], "").startswith(item["sentence_start"]):
+            raise StageError(path, f"line {line}: sentence {item['sentence']} is not the one starting "
+                                   f"{item['sentence_start']!r} (was the corpus parsed differently?)")
+        docs = judged.setdefault((item["article"], question_key(item["question"])), {})
+        if item["sentence"] in docs:
+            raise StageError(path, f"line {line}: sentence {item['sentence']} is judged twice for this question")
+        docs[item["sentence"]] = int(item["grade"])
+    return judged
+
+
+def judged_qrels(questions_path, judgements_path, articles: list[dict], qrels: dict, answers: list[dict],
+                 queries: dict[str, str]) -> tuple[dict, dict]:
+    """Graded qrels: each question's labelled sentences at grade 2 ("answers"), raised or joined by the
+    judgements of its pooled sentences (2 answers, 1 partly; the higher grade where the label and a judge
+    differ), and counts of what the judging changed. A judged question the file does not ask stops the build."""
+    sentences = {c["id"]: c["sentence"] for a in articles for c in article_candidates(a)}
+    judged = read_judgements(judgements_path, questions_path, sentences)
+    article_of = {item["qid"]: item["article"] for item in answers}
+    asked = {(article_of[qid], question_key(text)): qid for qid, text in queries.items()}
+    stray = next((key for key in judged if key not in asked), None)
+    if stray:
+        raise StageError(judgements_path, f"judges {stray[1]!r} of {stray[0]!r}, which {questions_path} does not ask")
+    graded, counts = {}, {"judged_questions": 0, "answers_added": 0, "partly": 0}
+    for qid, docs in qrels.items():
+        grades = {doc: 2 for doc in docs}
+        extra = judged.get((article_of[qid], question_key(queries[qid])), {})
+        counts["judged_questions"] += bool(extra)
+        for doc, grade in extra.items():
+            counts["answers_added"] += grade == 2 and doc not in grades
+            counts["partly"] += grade == 1 and doc not in grades
+            grades[doc] = max(grades.get(doc, 0), grade)
+        graded[qid] = grades
+    return graded, counts
 
 
 def _squad_articles(data: dict, path) -> list:

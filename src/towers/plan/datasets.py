@@ -139,7 +139,8 @@ class Datasets:
         cfg = self.dataset_cfg(wildcards.dataset)
         if cfg["kind"] == "wikipedia-qa":   # a second question set over the same dump reads the first's parse
             home = self.text_home(wildcards.dataset)
-            return {"articles": f"{ART}/{home}/corpus/articles.jsonl", "questions": cfg["questions"]}
+            judged = {"judgements": cfg["judgements"]} if cfg.get("judgements") else {}
+            return {"articles": f"{ART}/{home}/corpus/articles.jsonl", "questions": cfg["questions"], **judged}
         if cfg["kind"] in ("squad", "nq"):
             return {"files": [self.dataset_file(wildcards.dataset, f) for f in cfg["files"]]}
         if cfg["kind"] == "wikipedia":
@@ -147,6 +148,11 @@ class Datasets:
                              f"has no ReQA form; build {ART}/{wildcards.dataset}/corpus/articles.jsonl, or name it as "
                              "the `extra` of an open-domain dataset")
         raise ValueError(f"unknown dataset kind {cfg['kind']}")
+
+    def reqa_options(self, wildcards) -> str:
+        """reqa-wiki's --judgements, where the question set has graded judgements (else its single labels)."""
+        path = self.dataset_cfg(wildcards.dataset).get("judgements")
+        return f"--judgements {shlex.quote(path)}" if path else ""
 
     def open_inputs(self, wildcards):
         cfg = self.dataset_cfg(wildcards.dataset)
@@ -165,7 +171,7 @@ class Datasets:
         cfg = self.dataset_cfg(wildcards.dataset)
         if cfg["kind"] == "wikipedia-passages":
             return {"articles": f"{ART}/{cfg['articles']}/corpus/articles.jsonl", "questions": cfg["questions"],
-                    **({"test_questions": cfg["test_questions"]} if cfg.get("test_questions") else {})}
+                    **{key: cfg[key] for key in ("test_questions", "judgements") if cfg.get(key)}}
         if cfg["kind"] in PASSAGE_KINDS:
             # a local_dir collection: its files are inputs too (the folder's own time moves only when an entry is
             # added or removed, not when a file in it is edited)
@@ -194,7 +200,8 @@ class Datasets:
         valid = (f"--seed {self.config['seed']}"
                  f" --valid-fraction {cfg.get('valid_fraction', self.config['valid_fraction'])}")
         if cfg["kind"] == "wikipedia-passages":
-            later = f" --test-questions {shlex.quote(cfg['test_questions'])}" if cfg.get("test_questions") else ""
+            later = "".join(f" --{key.replace('_', '-')} {shlex.quote(cfg[key])}"
+                            for key in ("test_questions", "judgements") if cfg.get(key))
             return (f"passages-wiki --ict-queries {cfg.get('ict_queries', 0)}"
                     f" --dev-fraction {cfg.get('dev_fraction', 0.2)}{later} {valid}")
         valid += f" --max-valid {cfg.get('max_valid', 0)} {self.source_check(dataset)}"

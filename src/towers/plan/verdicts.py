@@ -2,6 +2,7 @@
 the claims files of the papers the profile names (claims.papers)."""
 from __future__ import annotations
 
+from .paths import collection
 from .shell import q
 
 
@@ -19,3 +20,7 @@ class Verdicts:
         self.claims = plan.config["claims"]
         self.claims_files = [papers[paper]["claims"] for paper in self.claims["papers"]]   # the profile's choice
         self.tables = named_tables(self.result_csvs)
+        # passage datasets built here from a question set: their verdicts are read on the unexposed test queries too
+        passage_sets = dict.fromkeys(plan.config[paper]["dataset"] for paper in ("repbert", "ltre") if paper in plan.config)
+        self.unexposed_stats = [collection(name, "stats.json") for name in passage_sets
+                                if plan.config["datasets"].get(name, {}).get("kind") == "wikipedia-passages"]

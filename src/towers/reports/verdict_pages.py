@@ -4,7 +4,8 @@
     python -m towers.reports.verdict_pages --check   exit 1, naming the page, when a block is not what claims.csv says
 
 A page holds one block, `<!-- verdicts: begin -->` ... `<!-- verdicts: end -->`: a row a claim, its verdict, and each
-part it was tested on (the two cells compared, the Holm-corrected p, the part's own verdict). The prose around the
+part it was tested on (the two cells compared, the Holm-corrected p, the part's own verdict; where claims.csv reads
+it on the unexposed test questions too, that reading beside it). The prose around the
 block says why; the numbers live only here. Every paper of data/papers/papers.yaml has a page and claims: a paper
 claims.csv lacks is an error (its page would keep verdicts the claims no longer have), as is a claims file missing a
 column or holding a p or value that is not a number; each is one line naming the file or page."""
@@ -75,7 +76,11 @@ def part_text(row: pd.Series) -> str:
     if isinstance(row.get("bound"), str):
         where += f" ({row['bound']})"
     sides = f"{row['higher']} {number(row['value higher'])} vs {row['lower']} {number(row['value lower'])}"
-    return cell(f"{where}: {sides}, Holm p {p_value(row['p (Holm)'])}, {row['verdict']}")
+    text = f"{where}: {sides}, Holm p {p_value(row['p (Holm)'])}, {row['verdict']}"
+    if isinstance(row.get("unexposed verdict"), str) and row["unexposed verdict"]:
+        text += (f"; on the {row['unexposed n']:.0f} unexposed test questions: Holm p "
+                 f"{p_value(row['unexposed p (Holm)'])}, {row['unexposed verdict']}")
+    return cell(text)
 
 
 def block(claims: pd.DataFrame, paper: str) -> str:
@@ -87,7 +92,10 @@ def block(claims: pd.DataFrame, paper: str) -> str:
         statement = cell(f"**{claim}** {first['statement']}")
         tested = parts[parts["part"].notna()]
         said = "<br>".join(part_text(row) for _, row in tested.iterrows()) if len(tested) else cell(first["reason"])
-        rows.append(f"| {statement} | {cell(first['claim verdict'])} | {said} |")
+        verdict = first["claim verdict"]
+        if isinstance(first.get("unexposed claim verdict"), str) and first["unexposed claim verdict"]:
+            verdict += f"<br>unexposed test questions: {first['unexposed claim verdict']}"
+        rows.append(f"| {statement} | {cell(verdict)} | {said} |")
     return "\n".join(rows)
 
 

@@ -28,11 +28,16 @@ def evaluate(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str,
              metrics: list[str], recall: str = "fraction") -> dict:
     """Score `run` on the queries `qids`; a query the run does not answer scores 0 (not skipped).
     Results keep the names asked for (R@k), computed as `recall` says (measure_name)."""
+    from ..io import answer_grade
+
     names = {m: measure_name(m, recall) for m in metrics}
     try:
         measures = {m: ir_measures.parse_measure(name) for m, name in names.items()}
     except (ValueError, NameError, SyntaxError) as err:
         raise StageError("metrics", f"unknown measure in {metrics} ({err})") from None
+    grade = answer_grade(qrels)
+    if grade > 1:         # graded qrels: yes-or-no measures count answers, nDCG reads every grade (io.answer_grade)
+        measures = {m: measure if measure.NAME == "nDCG" else measure(rel=grade) for m, measure in measures.items()}
     wanted = [q for q in qids if q in qrels]
     if not wanted:
         raise StageError("qrels", "none of the evaluated queries has relevance judgements")

@@ -119,16 +119,21 @@ def write_reqa(out_dir, candidates, queries, qrels, extra: dict) -> dict:
     return stats
 
 
-@stage("reqa-wiki", arg("--articles", required=True), arg("--questions", required=True), arg("--out-dir", required=True))
+@stage("reqa-wiki", arg("--articles", required=True), arg("--questions", required=True),
+       arg("--judgements", default="", help="graded judgements of pooled sentences (data/enwiki-mini/JUDGING.md)"),
+       arg("--out-dir", required=True))
 def reqa_wiki(a):
     from ..datasets import reqa
 
     articles = list(read_jsonl(a.articles))
     queries, qrels, answers = reqa.resolve_questions(a.questions, articles)
+    judging = {}
+    if a.judgements:
+        qrels, judging = reqa.judged_qrels(a.questions, a.judgements, articles, qrels, answers, queries)
     candidates = [c for article in articles for c in reqa.article_candidates(article)]
     write_jsonl(Path(a.out_dir) / "answers.jsonl", answers)
     stats = write_reqa(a.out_dir, candidates, queries, qrels,
-                       {"articles_with_questions": len({x["article"] for x in answers})})
+                       {"articles_with_questions": len({x["article"] for x in answers}), **judging})
     return Path(a.out_dir) / "candidates.jsonl", stats
 
 
@@ -263,12 +268,15 @@ def download(a):
 
 @stage("split", arg("--queries", required=True), arg("--train-fraction", type=float, required=True),
        arg("--valid-fraction", type=float, default=0.1), arg("--seed", type=int, required=True),
+       arg("--qrels", default="", help="questions that share an answer (a document judged relevant) stay on one side"),
        arg("--out-dir", required=True))
 def split(a):
     from ..datasets.splits import cold_start_split
+    from ..io import answers_only
 
     queries = read_queries(a.queries)
-    parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed)
+    answers = ({qid: set(docs) for qid, docs in answers_only(read_qrels(a.qrels)).items()} if a.qrels else None)
+    parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed, answers=answers)
     if not parts["test"]:
         raise StageError(a.queries, f"train fraction {a.train_fraction} leaves no test questions")
     for name, qids in parts.items():   # an empty file when a part has no question (e.g. valid of a 1% split)

@@ -109,14 +109,16 @@ def passages_beir(a):
        arg("--ict-queries", type=int, default=0, help="ICT pseudo-queries added to train"),
        arg("--test-questions", default="", help="a second question set whose dev fraction is the test side; "
                                                  "the rest of it trains beside --questions"),
-       arg("--dev-fraction", type=float, default=0.2, help="of the questions, the test side"), *passage_args(False))
+       arg("--dev-fraction", type=float, default=0.2, help="of the questions, the test side"),
+       arg("--judgements", default="", help="graded judgements of both question sets' pooled sentences"),
+       *passage_args(False))
 def passages_wiki(a):
     """Passage ranking from parsed Wikipedia articles: paragraphs as passages, questions + ICT pseudo-queries."""
     from ..datasets.wiki_passages import build_wiki
 
     return build_passages(a, build_wiki, articles_path=a.articles, questions_path=a.questions,
                           ict_queries=a.ict_queries, dev_fraction=a.dev_fraction,
-                          test_questions_path=a.test_questions or None)
+                          test_questions_path=a.test_questions or None, judgements_path=a.judgements or None)
 
 
 @stage("passages-triples", arg("--triples", required=True, help="MS MARCO text triples: .tsv, .tsv.gz or a tar archive"),

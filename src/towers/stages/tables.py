@@ -345,9 +345,13 @@ TABLES_ARG = arg("--table", required=True, action="append", help="name=CSV of a 
 @stage("claims", arg("--claims", required=True, nargs="+", help="claims files (data/papers/<paper>.claims.yaml)"),
        arg("--schema", required=True, help="workflow/schemas/claims.schema.yaml"), TABLES_ARG,
        arg("--profile", required=True), arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]),
-       arg("--alpha", type=float, default=0.05), arg("--csv", required=True), arg("--json", required=True))
+       arg("--alpha", type=float, default=0.05),
+       arg("--unexposed", nargs="*", default=[], help="passage datasets' stats.json: their test queries no training "
+                                                     "query shares a relevant passage with, read on their own too"),
+       arg("--csv", required=True), arg("--json", required=True))
 def claims(a):
-    """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict."""
+    """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict; with
+    --unexposed, each comparison again on those test queries alone (columns 'unexposed ...')."""
     import pandas as pd
 
     from ..verdicts import claims as checker
@@ -356,7 +360,26 @@ def claims(a):
     if not 0 < a.alpha < 1:
         raise StageError("--alpha", f"must lie between 0 and 1, not {a.alpha}")
     documents = [checker.load_claims(path, a.schema) for path in a.claims]
-    records = checker.evaluate(documents, load_cells(named_tables(a.table)), a.test, a.alpha)
+    cells = load_cells(named_tables(a.table))
+    records = checker.evaluate(documents, cells, a.test, a.alpha)
+    if a.unexposed:
+        only = set()
+        for path in a.unexposed:
+            stats = read_json(path)
+            if "unexposed_test_queries" not in stats:
+                raise StageError(path, "has no unexposed_test_queries (not a wikipedia-passages dataset's stats)")
+            only |= set(stats["unexposed_test_queries"])
+        for whole, subset in zip(records, checker.evaluate(documents, cells, a.test, a.alpha, only)):
+            measured = subset["verdict"] != "not measurable"
+            whole.update({"unexposed n": subset.get("n") if measured else None,
+                          "unexposed difference": subset.get("difference") if measured else None,
+                          "unexposed p (Holm)": subset.get("p (Holm)") if measured else None,
+                          "unexposed verdict": subset["verdict"] if measured else "",
+                          "unexposed claim verdict": subset["claim verdict"]})
+        read_there = {(r["paper"], r["claim"]) for r in records if r["unexposed verdict"]}
+        for r in records:      # a claim none of whose comparisons reads those queries has no such verdict
+            if (r["paper"], r["claim"]) not in read_there:
+                r["unexposed claim verdict"] = ""
     frame = pd.DataFrame(records)
     frame.insert(2, "profile", a.profile)
     twin = {"profile": a.profile, "papers": {}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from ..io import StageError, atomic_path, read_jsonl, read_qrels, require_file, sha256_of, with_relevant
+from ..io import StageError, answers_only, atomic_path, read_jsonl, read_qrels, require_file, sha256_of, with_relevant
 from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
                         Settings, Speed)
 from . import arg, stage
@@ -189,7 +189,7 @@ def finetune(a):
 
     seed_everything(a.seed)
     candidates = {c["id"]: c for c in read_jsonl(a.candidates)}
-    qrels = read_qrels(a.qrels)
+    qrels = answers_only(read_qrels(a.qrels))
     pairs = split_pairs(a.train, qrels, candidates, a.qrels, a.candidates)
     if not pairs:
         raise StageError(a.train, "no training questions with a relevant candidate")
@@ -280,7 +280,7 @@ def train_margin(a):
     seed_everything(a.seed)
     candidates = load_candidates(a.candidates)
     index_of = {c["id"]: i for i, c in enumerate(candidates)}
-    qrels = read_qrels(a.qrels)
+    qrels = answers_only(read_qrels(a.qrels))
     examples = split_examples(a.train, qrels, index_of)
     if not examples:
         raise StageError(a.train, "no training questions with a relevant candidate")
@@ -312,7 +312,7 @@ def train_repbert(a):
     from ..training import repbert
 
     seed_everything(a.seed)
-    qrels = read_qrels(a.qrels)
+    qrels = answers_only(read_qrels(a.qrels))
     pairs, valid = qrels_pairs(a.train, qrels), qrels_pairs(a.valid, qrels)
     if not pairs:
         raise StageError(a.train, "no training queries with a relevant document")
@@ -337,7 +337,7 @@ def ltre_training_data(a, doc_ids, ids_key: str, depth: int):
     if not queries:
         raise StageError(a.train, "no training queries")
     wanted = {q["qid"] for q in queries}
-    qrels = {qid: docs for qid, docs in read_qrels(a.qrels).items() if qid in wanted}
+    qrels = {qid: docs for qid, docs in answers_only(read_qrels(a.qrels)).items() if qid in wanted}
     return training_data(queries, qrels, doc_ids, a.bm25_run or None, depth, ids_key)
 
 
@@ -431,7 +431,7 @@ def train_cross_encoder(a):
     settings = CrossEncoder.of(a)
     passages = CandidateTexts(a.candidates, "contents")   # row -> passage, read when a step asks
     splits = [read_split(a.train), read_split(a.valid)]
-    examples, valid = cross_encoder.examples_by_row(splits, read_qrels(a.qrels), a.run, passages,
+    examples, valid = cross_encoder.examples_by_row(splits, answers_only(read_qrels(a.qrels)), a.run, passages,
                                                     settings.negatives_depth, a.qrels)
     if not examples:
         raise StageError(a.train, f"no training query has both a relevant document and a negative in {a.run}")

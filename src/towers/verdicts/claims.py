@@ -19,6 +19,7 @@ the row's labels, the column, the value shown, the paper's value and where the p
 part compares are built from them in cells.py; its test and verdict are significance.py's."""
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import math
 from dataclasses import dataclass, field
@@ -249,11 +250,28 @@ def diagonal_parts(claim, cells, table, group, column, where) -> list[Part]:
 
 # --- verdicts -----------------------------------------------------------------------------------------
 
-def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, alpha: float) -> list[dict]:
-    """Every part of every claim with its test, Holm-adjusted p (within each paper) and verdict; one record a part."""
+def restricted(part: Part, only: set[str]) -> Part:
+    """The part over the queries of `only` alone (its other terms as they are); one whose per-query values hold
+    none of them cannot be measured there."""
+    if part.missing or not part.higher or not part.lower:
+        return part
+    terms = [part.higher, part.lower]
+    if not any(t.pairing == "queries" and t.samples and only & set(t.samples) for t in terms):
+        return dataclasses.replace(part, missing="none of its queries is in the subset")
+    higher, lower = (dataclasses.replace(t, samples={k: v for k, v in t.samples.items() if k in only})
+                     if t.pairing == "queries" and t.samples else t for t in terms)
+    return dataclasses.replace(part, higher=higher, lower=lower, extra=dict(part.extra))
+
+
+def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, alpha: float,
+             only: set[str] | None = None) -> list[dict]:
+    """Every part of every claim with its test, Holm-adjusted p (within each paper) and verdict; one record a part.
+    With `only`, every comparison of per-query values is read on those queries alone (a subset's verdicts)."""
     records = []
     for document in claim_files:
         parts = [part for claim in document["claims"] for part in expand(claim, cells)]
+        if only is not None:
+            parts = [restricted(part, only) for part in parts]
         seen: dict[tuple, str] = {}
         for index, part in enumerate(parts):
             if part.missing:

@@ -1,0 +1,94 @@
+"""Judged relevance of the enwiki-mini question sets: the two judges' agreement, the question writers' labels
+against the judge, and single-label against judged figures of one build's runs.
+
+    .venv/bin/python benchmarks/judged_qrels.py [--no-record]
+
+Reads data/enwiki-mini/{pools,judgements,judgements-second}.tsv and the question files; the run comparison needs
+a built tree (`make reproduce`): BM25's and all-MiniLM-L6-v2's runs over every question of each set (split
+"all"), and each paper's trained models' runs over a split's test questions. Each run is scored twice with the
+same evaluation code (towers.retrieval.evaluate): on the writers' single labels (one or more labelled answer
+sentences, binary) and on the judged graded qrels the build uses. Writes its numbers into benchmarks/results.json
+under `judged_qrels` unless --no-record."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+if str(SRC) not in sys.path:
+    sys.path.insert(0, str(SRC))
+
+from towers.datasets import judging, reqa  # noqa: E402
+from towers.datasets.splits import question_key  # noqa: E402
+from workflow_harness import show_and_keep  # noqa: E402
+from towers.io import read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
+from towers.retrieval.evaluate import evaluate  # noqa: E402
+
+DATA = ROOT / "data/enwiki-mini"
+ART = ROOT / "artifacts"
+SETS = {"enwiki-mini": "questions.tsv", "enwiki-mini-nq": "questions-nq.tsv"}
+METRICS = ["R@1", "R@10", "RR@10", "nDCG@10"]
+# (label, run under artifacts/<dataset>/ (a glob: the tables pick each set's margin), split whose test questions it answers)
+RUNS = [("BM25", "bm25/run.trec", "all"), ("all-MiniLM-L6-v2", "dense/ckpt-minilm/all/run-flat.trec", "all"),
+        ("Chang ICT+BFS+WLP", "dense/transformer-ict+bfs+wlp-l2-d128/80-20/run-flat.trec", "80-20"),
+        ("Three-T BERT", "dense/threet-bert-m*-s13/80-20/run-flat.trec", "80-20"),
+        ("QuadrupletBERT", "dense/quadbert-m0.1-s13/80-20/run-flat.trec", "80-20")]
+
+
+def labelled_qrels(name: str, articles: list[dict]) -> tuple[dict, dict]:
+    """qid -> the writer's labelled sentences (binary), and (file, article, question_key) -> those sentences."""
+    queries, qrels, answers = reqa.resolve_questions(DATA / SETS[name], articles)
+    article = {a["qid"]: a["article"] for a in answers}
+    by_key = {(SETS[name], article[q], question_key(text)): set(qrels[q]) for q, text in queries.items()}
+    return qrels, by_key
+
+
+def compare_runs(name: str, single: dict) -> dict:
+    judged = read_qrels(ART / name / "collection/qrels.txt")
+    out = {}
+    for label, run_path, split in RUNS:
+        run_files, test_file = sorted((ART / name).glob(run_path)), ART / name / f"splits/{split}/test.tsv"
+        if not (run_files and test_file.exists()):
+            print(f"{ART / name / run_path}: not built, skipped", file=sys.stderr)
+            continue
+        run_file = run_files[0]
+        run, test = read_run(run_file), list(read_queries(test_file))
+        scores = {qrels_name: evaluate(run, qrels, test, METRICS, "success")["metrics"]
+                  for qrels_name, qrels in (("single label", single), ("judged", judged))}
+        parts = run_file.relative_to(ART / name).parts
+        model = f"{parts[1]}, " if parts[0] == "dense" else ""
+        out[f"{label} ({model}{split}, {len(test)} questions)"] = {
+            m: {k: round(v[m], 4) for k, v in scores.items()} for m in METRICS}
+    return out
+
+
+def measure() -> dict:
+    articles = list(read_jsonl(ART / "enwiki-mini/corpus/articles.jsonl"))
+    pools = judging.read_pools(DATA / "pools.tsv")
+    first, second = judging.read_grades(DATA / "judgements.tsv"), judging.read_grades(DATA / "judgements-second.tsv")
+    result = {"agreement": judging.agreement(first, second, pools)}
+    for name in SETS:
+        single, by_key = labelled_qrels(name, articles)
+        graded = {key: g for key, g in first.items() if key[0] == SETS[name]}
+        result[name] = {"pooled sentences a question": round(
+            sum(len(p) for k, p in pools.items() if k[0] == SETS[name]) / max(1, len(by_key)), 1),
+            "labels against the judge": judging.labels_against_judge(by_key, graded, pools),
+            "runs": compare_runs(name, single)}
+    result["_method"] = ("pools: the top 10 of BM25, all-MiniLM-L6-v2, Chang et al.'s ICT+BFS+WLP, Three-T BERT and "
+                         "QuadrupletBERT (80-20 models); R@k as Success@k; judged: graded qrels, R@k and RR@10 count "
+                         "answers (grade 2), nDCG@10 reads both grades; single label: the writers' sentences only")
+    return result
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-record", action="store_true", help="print only; leave benchmarks/results.json as it is")
+    args = parser.parse_args(argv)
+    result = measure()
+    show_and_keep("judged_qrels", result, record=not args.no_record)
+
+
+if __name__ == "__main__":
+    main()
