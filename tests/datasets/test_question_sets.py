@@ -5,7 +5,7 @@ import os
 import pytest
 import yaml
 
-from towers.datasets import reqa
+from towers.datasets import judging, reqa
 from towers.datasets.splits import cold_start_split, question_key
 from towers.datasets.wiki_passages import paragraph_grades, question_split, unexposed_queries
 from towers.io import answers_only
@@ -30,7 +30,7 @@ def articles():
 def graded(articles, name, prefix):
     cfg = DATASETS[name]
     queries, qrels, answers = reqa.resolve_questions(ROOT / cfg["questions"], articles, qid_prefix=prefix)
-    return queries, reqa.judged_qrels(ROOT / cfg["questions"], ROOT / cfg["judgements"], articles, qrels, answers,
+    return queries, judging.judged_qrels(ROOT / cfg["questions"], ROOT / cfg["judgements"], articles, qrels, answers,
                                       queries)[0]
 
 

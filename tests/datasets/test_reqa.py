@@ -3,7 +3,7 @@ import json
 import pytest
 
 from towers.datasets import reqa
-from towers.datasets.judging import JUDGEMENT_COLUMNS
+from towers.datasets.judging import JUDGEMENT_COLUMNS, judged_qrels
 from towers.io import StageError
 
 from conftest import FIXTURES, SHARED_DATA
@@ -155,14 +155,14 @@ def test_judgements_grade_pooled_sentences_beside_the_label(tmp_path, tiny_artic
     other = next(c for c in sentences if c != labelled)
     asked = ("Harbour lighthouse", "in what year was the harbour light first switched on")   # case, "?" aside
     rows = [(*asked, other, sentences[other][:20], "1"), (*asked, labelled, sentences[labelled][:12], "2")]
-    graded, counts = reqa.judged_qrels(questions, _judgements(tmp_path, rows), articles, qrels, answers, queries)
+    graded, counts = judged_qrels(questions, _judgements(tmp_path, rows), articles, qrels, answers, queries)
     assert graded["q0001"] == {labelled: 2, other: 1} and graded["q0002"] == {next(iter(qrels["q0002"])): 2}
     assert counts == {"judged_questions": 1, "answers_added": 0, "partly": 1}
     # a judgement of another question file is not this one's
-    assert reqa.judged_qrels(questions, _judgements(tmp_path, rows, "other.tsv"), articles, qrels, answers,
+    assert judged_qrels(questions, _judgements(tmp_path, rows, "other.tsv"), articles, qrels, answers,
                              queries)[1]["judged_questions"] == 0
     for bad, message in [((*asked, other, "Not its words", "1"), "is not the one starting 'Not its words'"),
                          ((*asked, other, sentences[other][:5], "3"), "grade must be 2 .answers. or 1 .partly."),
                          (("Port Elwen", "Who asked this?", other, sentences[other][:5], "2"), "which .* does not ask")]:
         with pytest.raises(StageError, match=f"judgements.tsv: .*{message}"):
-            reqa.judged_qrels(questions, _judgements(tmp_path, [bad]), articles, qrels, answers, queries)
+            judged_qrels(questions, _judgements(tmp_path, [bad]), articles, qrels, answers, queries)

@@ -10,7 +10,6 @@ import gzip
 import html
 import re
 import urllib.parse
-from pathlib import Path
 from typing import Iterator
 
 from ..io import StageError, parse_jsonl, read_json, read_qrels, read_queries, require_file
@@ -114,57 +113,6 @@ def resolve_questions(questions_path, articles: list[dict], qid_prefix: str = "q
         queries[qid] = q["question"]
         qrels[qid] = relevant
     return queries, qrels, answers
-
-
-
-
-def read_judgements(path, questions_path, sentences: dict[str, str]) -> dict[tuple[str, str], dict[str, int]]:
-    """(article, question_key) -> {candidate: grade} of the rows of a judgements file that judge
-    `questions_path`'s questions (its `questions` column names the question file). Each judged sentence is
-    checked by its id and first words, so a parser that moves sentences stops the build instead of moving
-    judgements."""
-    from .judging import judgement_rows
-
-    name = Path(questions_path).name
-    judged: dict[tuple[str, str], dict[str, int]] = {}
-    for line, item in judgement_rows(path):
-        if item["questions"] != name:
-            continue
-        if item["grade"] not in ("1", "2"):
-            raise StageError(path, f"line {line}: grade must be 2 (answers) or 1 (partly), not {item['grade']!r}")
-        if not sentences.get(item["sentence"], "").startswith(item["sentence_start"]):
-            raise StageError(path, f"line {line}: sentence {item['sentence']} is not the one starting "
-                                   f"{item['sentence_start']!r} (was the corpus parsed differently?)")
-        docs = judged.setdefault((item["article"], question_key(item["question"])), {})
-        if item["sentence"] in docs:
-            raise StageError(path, f"line {line}: sentence {item['sentence']} is judged twice for this question")
-        docs[item["sentence"]] = int(item["grade"])
-    return judged
-
-
-def judged_qrels(questions_path, judgements_path, articles: list[dict], qrels: dict, answers: list[dict],
-                 queries: dict[str, str]) -> tuple[dict, dict]:
-    """Graded qrels: each question's labelled sentences at grade 2 ("answers"), raised or joined by the
-    judgements of its pooled sentences (2 answers, 1 partly; the higher grade where the label and a judge
-    differ), and counts of what the judging changed. A judged question the file does not ask stops the build."""
-    sentences = {c["id"]: c["sentence"] for a in articles for c in article_candidates(a)}
-    judged = read_judgements(judgements_path, questions_path, sentences)
-    article_of = {item["qid"]: item["article"] for item in answers}
-    asked = {(article_of[qid], question_key(text)): qid for qid, text in queries.items()}
-    stray = next((key for key in judged if key not in asked), None)
-    if stray:
-        raise StageError(judgements_path, f"judges {stray[1]!r} of {stray[0]!r}, which {questions_path} does not ask")
-    graded, counts = {}, {"judged_questions": 0, "answers_added": 0, "partly": 0}
-    for qid, docs in qrels.items():
-        grades = {doc: 2 for doc in docs}
-        extra = judged.get((article_of[qid], question_key(queries[qid])), {})
-        counts["judged_questions"] += bool(extra)
-        for doc, grade in extra.items():
-            counts["answers_added"] += grade == 2 and doc not in grades
-            counts["partly"] += grade == 1 and doc not in grades
-            grades[doc] = max(grades.get(doc, 0), grade)
-        graded[qid] = grades
-    return graded, counts
 
 
 def _squad_articles(data: dict, path) -> list:

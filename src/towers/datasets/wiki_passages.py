@@ -78,6 +78,7 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
     users type, so the passage task's test set is the NQ-like one (question_split; stats' question_twins
     counts its questions asked in `questions_path` too)."""
     from . import reqa
+    from .judging import judged_qrels
 
     if not 0 < dev_fraction < 1:
         raise StageError("--dev-fraction", f"must be between 0 and 1, not {dev_fraction}")
@@ -100,7 +101,7 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
     def resolved(path, prefix):
         queries, qrels, answers = reqa.resolve_questions(path, asked, qid_prefix=prefix)
         if judgements_path:
-            qrels = reqa.judged_qrels(path, judgements_path, asked, qrels, answers, queries)[0]
+            qrels = judged_qrels(path, judgements_path, asked, qrels, answers, queries)[0]
         return queries, qrels
 
     questions, qrels = resolved(questions_path, "q")

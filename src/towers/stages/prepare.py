@@ -124,12 +124,13 @@ def write_reqa(out_dir, candidates, queries, qrels, extra: dict) -> dict:
        arg("--out-dir", required=True))
 def reqa_wiki(a):
     from ..datasets import reqa
+    from ..datasets.judging import judged_qrels
 
     articles = list(read_jsonl(a.articles))
     queries, qrels, answers = reqa.resolve_questions(a.questions, articles)
     judging = {}
     if a.judgements:
-        qrels, judging = reqa.judged_qrels(a.questions, a.judgements, articles, qrels, answers, queries)
+        qrels, judging = judged_qrels(a.questions, a.judgements, articles, qrels, answers, queries)
     candidates = [c for article in articles for c in reqa.article_candidates(article)]
     write_jsonl(Path(a.out_dir) / "answers.jsonl", answers)
     stats = write_reqa(a.out_dir, candidates, queries, qrels,
