@@ -295,6 +295,11 @@ def answers_only(qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
             for qid, docs in qrels.items()}
 
 
+def answer_sets(qrels: dict[str, dict[str, int]]) -> dict[str, set[str]]:
+    """Each query's answering documents (answers_only) as a set: what splits keep on one side."""
+    return {qid: set(docs) for qid, docs in answers_only(qrels).items()}
+
+
 def with_relevant(queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> list[tuple[str, str, list[str]]]:
     """Queries joined to their relevant documents (relevance > 0): (qid, text, doc ids sorted), in the queries'
     order; a query without any gets an empty list."""

@@ -8,7 +8,7 @@ import yaml
 from towers.datasets import judging, reqa
 from towers.datasets.splits import cold_start_split, question_key
 from towers.datasets.wiki_passages import paragraph_grades, question_split, unexposed_queries
-from towers.io import answers_only
+from towers.io import answer_sets
 
 from conftest import ROOT
 
@@ -42,7 +42,7 @@ def taught_on_test(test, train, answers):
 @pytest.mark.parametrize("name", ["enwiki-mini", "enwiki-mini-nq"])
 def test_no_split_of_a_question_set_tests_what_it_trains(articles, name):
     queries, qrels = graded(articles, name, "q")
-    answers = {q: set(d) for q, d in answers_only(qrels).items()}
+    answers = answer_sets(qrels)
     for fraction in PARAMS["splits"].values():
         parts = cold_start_split(queries, fraction, PARAMS["valid_fraction"], PARAMS["seed"], answers=answers)
         train = parts["train"] + parts["valid"]
@@ -55,7 +55,7 @@ def test_the_passage_task_tests_nothing_it_trains_and_has_600_nq_like_test_quest
     questions, qrels = graded(articles, "enwiki-mini", "q")
     later, later_qrels = graded(articles, "enwiki-mini-nq", "n")
     both = {**qrels, **later_qrels}
-    answers = {q: set(d) for q, d in answers_only(both).items()}
+    answers = answer_sets(both)
     test, train, _, twins = question_split(questions, later, cfg["dev_fraction"], PARAMS["valid_fraction"],
                                            PARAMS["seed"], cfg["questions"], cfg["test_questions"], answers)
     assert len(test) >= 600 and all(q.startswith("n") for q in test)

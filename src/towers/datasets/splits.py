@@ -33,12 +33,13 @@ def cold_start_split(queries: dict[str, str], train_fraction: float, valid_fract
         old_groups.setdefault(_normalised(text), []).append(qid)
     keys = sorted(old_groups)
     random.Random(seed).shuffle(keys)
+    answers = answers or {}
     by_key: dict[str, list[str]] = {}      # by question_key, in the order its first text was drawn
     for qid in (qid for key in keys for qid in old_groups[key]):
         by_key.setdefault(question_key(queries[qid]), []).append(qid)
-    groups = _joined_by_answer(by_key, answers or {})
+    groups = _joined_by_answer(by_key, answers)
     trained = {first for first, qids in groups.items()
-               if any(question_key(queries[q]) in trained_keys or (answers or {}).get(q, set()) & trained_answers
+               if any(question_key(queries[q]) in trained_keys or answers.get(q, set()) & trained_answers
                       for q in qids)}
     n_train = max(1, round(train_fraction * len(queries)))
     taken = sum(len(qids) for key, qids in groups.items() if key in trained)

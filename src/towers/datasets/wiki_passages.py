@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Iterator
 
-from ..io import StageError, answers_only
+from ..io import StageError, answer_sets, answers_only
 from .collection import CollectionWriter, progress, QuerySet, valid_sample, write_dataset
 
 def article_passages(article: dict) -> Iterator[tuple[dict, list[str]]]:
@@ -107,7 +107,7 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
     questions, qrels = resolved(questions_path, "q")
     later, later_qrels = resolved(test_questions_path, "n") if test_questions_path else ({}, {})
     both = {**qrels, **later_qrels}
-    answers = {qid: set(docs) for qid, docs in answers_only(both).items()}
+    answers = answer_sets(both)
     test_ids, train_ids, valid, twins = question_split(questions, later, dev_fraction, valid_fraction, seed,
                                                        questions_path, test_questions_path, answers)
     where = f"{questions_path} (q...), {test_questions_path} (n...)" if test_questions_path else str(questions_path)
@@ -139,6 +139,7 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
     return write_dataset(tmp, writer, test, train, seed, valid_fraction, 0,
                          {"form": "wikipedia-passages", "articles": str(articles_path), "questions": str(questions_path),
                           "test_questions": str(test_questions_path or ""), "dev_fraction": dev_fraction,
-                          "judgements": str(judgements_path or ""), "question_twins": twins, "ict_queries": len(ict.queries), "ict_queries_asked": ict_queries,
+                          "judgements": str(judgements_path or ""), "question_twins": twins,
+                          "ict_queries": len(ict.queries), "ict_queries_asked": ict_queries,
                           "ict_paragraphs_available": eligible, "unexposed_test_queries": unexposed},
                          valid=valid, extra_train=ict if ict.queries else None)

@@ -7,7 +7,7 @@ from typing import Callable
 
 import ir_measures
 
-from ..io import StageError
+from ..io import StageError, answer_grade
 
 # How a table's R@k is computed (params: conventions). "success": a query counts as found when any of its
 # relevant documents is in the top k (ir-measures Success@k): ReQA's Recall@k as Chang et al. report it.
@@ -28,8 +28,6 @@ def evaluate(run: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str,
              metrics: list[str], recall: str = "fraction") -> dict:
     """Score `run` on the queries `qids`; a query the run does not answer scores 0 (not skipped).
     Results keep the names asked for (R@k), computed as `recall` says (measure_name)."""
-    from ..io import answer_grade
-
     names = {m: measure_name(m, recall) for m in metrics}
     try:
         measures = {m: ir_measures.parse_measure(name) for m, name in names.items()}

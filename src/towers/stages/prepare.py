@@ -273,10 +273,10 @@ def download(a):
        arg("--out-dir", required=True))
 def split(a):
     from ..datasets.splits import cold_start_split
-    from ..io import answers_only
+    from ..io import answer_sets
 
     queries = read_queries(a.queries)
-    answers = ({qid: set(docs) for qid, docs in answers_only(read_qrels(a.qrels)).items()} if a.qrels else None)
+    answers = answer_sets(read_qrels(a.qrels)) if a.qrels else None
     parts = cold_start_split(queries, a.train_fraction, a.valid_fraction, a.seed, answers=answers)
     if not parts["test"]:
         raise StageError(a.queries, f"train fraction {a.train_fraction} leaves no test questions")

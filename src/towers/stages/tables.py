@@ -371,10 +371,9 @@ def claims(a):
             only |= set(stats["unexposed_test_queries"])
         for whole, subset in zip(records, checker.evaluate(documents, cells, a.test, a.alpha, only)):
             measured = subset["verdict"] != "not measurable"
-            whole.update({"unexposed n": subset.get("n") if measured else None,
-                          "unexposed difference": subset.get("difference") if measured else None,
-                          "unexposed p (Holm)": subset.get("p (Holm)") if measured else None,
-                          "unexposed verdict": subset["verdict"] if measured else "",
+            whole.update({f"unexposed {key}": subset.get(key) if measured else None
+                          for key in ("n", "difference", "p (Holm)")})
+            whole.update({"unexposed verdict": subset["verdict"] if measured else "",
                           "unexposed claim verdict": subset["claim verdict"]})
         read_there = {(r["paper"], r["claim"]) for r in records if r["unexposed verdict"]}
         for r in records:      # a claim none of whose comparisons reads those queries has no such verdict
