@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 CORES ?= $(shell nproc 2>/dev/null || echo 2)
 FAISS ?= faiss-cpu==1.15.1
 
-.PHONY: setup reproduce verdict-pages test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml dvc-lock cache-push cache-pull clean
+.PHONY: setup reproduce paper verdict-pages test test-fast test-extended test-slurm test-gpu test-reference expected dry-run-paper bench metrics-diff dvc-yaml dvc-lock cache-push cache-pull clean
 
 $(VENV)/.installed: requirements.txt requirements.lock pyproject.toml envs/install-project.sh
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,17 @@ test-gpu: setup
 test-reference: setup
 	$(VENV)/bin/python -m pytest -q -m reference tests/retrieval/test_reference.py
 
+# One paper's jobs rebuilt (PAPER=quadrupletbert, chang2020, repbert or ltre): its tables and figures, its rows of
+# results/claims.csv and results/check.csv renewed (every other paper's kept as committed: their per-query files are
+# not built), the report, then the check. EXPECTED_OUT=<file>: also this build's expected values of its tables,
+# for `towers.ci keep-expected --built <file> --tables ...` (docs/verdicts.md)
+PAPER ?=
+paper: setup
+	$(VENV)/bin/snakemake $$($(PY) -m towers.ci paper-targets $(PAPER)) --cores $(CORES)
+	$(PY) -m towers.ci paper-verdicts --paper $(PAPER) $(if $(EXPECTED_OUT),--expected-out $(EXPECTED_OUT))
+	$(VENV)/bin/snakemake results/report.html --cores 1 --allowed-rules report --forcerun report
+	$(VENV)/bin/snakemake check --cores 1 --allowed-rules check
+
 dry-run-paper: setup
 	$(VENV)/bin/snakemake all --cores $(CORES) --configfile config/paper.yaml -n
 
@@ -106,11 +117,14 @@ bench: setup
 # data/expected/ before committing it. CONFIG=tests/fixtures/tiny.yaml rewrites the tiny profile's (exact) file.
 # ALSO=<files>: the same profile's expected values built on other machines (another kind of CPU), combined with
 # this build's: each cell centred between them, its tolerance at least their range (docs/verdicts.md).
+# TABLES=<names>: only these tables' rows replaced (a rebuild of one paper's jobs, e.g. TABLES="table1 table2 phase2")
 CONFIG ?=
 ALSO ?=
+TABLES ?=
 expected: setup
 	$(VENV)/bin/snakemake results/expected-values.csv --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG))
-	$(PY) -m towers.ci keep-expected $(if $(CONFIG),--configfile $(CONFIG)) $(if $(ALSO),--also $(ALSO))
+	$(PY) -m towers.ci keep-expected $(if $(CONFIG),--configfile $(CONFIG)) $(if $(ALSO),--also $(ALSO)) \
+		$(if $(TABLES),--tables $(TABLES))
 
 clean:
 	rm -rf artifacts logs .snakemake

@@ -23,6 +23,7 @@ only lists the stages a fresh clone would call changed."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
@@ -114,22 +115,31 @@ def push_build(folder: Path | None, url: str | None) -> None:
         dvc("gc", "--workspace", "--cloud", "--remote", remote, "--force", "--quiet")
 
 
-def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Path] = ()) -> Path:
+def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Path] = (),
+                  tables: list[str] = ()) -> Path:
     """Copy `built` (results/expected-values.csv) over the expected-values file of the profile that params.yaml
     and the overlay name (check.expected); a profile whose expected values are the papers' own refuses. `also`:
     expected values of the same profile built on other machines, combined with this build's
-    (towers.verdicts.checks.across_builds)."""
+    (towers.verdicts.checks.across_builds). `tables`: only these tables' rows are replaced (a rebuild of one
+    paper's jobs), every other row of the committed file kept as it is."""
+    import pandas as pd
+
+    from .verdicts import checks
+
     config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
     target = Path(config["check"]["expected"])
     if target.suffix != ".csv":
         sys.exit(f"error: {target}: a policy of paper values, not written from a build")
-    if not also:
-        shutil.copyfile(built, target)
-        return target
-    from .verdicts import checks
-
     try:
-        combined = checks.across_builds([checks.read_expected(path) for path in (built, *also)])
+        builds = [checks.read_expected(path) for path in (built, *also)]
+        combined = checks.across_builds(builds) if also else builds[0]
+        if tables:
+            unknown = sorted(set(tables) - set(combined["table"]))
+            if unknown:
+                sys.exit(f"error: {built}: no cells of {', '.join(unknown)} in this build")
+            kept = checks.read_expected(target)
+            combined = pd.concat([kept[~kept["table"].isin(tables)], combined[combined["table"].isin(tables)]],
+                                 ignore_index=True)
     except StageError as err:
         sys.exit(f"error: {err}")
     except ValueError as err:   # builds that disagree: no one file is at fault
@@ -137,6 +147,73 @@ def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Pa
     with atomic_path(target) as tmp:
         combined.to_csv(tmp, index=False)
     return target
+
+
+def declared_paper(paper_id: str) -> dict:
+    """A paper of data/papers/papers.yaml, or one line naming the file and the papers it has."""
+    from .reports import papers as paper_list
+
+    papers = paper_list.load()
+    if paper_id not in papers:
+        sys.exit(f"error: {paper_list.PAPERS_FILE}: no paper {paper_id!r} ({', '.join(papers)})")
+    return papers[paper_id]
+
+
+def replaced_rows(kept_csv: Path, fresh_csv: Path, key: str, values: list[str]):
+    """The committed file's rows with those whose `key` is one of `values` replaced by the fresh file's, in the
+    committed order (new values last); both read as text, so kept rows are written back as they were."""
+    import pandas as pd
+
+    kept, fresh = (pd.read_csv(path, dtype=str, keep_default_na=False) for path in (kept_csv, fresh_csv))
+    columns = list(kept.columns) + [c for c in fresh.columns if c not in kept.columns]
+    order = list(dict.fromkeys([*kept[key], *values]))
+    parts = [fresh[fresh[key] == v] if v in values else kept[kept[key] == v] for v in order]
+    return pd.concat(parts, ignore_index=True).reindex(columns=columns, fill_value="")
+
+
+def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_out: Path | None = None) -> None:
+    """One paper's rebuilt tables read into the verdicts: its claims tested and its cells checked, replacing its
+    rows of results/claims.csv (and claims.json) and results/check.csv, every other paper's rows kept as
+    committed (their per-query files are no part of a rebuild of one paper's jobs); `expected_out`: this build's
+    expected values of its tables (for keep-expected --tables)."""
+    import tempfile
+
+    from .io import read_json, write_json
+    from .plan.verdicts import named_tables, unexposed_stats
+    from .verdicts import checks
+    from .verdicts.claims import verdict_counts
+
+    config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
+    paper = declared_paper(paper_id)
+    csvs = [t["path"] for t in paper["tables"]] + [f["csv"] for f in paper["figures"]]
+    names = [csv[len("results/"):-len(".csv")] for csv in csvs]
+    tables = shlex.split(named_tables(csvs))
+
+    def towers(*args) -> None:
+        done = subprocess.run([sys.executable, "-m", "towers", *map(str, args)], capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"error: towers {args[0]} failed")
+
+    with tempfile.TemporaryDirectory(prefix="paper-verdicts-") as folder:
+        tmp = Path(folder)
+        unexposed = unexposed_stats(config, [paper_id])
+        towers("claims", "--claims", paper["claims"], "--schema", "workflow/schemas/claims.schema.yaml", *tables,
+               "--profile", config["profile"], "--test", config["claims"]["test"], "--alpha", config["claims"]["alpha"],
+               *(["--unexposed", *unexposed] if unexposed else []), "--csv", tmp / "claims.csv", "--json", tmp / "claims.json")
+        expected = checks.read_expected(config["check"]["expected"])
+        expected[expected["table"].isin(names)].to_csv(tmp / "expected.csv", index=False)
+        towers("check-cells", *tables, "--expected", tmp / "expected.csv", "--csv", tmp / "check.csv", "--quiet")
+        if expected_out:
+            towers("expected", *tables, "--basis", config["check"].get("basis", "estimate"), "--out", expected_out)
+        claims = replaced_rows(Path("results/claims.csv"), tmp / "claims.csv", "paper", [paper_id])
+        check = replaced_rows(Path("results/check.csv"), tmp / "check.csv", "table", names)
+        for target, frame, fresh in (("results/claims.csv", claims, "claims.csv"), ("results/check.csv", check, "check.csv")):
+            with atomic_path(target) as out:
+                frame.to_csv(out, index=False)
+            write_json(f"{target}.meta.json", {"stage": "paper-verdicts", "paper": paper_id, "rows": len(frame),
+                                                "rebuilt": read_json(tmp / f"{fresh}.meta.json"),
+                                                "kept": "every other row as the committed file had it"})
+        write_json("results/claims.json", verdict_counts(claims, config["profile"]))
 
 
 DVC_HEADER = """\
@@ -185,7 +262,7 @@ def dvc_yaml(papers: dict[str, dict], zeroshot_datasets: list[str]) -> str:
                                    [str(Path(table["path"]).with_suffix(".json"))])
         if figures:
             lines.append(f"  {pid}_{Path(figures[0]['path']).stem if len(figures) == 1 else 'figures'}:")
-            outs = [path for f in figures for path in (f["path"], f["csv"])]
+            outs = [path for f in figures for path in (f["path"], f["csv"], f.get("curves")) if path]
             lines += dvc_stage("    ", [f["path"] for f in figures], deps, outs, [])
     lines += ["  zeroshot:                       # pretrained checkpoints evaluated as they are: zeroshot@<dataset>",
               f"    foreach: [{', '.join(zeroshot_datasets)}]", "    do:"]
@@ -195,6 +272,11 @@ def dvc_yaml(papers: dict[str, dict], zeroshot_datasets: list[str]) -> str:
                  "expected value")
     verdicts = ["results/claims.csv", "results/check.csv"]
     lines += dvc_stage("    ", verdicts, DVC_DEPS[:3] + ["data/papers", "data/expected"], verdicts, ["results/claims.json"])
+    curves = [f for paper in papers.values() for f in paper["figures"] if "plot" in f]
+    if curves:   # `dvc plots show`: each CSV of a figure's curves folder
+        lines.append("plots:")
+        lines += [line for f in curves for line in (f"  - {f['curves']}:", f"      x: {json.dumps(f['plot']['x'])}",
+                                                      f"      y: {json.dumps(f['plot']['y'])}")]
     return DVC_HEADER + "\n".join(lines) + "\n"
 
 
@@ -225,7 +307,6 @@ def clean_tree(root: Path, into: Path) -> Path:
 
 def stale_dvc_stages(root: Path = Path(".")) -> dict:
     """`dvc status` of a clean copy of the tracked tree: {stage: what changed}, empty when dvc.lock is current."""
-    import json
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="dvc-lock-") as folder:
@@ -263,6 +344,15 @@ def main(argv=None) -> None:
     keep.add_argument("--configfile", type=Path, help="the overlay the build ran with, if any")
     keep.add_argument("--also", type=Path, nargs="+", default=[],
                       help="expected values of the same profile built on other machines, to combine with this build's")
+    keep.add_argument("--tables", nargs="+", default=[],
+                      help="replace only these tables' rows (e.g. table1 table2: a rebuild of one paper's jobs)")
+    targets = sub.add_parser("paper-targets", help="a paper's tables and figures, one a line")
+    targets.add_argument("paper")
+    verdicts = sub.add_parser("paper-verdicts", help="one rebuilt paper's claims and check rows renewed, the rest kept")
+    verdicts.add_argument("--paper", required=True)
+    verdicts.add_argument("--params", type=Path, default=Path("params.yaml"))
+    verdicts.add_argument("--configfile", type=Path, help="the overlay the build ran with, if any")
+    verdicts.add_argument("--expected-out", type=Path, help="also write this build's expected values of its tables")
     generate = sub.add_parser("dvc-yaml", help="write dvc.yaml from data/papers/papers.yaml")
     generate.add_argument("--check", action="store_true", help="only say whether dvc.yaml is up to date (exit 1: not)")
     lock = sub.add_parser("dvc-lock", help="record dvc.lock from a clean copy of the tracked tree")
@@ -274,6 +364,13 @@ def main(argv=None) -> None:
             sys.exit(f"error: dvc.lock: {len(stale)} stages changed in a fresh clone ({', '.join(sorted(stale)[:5])}"
                      f"{', ...' if len(stale) > 5 else ''}); run `make dvc-lock`")
         print("dvc.lock: current" if args.check else "dvc.lock: recorded from a clean copy of the tracked tree")
+    elif args.command == "paper-targets":
+        from .reports import papers as paper_list
+
+        print("\n".join(paper_list.targets(declared_paper(args.paper))))
+    elif args.command == "paper-verdicts":
+        paper_verdicts(args.paper, args.params, args.configfile, args.expected_out)
+        print(f"results/claims.csv, results/check.csv: {args.paper}'s rows renewed, the others kept")
     elif args.command == "dvc-yaml":
         from .params_check import ParamsError
 
@@ -285,7 +382,7 @@ def main(argv=None) -> None:
             sys.exit("error: dvc.yaml: not what data/papers/papers.yaml makes; run `make dvc-yaml`")
         print("dvc.yaml: up to date" if fresh else "dvc.yaml: written from data/papers/papers.yaml")
     elif args.command == "keep-expected":
-        print(f"{args.built} -> {keep_expected(args.built, args.params, args.configfile, args.also)}")
+        print(f"{args.built} -> {keep_expected(args.built, args.params, args.configfile, args.also, args.tables)}")
     elif args.command == "cache-pull":
         pull_build(args.folder, args.remote_url)
     elif args.command == "cache-push":

@@ -114,6 +114,8 @@ class Margin(Schedule):
     margin: float = knob()
     reduction: str = knob("mean", choices=("mean", "sum"))
     patience: int = knob(0, help="stop when the validation loss has not improved for this many checks")
+    valid_negatives: int = knob(0, help="validation: each question's loss over all of its positives times this many "
+                                        "random (and as many mined) negatives, drawn once; 0 = one draw a question")
 
 
 @dataclass(frozen=True, kw_only=True)

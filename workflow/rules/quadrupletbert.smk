@@ -34,3 +34,24 @@ rule quadrupletbert_table:
         " --note {params.note:q} --metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
         " --test {params.test} --alpha {params.alpha} --exact-index {params.exact} --csv {output.csv}"
         " --json {output.json} 2>&1 | tee {log}"
+
+
+rule quadrupletbert_phase2:
+    # phase 2 stopped by validation: each Table 1 run's validation curve and the check whose weights it kept
+    input:
+        profile=local(plan.profile_marker),
+        models=[run["model"] for run in plan.quadrupletbert.phase2_runs()],
+    output:
+        csv="results/phase2.csv",
+        png="results/phase2.png",
+        curves=directory("results/phase2"),
+    log:
+        "logs/tables/quadrupletbert_phase2.log",
+    conda:
+        plan.software.cpu_env
+    params:
+        runs=row_flags(plan.quadrupletbert.phase2_runs(), "--run"),
+        note=plan.quadrupletbert.phase2_note(),
+    shell:
+        "{TOWERS} quadrupletbert-phase2 {params.runs} --note {params.note:q} --csv {output.csv} --png {output.png}"
+        " --curves {output.curves} 2>&1 | tee {log}"

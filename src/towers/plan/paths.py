@@ -25,6 +25,11 @@ def eval_json(dataset, model, split, index):
     return f"{ART}/{dataset}/eval/{model}/{split}/{index}.json"
 
 
+def model_folder(dataset, model, split):
+    """A trained model (its training record lies beside it as model.meta.json)."""
+    return f"{DENSE.format(dataset=dataset, model=model, split=split)}/model"
+
+
 def profile_marker(profile: str) -> str:
     """The marker file of a profile, an input of every table and figure (workflow/rules/common.smk)."""
     return f"{ART}/profile-{profile}.json"

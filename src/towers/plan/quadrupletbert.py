@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from .paths import eval_json
+from .paths import eval_json, model_folder
 from .shell import flags, q
 from .tables import Tables
 
@@ -74,6 +74,24 @@ class QuadrupletBert(Tables):
                 if qb["quantized_index"]:
                     rows.append(self.row(dataset, split, "QuadrupletBERT", dataset["margin"], qb["quantized_index"]))
         return rows
+
+    def phase2_runs(self):
+        """Table 1's phase-2 models, one a dataset, split and seed (the validation figure's runs)."""
+        qb = self.settings
+        return [{"dataset": d["name"], "split": split, "seed": str(seed),
+                 "model": model_folder(d["name"], self.model("QuadrupletBERT", d["margin"], seed), split)}
+                for d in qb["datasets"] for split in qb["splits"] for seed in qb["seeds"]]
+
+    def phase2_note(self):
+        """What the validation figure shows and how its runs stop."""
+        phase2 = self.settings["phase2"]
+        negatives = phase2.get("valid_negatives", 0)
+        signal = (f"each question's mean over every positive x {negatives} random x {negatives} mined negatives, "
+                  f"drawn once" if negatives else "one draw a question")
+        stop = (f"stopped after {phase2['patience']} checks without a lower loss, at most {phase2['steps']} steps; "
+                f"the marked check's weights are kept" if phase2["patience"] else f"{phase2['steps']} steps, no stopping")
+        return (f"{self.config['profile_note']}; QuadrupletBERT phase 2 (Table 1's runs): validation loss (eq. 3, "
+                f"{signal}) every {phase2['checkpoint_every']} steps of batch {phase2['batch_size']}; {stop}")
 
     def table2_rows(self):
         """Table 2's sweep: each margin trained with sweep_seeds (the paper's Table 2 is one run a cell)."""

@@ -12,6 +12,15 @@ def named_tables(paths):
     return " ".join(f"--table {q(f'{names[p]}={p}')}" for p in paths)
 
 
+def unexposed_stats(config, papers=("repbert", "ltre")):
+    """The stats.json of each passage dataset built here from a question set that these papers read (its own
+    `dataset`): their verdicts are read on its unexposed test queries too."""
+    passage_sets = dict.fromkeys(config[paper]["dataset"] for paper in papers
+                                 if isinstance(config.get(paper), dict) and "dataset" in config[paper])
+    return [collection(name, "stats.json") for name in passage_sets
+            if config["datasets"].get(name, {}).get("kind") == "wikipedia-passages"]
+
+
 class Verdicts:
     def __init__(self, plan):
         papers = plan.papers
@@ -20,7 +29,4 @@ class Verdicts:
         self.claims = plan.config["claims"]
         self.claims_files = [papers[paper]["claims"] for paper in self.claims["papers"]]   # the profile's choice
         self.tables = named_tables(self.result_csvs)
-        # passage datasets built here from a question set: their verdicts are read on the unexposed test queries too
-        passage_sets = dict.fromkeys(plan.config[paper]["dataset"] for paper in ("repbert", "ltre") if paper in plan.config)
-        self.unexposed_stats = [collection(name, "stats.json") for name in passage_sets
-                                if plan.config["datasets"].get(name, {}).get("kind") == "wikipedia-passages"]
+        self.unexposed_stats = unexposed_stats(plan.config)

@@ -50,6 +50,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
     by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
     records, twin, cells = [], {"table": table, "profile": profile, "rows": {}}, []
+    spread = any(len(r["evals"]) > 1 for r in rows)   # one seed a row (Table 2's sweep): no std columns
     # the metrics twin names a row without its margin unless the margin is what tells rows apart
     # (Table 2), so `dvc metrics diff` pairs a row with itself when Table 1's margin is edited
     unmargined = {tuple(r[k] for k in SEEDED_KEY if k != "margin") for r in rows}
@@ -65,7 +66,8 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
         twin_row = {}
         for m in metrics:
             record[m] = twin_row[m] = round(mean[m], 2)
-            record[f"{m} std"] = round(std[m], 2)
+            if spread:
+                record[f"{m} std"] = round(std[m], 2)
             record[f"{m} paper"] = float(paper.loc[paper_key, m]) if paper_key in paper.index else None
             cells.append(cell(labels(r, SEEDED_KEY), m, record[m], record[f"{m} paper"],
                               query_samples(r["evals"], m, 100)))
@@ -79,5 +81,72 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     frame = pd.DataFrame(records)
     tested = f"; <measure> p: {test} test (two-sided, paired over queries) of {compare[0]} against {compare[1]} " \
              f"on the same dataset, split and index, alpha {alpha}" if compare else ""
-    frame["note"] = f"{note}; <measure> std: standard deviation over seeds{tested}"
+    seeds = "; <measure> std: standard deviation over seeds" if spread else "; one seed a row"
+    frame["note"] = f"{note}{seeds}{tested}"
     return frame, twin, cells
+
+
+# --- phase 2's validation: when each Table 1 run stopped -------------------------------------------------------
+
+PHASE2_KEY = ["dataset", "split", "seed"]
+
+
+def phase2_frames(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """runs: PHASE2_KEY fields and 'model' (a phase-2 model folder, its training record beside it). The validation
+    loss at every check, and one row a run: its training and validation questions, the check whose weights were
+    kept (best step), where it stopped and its ceiling (steps)."""
+    from pathlib import Path
+
+    checks, summary = [], []
+    for run in runs:
+        record = Path(str(run["model"]).rstrip("/") + ".meta.json")
+        counts = read_json(record).get("counts", {})
+        if "history" not in counts:
+            raise StageError(record, "no training history in this record (not a train-margin model's?)")
+        scored = [h for h in counts["history"] if "valid_loss" in h]
+        key = {k: run[k] for k in PHASE2_KEY}
+        checks += [{**key, "step": h["step"], "train loss": h["loss"], "valid loss": h["valid_loss"]} for h in scored]
+        best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
+        last = counts["history"][-1]["step"] if counts["history"] else 0
+        summary.append({**key, "train questions": counts.get("train_questions"),
+                        "valid questions": counts.get("valid_questions"),
+                        "best step": counts.get("best_step", best["step"] if best else last),
+                        "stopped at": counts.get("stopped_at_step", last), "steps": counts["steps"],
+                        "best valid loss": best["valid_loss"] if best else None})
+    return pd.DataFrame(checks, columns=PHASE2_KEY + ["step", "train loss", "valid loss"]), pd.DataFrame(summary)
+
+
+def phase2_cells(summary: pd.DataFrame) -> list[dict]:
+    """Each run's stopping point and best validation loss, as the check reads them (no per-item values)."""
+    return [cell({k: row[k] for k in PHASE2_KEY}, column, row[column])
+            for row in summary.to_dict("records") for column in ("best step", "best valid loss")
+            if row[column] is not None and not pd.isna(row[column])]
+
+
+def draw_phase2(checks: pd.DataFrame, summary: pd.DataFrame, png_path, note: str) -> None:
+    """A panel a (dataset, split): each seed's validation loss by step, its kept check marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..io import atomic_path
+
+    panels = list(summary.groupby(["dataset", "split"], sort=False))
+    figure, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 4), squeeze=False)
+    for ((dataset, split), runs), ax in zip(panels, axes[0]):
+        for run in runs.to_dict("records"):
+            part = checks[(checks["dataset"] == dataset) & (checks["split"] == split) & (checks["seed"] == run["seed"])]
+            line, = ax.plot(part["step"], part["valid loss"], label=f"seed {run['seed']}")
+            kept = part[part["step"] == run["best step"]]
+            ax.plot(kept["step"], kept["valid loss"], marker="o", color=line.get_color())
+        ax.set_title(f"{dataset} {split} ({runs['valid questions'].iloc[0]} valid questions)", fontsize=9)
+        ax.set_xlabel("step")
+        ax.set_ylabel("validation loss")
+        ax.legend(fontsize=8)
+        ax.grid(True, alpha=0.3)
+    figure.text(0.01, 0.01, note, fontsize=7, wrap=True)
+    figure.tight_layout(rect=(0, 0.1, 1, 1))
+    with atomic_path(png_path) as tmp:
+        figure.savefig(tmp, format="png", dpi=110)
+    plt.close(figure)

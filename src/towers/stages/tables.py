@@ -186,6 +186,26 @@ def quadrupletbert_table(a):
                               a.exact_index), a.csv, a.json, percent=True)
 
 
+@stage("quadrupletbert-phase2", arg("--run", required=True, action="append",
+                                   help=rows_help("dataset", "split", "seed", "model (a phase-2 model folder)")),
+       arg("--note", required=True), arg("--csv", required=True, help="one row a run: where it stopped"),
+       arg("--png", required=True), arg("--curves", required=True, help="a folder: each run's checks as a CSV"))
+def quadrupletbert_phase2(a):
+    """QuadrupletBERT's phase 2 stopped by validation: each Table 1 run's validation curve and stopping step."""
+    from ..reports import quadrupletbert as report
+
+    runs = parse_rows(a.run, report.PHASE2_KEY + ["model"], flag="--run")
+    checks, summary = report.phase2_frames(runs)
+    report.draw_phase2(checks, summary, a.png, a.note)
+    with atomic_path(a.curves) as tmp:   # a CSV a run, for `dvc plots show` (dvc.yaml's plots)
+        tmp.mkdir()
+        for (dataset, split, seed), part in checks.groupby(report.PHASE2_KEY, sort=False):
+            part.drop(columns=report.PHASE2_KEY).to_csv(tmp / f"{dataset}_{split}_s{seed}.csv", index=False)
+    with atomic_path(a.csv) as tmp:
+        summary.to_csv(tmp, index=False)
+    return a.csv, {"runs": len(summary), "note": a.note, "cells": report.phase2_cells(summary)}
+
+
 @stage("zeroshot-table", arg("--dataset", required=True), arg("--split", required=True), arg("--profile", required=True),
        arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append", help=rows_help("model", "label", "caveat", "eval")),
@@ -381,10 +401,7 @@ def claims(a):
                 r["unexposed claim verdict"] = ""
     frame = pd.DataFrame(records)
     frame.insert(2, "profile", a.profile)
-    twin = {"profile": a.profile, "papers": {}}
-    for (paper, claim), part in frame.groupby(["paper", "claim"], sort=False):
-        counts = twin["papers"].setdefault(paper, {v: 0 for v in checker.VERDICTS})
-        counts[part["claim verdict"].iloc[0]] += 1
+    twin = checker.verdict_counts(frame, a.profile)
     with atomic_path(a.csv) as tmp:
         frame.to_csv(tmp, index=False)
     write_json(a.json, twin)

@@ -14,6 +14,7 @@ from ..settings import Margin
 from . import distributed, loop
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints
+VALID_CHUNK = 256          # texts a forward pass when validating
 
 
 def random_negative(rng, count: int, positives: set[int]) -> int:
@@ -34,6 +35,34 @@ def draw(example: dict, rng, count: int, mined: dict | None) -> tuple[int, int, 
     # a question whose list is empty (all gold) gets a second random negative
     hn = pool[int(rng.integers(len(pool)))] if pool else random_negative(rng, count, set(positives) | {n})
     return p, n, hn
+
+
+def validation_grid(example: dict, rng, count: int, mined: dict | None, negatives: int) -> tuple[list, list, list | None]:
+    """One validation question's fixed draw: every positive, `negatives` random non-gold candidates and, with mined
+    lists, as many hard negatives from its list (without repeats where the list is long enough)."""
+    positives = example["positives"]
+    gold = set(positives)
+    randoms = [random_negative(rng, count, gold) for _ in range(negatives)]
+    if mined is None:
+        return positives, randoms, None
+    pool = mined.get(example["qid"]) or []
+    if not pool:   # as in training: a question whose list is empty gets random ones instead
+        return positives, randoms, [random_negative(rng, count, gold) for _ in range(negatives)]
+    picks = rng.choice(len(pool), size=negatives, replace=len(pool) < negatives)
+    return positives, randoms, [pool[int(i)] for i in picks]
+
+
+def grid_valid_loss(queries: torch.Tensor, docs: torch.Tensor, grids: list[tuple], margin: float) -> float:
+    """The mean over questions of each question's mean eq. 3 loss over every (positive, negative, hard negative)
+    of its grid: `queries` [questions, dim], `docs` rows indexed by the grids' entries."""
+    per_question = []
+    for row, (positives, negatives, hard) in enumerate(grids):
+        parts = [torch.tensor(positives), torch.tensor(negatives)] + ([torch.tensor(hard)] if hard is not None else [])
+        combos = torch.cartesian_prod(*parts).reshape(-1, len(parts))
+        q = queries[row].expand(len(combos), -1)
+        hn = docs[combos[:, 2]] if hard is not None else None
+        per_question.append(float(quadruplet(q, docs[combos[:, 0]], docs[combos[:, 1]], hn, margin, "mean")))
+    return sum(per_question) / len(per_question)
 
 
 def train(model: TwoTower, tokenizer, examples: list[dict], valid: list[dict], candidates: list[dict],
@@ -62,10 +91,28 @@ def train(model: TwoTower, tokenizer, examples: list[dict], valid: list[dict], c
         return loss * distributed.world() if settings.reduction == "sum" else loss
 
     valid_rng = np.random.default_rng([run.seed, VALID_STREAM])
-    valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]
+    if settings.valid_negatives:
+        grids = [validation_grid(r, valid_rng, len(docs), mined, settings.valid_negatives) for r in valid]
+        # each candidate of any grid encoded once a check; the grids index into these rows
+        valid_ids = sorted({i for grid in grids for part in grid if part is not None for i in part})
+        row_of = {i: j for j, i in enumerate(valid_ids)}
+        grids = [tuple([row_of[i] for i in part] if part is not None else None for part in grid) for grid in grids]
+    else:
+        valid_picks = [draw(r, valid_rng, len(docs), mined) for r in valid]
+
+    def encode(tower, tokenize, texts: list, length: int) -> torch.Tensor:
+        return torch.cat([tower(**tokenize(tokenizer, texts[i:i + VALID_CHUNK], length))
+                          for i in range(0, len(texts), VALID_CHUNK)])
 
     def validate(step: int) -> dict:
-        return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
+        if not valid:
+            return {}
+        if not settings.valid_negatives:
+            return loop.fixed_draw_valid_loss(batch_loss, valid, valid_picks, settings.batch_size)
+        with torch.no_grad():
+            queries = encode(model.query, tokenize_queries, [r["query"] for r in valid], model_cfg["query_length"])
+            rows = encode(model.doc, tokenize_docs, [docs[i] for i in valid_ids], model_cfg["doc_length"])
+        return {"valid_loss": round(grid_valid_loss(queries, rows, grids, settings.margin), 5)}
 
     identity = {"model": model_cfg, "train": settings.as_dict(), "seed": run.seed, "examples": loop.fingerprint(examples),
                 "mined": loop.fingerprint(mined), "start": start_key}

@@ -33,6 +33,16 @@ VERDICTS = ["holds", "same direction, not significant", "not supported", "contra
 FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
 
 
+def verdict_counts(frame, profile: str) -> dict:
+    """claims.json (`dvc metrics`): per paper, how many claims got each verdict (a claim's verdict is on each of
+    its rows)."""
+    twin = {"profile": profile, "papers": {}}
+    for (paper, _), part in frame.groupby(["paper", "claim"], sort=False):
+        counts = twin["papers"].setdefault(paper, {v: 0 for v in VERDICTS})
+        counts[part["claim verdict"].iloc[0]] += 1
+    return twin
+
+
 # --- claims -> parts ----------------------------------------------------------------------------------
 
 @dataclass
