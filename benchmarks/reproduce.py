@@ -22,6 +22,8 @@ that is process start-up.
                                              dense searches and evaluations rerun with Snakemake's scheduler as
                                              it is and with the fix, alternated: wall seconds, and Snakemake's
                                              own CPU seconds and threads (key `scheduler_load`)
+    benchmarks/reproduce.py --run DIR --target T...  `make setup`, then one `snakemake T...` (the headline:
+                                             --target results/table1.csv, --analyse DIR --key reproduce_table1)
     benchmarks/reproduce.py --run DIR --commit REV   the same clean build of an older commit (a baseline)
     benchmarks/reproduce.py --resume DIR     go on with a --run the machine stopped (steps_resumed names it)
     benchmarks/reproduce.py --rerun-step NAME DIR   force a finished step's jobs to rerun (after copying a fix
@@ -66,7 +68,8 @@ from towers.reports import papers as paper_list  # noqa: E402
 from workflow_harness import RESULTS, keep_result, watched  # noqa: E402
 
 
-def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False) -> None:
+def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False,
+        targets: list[str] = ()) -> None:
     record = folder / "reproduce-times.json"
     if resume:
         times = json.loads(record.read_text())
@@ -75,7 +78,8 @@ def run(folder: Path, cores: int, commit: str | None = None, resume: bool = Fals
         if commit:
             subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
         times = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
-                                          check=True).stdout.strip(), "cores": cores, "steps": [], "whole": whole}
+                                          check=True).stdout.strip(), "cores": cores, "steps": [], "whole": whole,
+                 "targets": list(targets)}
     done_steps = {s["name"] for s in times["steps"] if not s["rc"] and not s.get("interrupted")}
     snakemake = [str(folder / ".venv/bin/snakemake"), "--cores", str(cores)]
 
@@ -99,6 +103,9 @@ def run(folder: Path, cores: int, commit: str | None = None, resume: bool = Fals
     step("setup", ["make", "setup"])
     if times.get("whole"):   # what a user runs: one Snakemake over every target (no idle tail between papers)
         step("reproduce", ["make", "reproduce", f"CORES={cores}"])
+        return
+    if times.get("targets"):   # one Snakemake run over the targets a user names (snakemake results/table1.csv)
+        step("targets", [*snakemake, *times["targets"]])
         return
     papers_of = folder if (folder / paper_list.PAPERS_FILE).exists() else ROOT   # before papers.yaml: same targets
     for paper in paper_list.load(root=papers_of).values():
@@ -587,6 +594,8 @@ def parse(argv=None) -> argparse.Namespace:
     parser.add_argument("--before", metavar="KEY", help="--analyse: an earlier run's key of benchmarks/results.json "
                         "to set beside this one (under `before`)")
     parser.add_argument("--commit", help="--run: build this commit instead of HEAD")
+    parser.add_argument("--target", nargs="+", default=[], help="--run: `make setup`, then one Snakemake run over "
+                        "these targets alone (e.g. results/table1.csv: the headline's time where users run it)")
     parser.add_argument("--whole", action="store_true", help="--run: one `make reproduce` after `make setup` (per "
                         "paper minutes then come from each paper's share of the job seconds: --analyse)")
     return parser.parse_args(argv)
@@ -632,7 +641,9 @@ def act(args: argparse.Namespace) -> None:
         if args.commit and subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.commit}^{{commit}}"],
                                           cwd=ROOT, capture_output=True).returncode:
             sys.exit(f"error: --commit {args.commit}: not a commit of {ROOT}")
-        run(args.run, args.cores, args.commit, whole=args.whole)
+        if args.whole and args.target:
+            sys.exit("error: --whole and --target: one or the other (--whole builds every target)")
+        run(args.run, args.cores, args.commit, whole=args.whole, targets=args.target)
     if args.resume:
         run(build_folder(args.resume, "--resume", "reproduce-times.json"), args.cores, resume=True)
     if args.analyse:

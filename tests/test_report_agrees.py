@@ -221,3 +221,34 @@ def test_a_cell_turned_fail_is_caught(committed):
     new = caught(committed, check=check)
     assert any(p.startswith(f"{OWNER[table]}: summary shows check") for p in new), new
     assert any(p.startswith(f"{table}: ") and "FAIL" in p for p in new), new
+
+
+def unread_changes(record: dict, root: Path = ROOT) -> list[str]:
+    """The files the report stage read (its record's `read` digests) that differ now, or are gone."""
+    from towers.digests import file_digest
+
+    read = record.get("counts", {}).get("read")
+    if not read:
+        return ["the report's record names no files it read (made before it recorded them: rebuild it)"]
+    return [f"{path}: changed since the report read it" if (root / path).exists() else f"{path}: gone"
+            for path, sha in read.items() if not (root / path).exists() or file_digest(root / path)["sha256"] != sha]
+
+
+def test_the_report_was_made_from_the_committed_tables_figures_and_verdicts():
+    """Every table's numbers, not only the claims': the page was made from exactly the committed files."""
+    import json
+
+    problems = unread_changes(json.loads((RESULTS / "report.html.meta.json").read_text()))
+    assert not problems, "results/report.html is stale (snakemake results/report.html):\n" + "\n".join(problems)
+
+
+def test_an_edited_table_after_the_report_is_caught(tmp_path):
+    (tmp_path / "results").mkdir()
+    table = tmp_path / "results/table1.csv"
+    table.write_text("a,b\n1,2\n")
+    from towers.digests import file_digest
+
+    record = {"counts": {"read": {"results/table1.csv": file_digest(table)["sha256"]}}}
+    assert unread_changes(record, tmp_path) == []
+    table.write_text("a,b\n1,3\n")
+    assert unread_changes(record, tmp_path) == ["results/table1.csv: changed since the report read it"]

@@ -174,3 +174,74 @@ def test_seeded_table_rejects_seeds_on_different_queries(tmp_path):
     b = write_eval(tmp_path / "b.json", {"q1": 1.0})
     with pytest.raises(StageError, match="other queries"):
         seed_summary([a, b], ["R@1"])
+
+
+def test_a_table_of_one_seed_a_row_has_no_std_columns(tmp_path):
+    """Table 2's sweep at one seed: a std column would read 0.00 on every row."""
+    from towers.reports.quadrupletbert import seeded_table
+
+    paper = tmp_path / "paper.csv"
+    paper.write_text("table,dataset,split,model,margin,R@1\ntable2,squad,5-95,QuadrupletBERT,0.1,6.28\n")
+    rows = [{"dataset": "mini", "paper_dataset": "squad", "split": "5-95", "model": "QuadrupletBERT", "margin": m,
+             "index": "flat", "evals": [write_eval(tmp_path / f"m{m}.json", {"q1": 1.0, "q2": float(m == "0.1")})]}
+            for m in ("0.1", "1")]
+    frame, _, _ = seeded_table(rows, paper, "table2", ["R@1"], "mini", "note", None, "wilcoxon", 0.05, "flat")
+    assert "R@1 std" not in frame and "one seed a row" in frame["note"].iloc[0]
+    rows[0]["evals"].append(write_eval(tmp_path / "again.json", {"q1": 0.0, "q2": 1.0}))
+    frame, _, _ = seeded_table(rows, paper, "table2", ["R@1"], "mini", "note", None, "wilcoxon", 0.05, "flat")
+    assert "R@1 std" in frame and "standard deviation over seeds" in frame["note"].iloc[0]
+
+
+def test_a_validation_grid_holds_every_positive_and_fixed_negatives():
+    from towers.training.margin import validation_grid
+
+    example = {"qid": "q", "positives": [0, 1]}
+    positives, randoms, hard = validation_grid(example, np.random.default_rng(0), 50, {"q": [7, 8, 9]}, 4)
+    assert positives == [0, 1] and len(randoms) == 4 and not set(randoms) & {0, 1}
+    assert len(hard) == 4 and set(hard) <= {7, 8, 9}
+    # a long list gives distinct hard negatives; no list gives random ones; no mining, no hard ones
+    assert len(set(validation_grid(example, np.random.default_rng(0), 50, {"q": list(range(10, 30))}, 4)[2])) == 4
+    assert not set(validation_grid(example, np.random.default_rng(0), 50, {"q": []}, 4)[2]) & {0, 1}
+    assert validation_grid(example, np.random.default_rng(0), 50, None, 4)[2] is None
+    again = validation_grid(example, np.random.default_rng(0), 50, {"q": [7, 8, 9]}, 4)
+    assert again == (positives, randoms, hard)   # the same draw at every check
+
+
+def test_the_grid_validation_loss_is_each_questions_mean_over_its_grid_then_the_mean_over_questions():
+    from towers.losses import quadruplet
+    from towers.training.margin import grid_valid_loss
+
+    torch.manual_seed(0)
+    queries, docs = torch.randn(2, 8), torch.randn(10, 8)
+    grids = [([0], [2, 3], [4, 5, 6]), ([1, 7], [8], [9])]
+    expected = []
+    for row, (positives, negatives, hard) in enumerate(grids):
+        terms = [float(quadruplet(queries[row:row + 1], docs[[p]], docs[[n]], docs[[h]], 0.2))
+                 for p in positives for n in negatives for h in hard]
+        expected.append(np.mean(terms))
+    assert grid_valid_loss(queries, docs, grids, 0.2) == pytest.approx(np.mean(expected))
+    triplets = [(positives, negatives, None) for positives, negatives, _ in grids]
+    plain = np.mean([np.mean([float(quadruplet(queries[r:r + 1], docs[[p]], docs[[n]], None, 0.2)) for p in g[0]
+                              for n in g[1]]) for r, g in enumerate(triplets)])
+    assert grid_valid_loss(queries, docs, triplets, 0.2) == pytest.approx(plain)
+
+
+def test_phase2_frames_read_each_runs_checks_and_stopping_step(tmp_path):
+    from towers.io import StageError
+    from towers.reports.quadrupletbert import phase2_cells, phase2_frames
+
+    history = [{"step": 25, "loss": 0.3, "valid_loss": 0.20}, {"step": 50, "loss": 0.2, "valid_loss": 0.15},
+               {"step": 75, "loss": 0.1, "valid_loss": 0.16}, {"step": 100, "loss": 0.1, "valid_loss": 0.17}]
+    (tmp_path / "model.meta.json").write_text(json.dumps({"counts": {
+        "history": history, "steps": 300, "best_step": 50, "stopped_at_step": 100, "train_questions": 31,
+        "valid_questions": 4}}))
+    run = {"dataset": "mini", "split": "5-95", "seed": "13", "model": str(tmp_path / "model")}
+    checks, summary = phase2_frames([run])
+    assert checks["valid loss"].tolist() == [0.20, 0.15, 0.16, 0.17]
+    row = summary.iloc[0]
+    assert (row["best step"], row["stopped at"], row["steps"], row["valid questions"], row["best valid loss"]) == (
+        50, 100, 300, 4, 0.15)
+    assert {(c["column"], c["value"]) for c in phase2_cells(summary)} == {("best step", 50), ("best valid loss", 0.15)}
+    (tmp_path / "model.meta.json").write_text(json.dumps({"counts": {}}))
+    with pytest.raises(StageError, match="no training history"):
+        phase2_frames([run])

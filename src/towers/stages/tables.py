@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..digests import file_digest
 from ..io import StageError, atomic_path, read_json, read_qrels, read_queries, read_run, require_file, write_json
 from ..params_check import bounded
 from . import arg, stage
@@ -344,8 +345,11 @@ def report(a):
     drawn_by = html_report.draw_rulegraph(dot, Path(a.dag_png))
     html_report.write(papers, tables, figures, require_file(a.claims), Path(a.check) if a.check else None,
                       Path(a.dag_png), drawn_by, Path(a.out), a.title, a.profile, a.note)
+    shown = [*tables, *figures, *(f for p in papers for f in p["tables"] + p["figures"]), a.claims, a.check]
     return a.out, {"papers": len(papers), "tables": len(tables) + sum(len(p["tables"]) for p in papers),
-                   "figures": len(figures) + sum(len(p["figures"]) for p in papers), "rule graph": drawn_by}
+                   "figures": len(figures) + sum(len(p["figures"]) for p in papers), "rule graph": drawn_by,
+                   # what the page was made from: a test holds the committed report to the committed files
+                   "read": {str(path): file_digest(path)["sha256"] for path in shown if path}}
 
 
 def named_tables(specs: list[str]) -> dict[str, Path]:
