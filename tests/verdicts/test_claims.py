@@ -240,6 +240,36 @@ def test_make_expected_with_another_machines_file_combines_the_two(tmp_path):
     assert written.loc[0, "expected"] == pytest.approx(0.075) and written.loc[0, "tolerance"] == pytest.approx(0.03)
 
 
+def test_make_expected_for_some_tables_keeps_every_other_row_as_committed(tmp_path):
+    """A rebuild of one paper's jobs: only its tables' expected values move, the other papers' rows (from two
+    machines' builds) stay as they were."""
+    from towers.ci import keep_expected
+
+    header = "table,row,column,kind,expected,tolerance,basis\n"
+    committed, built = tmp_path / "mini.csv", tmp_path / "expected-values.csv"
+    committed.write_text(header + "ltre/table1,a,RR@10,metric,0.5,0.2,two builds\ntable1,b,R@1,metric,5.0,1.0,x\n")
+    built.write_text(header + "ltre/table1,a,RR@10,metric,0.1,0.01,one build\ntable1,b,R@1,metric,7.0,0.5,y\n")
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"check": {"expected": str(committed), "basis": "estimate"}}))
+    keep_expected(built, params, None, tables=["table1"])
+    written = pd.read_csv(committed)
+    assert written.set_index("table")["expected"].to_dict() == {"ltre/table1": 0.5, "table1": 7.0}
+    with pytest.raises(SystemExit, match="no cells of table9"):
+        keep_expected(built, params, None, tables=["table9"])
+
+
+def test_one_papers_rows_are_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
+    from towers.ci import replaced_rows
+
+    kept, fresh = tmp_path / "claims.csv", tmp_path / "fresh.csv"
+    kept.write_text("paper,claim,p,unexposed n\na,a-1,0.0100000001,\nq,q-1,0.5,\nz,z-1,1e-120,12\n")
+    fresh.write_text("paper,claim,p\nq,q-1,0.25\nq,q-2,0.75\n")
+    frame = replaced_rows(kept, fresh, "paper", ["q"])
+    out = tmp_path / "out.csv"
+    frame.to_csv(out, index=False)
+    assert out.read_text() == "paper,claim,p,unexposed n\na,a-1,0.0100000001,\nq,q-1,0.25,\nq,q-2,0.75,\nz,z-1,1e-120,12\n"
+
+
 def test_a_subset_of_queries_gets_its_own_verdict(table):
     # strong finds q0-q29, weak q0-q9: on q0-q9 alone the two tie; on q10-q29 strong wins more clearly
     cells, _ = table
