@@ -281,6 +281,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
     not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
     measured = {
         "commit": times["commit"], "cores": times["cores"],
+        "targets": times.get("targets") or [],   # --target: the targets of its one step; else every table
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
         "clean_run_goal_seconds": 5400,
         "setup_seconds": steps["setup"]["seconds"],
@@ -562,7 +563,20 @@ def before_after(old: Path, new: Path) -> dict:
     return {"before": commits[0], "after": commits[1], "compared": len(compared),
             "identical": len(compared) - len(moved), "moved": moved, "missing": missing,
             "cells_moved": cells_moved(new, [f for f in moved if f.endswith(".csv")], lambda f: (old / f).read_bytes()),
+            "largest_move": {f: largest_move(old / f, new / f) for f in moved if f.endswith(".csv")},
+            "verdicts": verdicts_moved(new, against=old),
             "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
+
+
+def largest_move(old_csv: Path, new_csv: Path) -> float | None:
+    """The largest absolute difference between two builds' numeric cells of one table (None: shapes differ)."""
+    import pandas as pd
+
+    old, new = pd.read_csv(old_csv), pd.read_csv(new_csv)
+    if old.shape != new.shape or list(old.columns) != list(new.columns):
+        return None
+    numeric = [c for c in old.columns if pd.api.types.is_numeric_dtype(old[c]) and pd.api.types.is_numeric_dtype(new[c])]
+    return round(float((old[numeric] - new[numeric]).abs().max().max()), 6) if numeric else 0.0
 
 
 def positive(text: str) -> int:

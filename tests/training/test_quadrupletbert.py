@@ -76,7 +76,7 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
     from towers.training import loop
 
     model = torch.nn.Linear(2, 1)
-    valid = iter([0.5, 0.3, 0.4, 0.45, 0.6, 0.1])    # best at the 2nd check; patience 2 stops at the 4th
+    valid = iter([0.9, 0.5, 0.3, 0.4, 0.45, 0.6, 0.1])    # the start, then best at the 2nd check; patience 2 stops at the 4th
     seen = {}
 
     def on_checkpoint(step):
@@ -86,8 +86,23 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
     schedule = Schedule(steps=12, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
     report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, loop.Run(0, tmp_path),
                       identity={}, on_checkpoint=on_checkpoint, patience=2)
-    assert report["stopped_at_step"] == 8 and report["best_step"] == 4
+    assert report["stopped_at_step"] == 8 and report["best_step"] == 4 and report["history"][0]["step"] == 0
     assert all(torch.equal(model.state_dict()[k], v) for k, v in seen[4].items())
+
+
+def test_a_run_whose_checks_are_all_worse_than_its_start_keeps_the_start(tmp_path):
+    """Phase 2 that only moves its phase-1 start away from what validation likes returns that start."""
+    from towers.settings import Schedule
+    from towers.training import loop
+
+    model = torch.nn.Linear(2, 1)
+    start = {k: v.clone() for k, v in model.state_dict().items()}
+    valid = iter([0.2, 0.3, 0.4, 0.5])
+    schedule = Schedule(steps=12, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
+    report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule, loop.Run(0, tmp_path),
+                      identity={}, on_checkpoint=lambda step: {"valid_loss": next(valid)}, patience=2)
+    assert report["best_step"] == 0 and report["stopped_at_step"] == 4
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in start.items())
 
 
 
@@ -98,7 +113,7 @@ def train_linear(state, stop_after_step=None, resume_seconds=60.0):
 
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 1)
-    losses = {2: 0.5, 4: 0.3, 6: 0.4, 8: 0.45, 10: 0.6, 12: 0.1}
+    losses = {0: 0.9, 2: 0.5, 4: 0.3, 6: 0.4, 8: 0.45, 10: 0.6, 12: 0.1}
     schedule = Schedule(steps=12, batch_size=1, lr=0.1, warmup_ratio=0.0, checkpoint_every=2)
     report = loop.run(model, lambda step: model(torch.ones(1, 2)).sum(), schedule,
                       loop.Run(0, state, stop_after_step=stop_after_step, resume_seconds=resume_seconds), identity={},

@@ -27,8 +27,9 @@ def test_flags_carry_types_defaults_and_requirements():
 
 def test_the_fingerprinted_keys_are_those_the_stages_always_wrote():
     # a checkpoint saved before the settings became classes must still resume: same keys, same digest
+    # (margin runs since valid_negatives: a checkpoint validated another way must not resume, its history differs)
     before = {"steps": 10, "batch_size": 4, "lr": 1e-4, "warmup_ratio": 0.1, "checkpoint_every": 50,
-              "margin": 0.5, "reduction": "mean", "patience": 0}
+              "margin": 0.5, "reduction": "mean", "patience": 0, "valid_negatives": 0}
     assert loop.fingerprint(parse(Margin, [*SCHEDULE, "--margin", "0.5"]).as_dict()) == loop.fingerprint(before)
     ltre = parse(LearningToRetrieve, SCHEDULE, query_length=32).as_dict()
     assert set(ltre) == {"steps", "batch_size", "lr", "warmup_ratio", "checkpoint_every", "loss", "metric",

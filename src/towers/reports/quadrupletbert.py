@@ -105,7 +105,7 @@ def phase2_frames(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
             raise StageError(record, "no training history in this record (not a train-margin model's?)")
         scored = [h for h in counts["history"] if "valid_loss" in h]
         key = {k: run[k] for k in PHASE2_KEY}
-        checks += [{**key, "step": h["step"], "train loss": h["loss"], "valid loss": h["valid_loss"]} for h in scored]
+        checks += [{**key, "step": h["step"], "train loss": h.get("loss"), "valid loss": h["valid_loss"]} for h in scored]
         best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
         last = counts["history"][-1]["step"] if counts["history"] else 0
         summary.append({**key, "train questions": counts.get("train_questions"),

@@ -69,8 +69,9 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     the steps before a resume.
     `run.speed` (settings.Speed): fixed padded lengths, fused AdamW and CUDA graphs; off, the step is as it was.
     `run.stop_after_step` exits right after that step's checkpoint (used to test resuming).
-    `patience` > 0 stops early once `valid_loss` (from on_checkpoint) has not improved for that
-    many checkpoints, and returns the weights of the best one (kept in memory, and in checkpoint.pt for a resume)."""
+    `patience` > 0 validates the start too (step 0), stops early once `valid_loss` (from on_checkpoint) has not
+    improved for that many checkpoints, and returns the weights of the best one, the start's included (kept in
+    memory, and in checkpoint.pt for a resume)."""
     steps, lr, warmup_ratio, checkpoint_every = schedule.steps, schedule.lr, schedule.warmup_ratio, schedule.checkpoint_every
     seed, log_path, stop_after_step = run.seed, run.log_path, run.stop_after_step
     state_dir = Path(run.state_dir)
@@ -96,6 +97,12 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
             print(f"resumed from step {start} of {steps} ({checkpoint_path})", flush=True)
     distributed.broadcast_weights(model)
     leader = distributed.leader()
+    if patience and on_checkpoint and not start and leader:
+        # the start is a candidate too: a run whose every check is worse than its start keeps the start's weights
+        model.eval()
+        history.append({"step": 0, **on_checkpoint(0)})
+        if "valid_loss" in history[0]:
+            best_weights = {"step": 0, "model": {k: v.detach().clone() for k, v in model.state_dict().items()}}
     model.train()
     use_amp = device().type == "cuda"
     seconds, last_written = 0.0, None
