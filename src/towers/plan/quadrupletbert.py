@@ -76,10 +76,12 @@ class QuadrupletBert(Tables):
         return rows
 
     def phase2_runs(self):
-        """Table 1's phase-2 models, one a dataset, split and seed (the validation figure's runs)."""
+        """Table 1's phase-2 models, one a dataset, split and seed, and the CSV of each one's validation checks
+        (results/phase2/, which dvc.yaml's plots draw)."""
         qb = self.settings
         return [{"dataset": d["name"], "split": split, "seed": str(seed),
-                 "model": model_folder(d["name"], self.model("QuadrupletBERT", d["margin"], seed), split)}
+                 "model": model_folder(d["name"], self.model("QuadrupletBERT", d["margin"], seed), split),
+                 "curve": f"results/phase2/{d['name']}_{split}_s{seed}.csv"}
                 for d in qb["datasets"] for split in qb["splits"] for seed in qb["seeds"]]
 
     def phase2_note(self):

@@ -188,20 +188,21 @@ def quadrupletbert_table(a):
 
 
 @stage("quadrupletbert-phase2", arg("--run", required=True, action="append",
-                                   help=rows_help("dataset", "split", "seed", "model (a phase-2 model folder)")),
+                                   help=rows_help("dataset", "split", "seed", "model (a phase-2 model folder)",
+                                                  "curve (the CSV its checks go to)")),
        arg("--note", required=True), arg("--csv", required=True, help="one row a run: where it stopped"),
-       arg("--png", required=True), arg("--curves", required=True, help="a folder: each run's checks as a CSV"))
+       arg("--png", required=True))
 def quadrupletbert_phase2(a):
     """QuadrupletBERT's phase 2 stopped by validation: each Table 1 run's validation curve and stopping step."""
     from ..reports import quadrupletbert as report
 
-    runs = parse_rows(a.run, report.PHASE2_KEY + ["model"], flag="--run")
+    runs = parse_rows(a.run, report.PHASE2_KEY + ["model", "curve"], flag="--run")
     checks, summary = report.phase2_frames(runs)
     report.draw_phase2(checks, summary, a.png, a.note)
-    with atomic_path(a.curves) as tmp:   # a CSV a run, for `dvc plots show` (dvc.yaml's plots)
-        tmp.mkdir()
-        for (dataset, split, seed), part in checks.groupby(report.PHASE2_KEY, sort=False):
-            part.drop(columns=report.PHASE2_KEY).to_csv(tmp / f"{dataset}_{split}_s{seed}.csv", index=False)
+    for run in runs:   # a CSV a run, for `dvc plots show` (dvc.yaml's plots)
+        part = checks[(checks[report.PHASE2_KEY] == [run[k] for k in report.PHASE2_KEY]).all(axis=1)]
+        with atomic_path(run["curve"]) as tmp:
+            part.drop(columns=report.PHASE2_KEY).to_csv(tmp, index=False)
     with atomic_path(a.csv) as tmp:
         summary.to_csv(tmp, index=False)
     return a.csv, {"runs": len(summary), "note": a.note, "cells": report.phase2_cells(summary)}
