@@ -30,7 +30,7 @@ that is process start-up.
                                              into DIR): its seconds then and now, warm starts, identical results
     benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
-                                             (key `reproduce_tables_compared`)
+                                             (key `reproduce_tables_compared`, or --key)
     benchmarks/reproduce.py --project DIR    a projection, not a measurement: the clean run's minutes, per paper,
                                              from a finished build's stage records (incremental builds too: each
                                              job's record is the one its last run wrote) and the measured clean
@@ -564,7 +564,8 @@ def before_after(old: Path, new: Path) -> dict:
             "identical": len(compared) - len(moved), "moved": moved, "missing": missing,
             "cells_moved": cells_moved(new, [f for f in moved if f.endswith(".csv")], lambda f: (old / f).read_bytes()),
             "largest_move": {f: largest_move(old / f, new / f) for f in moved if f.endswith(".csv")},
-            "verdicts": verdicts_moved(new, against=old),
+            "verdicts": (verdicts_moved(new, against=old) if all((d / "results/claims.csv").exists() for d in (old, new))
+                         else None),
             "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
 
 
@@ -683,7 +684,7 @@ def act(args: argparse.Namespace) -> None:
         save(f"reproduce_rerun_{name}", rerun_step(Path(folder), name, args.cores), args.record)
     if args.before_after:
         old, new = (build_folder(folder, "--before-after", "results") for folder in args.before_after)
-        save("reproduce_tables_compared", before_after(old, new), args.record)
+        save(args.key if args.key != "reproduce" else "reproduce_tables_compared", before_after(old, new), args.record)
     if args.project:
         measured = result_named("reproduce", "the measured clean run a projection is calibrated on")
         folder = build_folder(args.project, "--project", ".venv/bin/snakemake", paper_list.PAPERS_FILE)

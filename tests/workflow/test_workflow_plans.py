@@ -105,7 +105,7 @@ def test_paper_profile_plans_quadrupletbert_tables(tmp_path):
         "train_margin_quadbert": runs * margins, "encode_candidates": runs + 2 * runs * margins,
         "build_index": runs + 2 * runs * margins + runs,           # flat everywhere, IVF-PQ for Table 1's rows
         "dense_search": runs + runs + runs * margins + runs, "evaluate": runs + runs + runs * margins + runs,
-        "quadrupletbert_table": 2}
+        "quadrupletbert_table": 2, "quadrupletbert_phase2": 1}   # phase 2's validation curves of Table 1's runs
     assert "pretrain-mlm --nsp 1 --init-hub-model bert-base-uncased" in plan.stdout   # continues BERT-base
     assert "nq-train-49.jsonl.gz" in plan.stdout
 

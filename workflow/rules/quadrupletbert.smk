@@ -44,7 +44,7 @@ rule quadrupletbert_phase2:
     output:
         csv="results/phase2.csv",
         png="results/phase2.png",
-        curves=[run["curve"] for run in plan.quadrupletbert.phase2_runs()],   # not directory(): its marker is no curve
+        curves=[run["curve"] for run in plan.quadrupletbert.phase2_runs()],  # not directory(): its marker is no curve
     log:
         "logs/tables/quadrupletbert_phase2.log",
     conda:

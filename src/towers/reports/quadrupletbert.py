@@ -150,3 +150,19 @@ def draw_phase2(checks: pd.DataFrame, summary: pd.DataFrame, png_path, note: str
     with atomic_path(png_path) as tmp:
         figure.savefig(tmp, format="png", dpi=110)
     plt.close(figure)
+
+
+def write_phase2(runs: list[dict], csv_path, png_path, note: str) -> pd.DataFrame:
+    """The figure, one row a run (csv_path) and each run's checks in its own CSV (its 'curve', which `dvc plots
+    show` draws: dvc.yaml's plots); returns the rows."""
+    from ..io import atomic_path
+
+    checks, summary = phase2_frames(runs)
+    draw_phase2(checks, summary, png_path, note)
+    for run in runs:
+        part = checks[(checks[PHASE2_KEY] == [run[k] for k in PHASE2_KEY]).all(axis=1)]
+        with atomic_path(run["curve"]) as tmp:
+            part.drop(columns=PHASE2_KEY).to_csv(tmp, index=False)
+    with atomic_path(csv_path) as tmp:
+        summary.to_csv(tmp, index=False)
+    return summary

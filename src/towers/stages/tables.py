@@ -196,15 +196,8 @@ def quadrupletbert_phase2(a):
     """QuadrupletBERT's phase 2 stopped by validation: each Table 1 run's validation curve and stopping step."""
     from ..reports import quadrupletbert as report
 
-    runs = parse_rows(a.run, report.PHASE2_KEY + ["model", "curve"], flag="--run")
-    checks, summary = report.phase2_frames(runs)
-    report.draw_phase2(checks, summary, a.png, a.note)
-    for run in runs:   # a CSV a run, for `dvc plots show` (dvc.yaml's plots)
-        part = checks[(checks[report.PHASE2_KEY] == [run[k] for k in report.PHASE2_KEY]).all(axis=1)]
-        with atomic_path(run["curve"]) as tmp:
-            part.drop(columns=report.PHASE2_KEY).to_csv(tmp, index=False)
-    with atomic_path(a.csv) as tmp:
-        summary.to_csv(tmp, index=False)
+    summary = report.write_phase2(parse_rows(a.run, report.PHASE2_KEY + ["model", "curve"], flag="--run"), a.csv,
+                                  a.png, a.note)
     return a.csv, {"runs": len(summary), "note": a.note, "cells": report.phase2_cells(summary)}
 
 
@@ -394,16 +387,7 @@ def claims(a):
             if "unexposed_test_queries" not in stats:
                 raise StageError(path, "has no unexposed_test_queries (not a wikipedia-passages dataset's stats)")
             only |= set(stats["unexposed_test_queries"])
-        for whole, subset in zip(records, checker.evaluate(documents, cells, a.test, a.alpha, only)):
-            measured = subset["verdict"] != "not measurable"
-            whole.update({f"unexposed {key}": subset.get(key) if measured else None
-                          for key in ("n", "difference", "p (Holm)")})
-            whole.update({"unexposed verdict": subset["verdict"] if measured else "",
-                          "unexposed claim verdict": subset["claim verdict"]})
-        read_there = {(r["paper"], r["claim"]) for r in records if r["unexposed verdict"]}
-        for r in records:      # a claim none of whose comparisons reads those queries has no such verdict
-            if (r["paper"], r["claim"]) not in read_there:
-                r["unexposed claim verdict"] = ""
+        checker.add_subset_reading(records, checker.evaluate(documents, cells, a.test, a.alpha, only), "unexposed")
     frame = pd.DataFrame(records)
     frame.insert(2, "profile", a.profile)
     twin = checker.verdict_counts(frame, a.profile)

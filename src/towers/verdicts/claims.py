@@ -33,6 +33,20 @@ VERDICTS = ["holds", "same direction, not significant", "not supported", "contra
 FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
 
 
+def add_subset_reading(records: list[dict], subset: list[dict], name: str) -> None:
+    """Each comparison's reading on a subset of its queries beside it ('<name> n', '... difference', '... p (Holm)',
+    '... verdict', '... claim verdict'); a claim none of whose comparisons reads the subset has no such verdict."""
+    for whole, part in zip(records, subset):
+        measured = part["verdict"] != "not measurable"
+        whole.update({f"{name} {key}": part.get(key) if measured else None for key in ("n", "difference", "p (Holm)")})
+        whole.update({f"{name} verdict": part["verdict"] if measured else "",
+                      f"{name} claim verdict": part["claim verdict"]})
+    read_there = {(r["paper"], r["claim"]) for r in records if r[f"{name} verdict"]}
+    for r in records:
+        if (r["paper"], r["claim"]) not in read_there:
+            r[f"{name} claim verdict"] = ""
+
+
 def verdict_counts(frame, profile: str) -> dict:
     """claims.json (`dvc metrics`): per paper, how many claims got each verdict (a claim's verdict is on each of
     its rows)."""
