@@ -264,3 +264,18 @@ def test_bytecode_caches_are_no_part_of_a_code_dependency(tmp_path):
     (copy / "workflow/__pycache__").mkdir(exist_ok=True)
     (copy / "workflow/__pycache__/x.pyc").write_bytes(b"\0")
     assert dvc("status", "--json", cwd=copy) == before
+
+
+def test_dvc_plots_show_draws_every_phase2_curve_and_nothing_else():
+    """dvc.yaml's plots: each Table 1 run's validation checks (results/phase2/), every file a curve with its step
+    and validation loss (a directory output's marker file there once made the command fail on it)."""
+    shown = subprocess.run([str(Path(sys.executable).parent / "dvc"), "plots", "show", "--json"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    plots = json.loads(shown.stdout)["data"]
+    curves = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "results/phase2").iterdir())
+    qb = yaml.safe_load((ROOT / "params.yaml").read_text())["quadrupletbert"]
+    assert sorted(plots) == curves and len(curves) == len(qb["datasets"]) * len(qb["splits"]) * len(qb["seeds"])
+    for path, (plot,) in plots.items():
+        values = plot["content"]["data"]["values"]
+        assert values and all(v["step"] and v["valid loss"] for v in values), path
