@@ -122,8 +122,6 @@ def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Pa
     expected values of the same profile built on other machines, combined with this build's
     (towers.verdicts.checks.across_builds). `tables`: only these tables' rows are replaced (a rebuild of one
     paper's jobs), every other row of the committed file kept as it is."""
-    import pandas as pd
-
     from .verdicts import checks
 
     config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
@@ -140,9 +138,7 @@ def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Pa
             unknown = sorted(set(tables) - set(combined["table"]))
             if unknown:
                 sys.exit(f"error: {built}: no cells of {', '.join(unknown)} in this build")
-            kept = checks.read_expected(target)
-            combined = pd.concat([kept[~kept["table"].isin(tables)], combined[combined["table"].isin(tables)]],
-                                 ignore_index=True)
+            combined = replaced_rows(checks.read_expected(target), combined, "table", tables)
     except StageError as err:
         sys.exit(f"error: {err}")
     except ValueError as err:   # builds that disagree: no one file is at fault
@@ -162,12 +158,18 @@ def declared_paper(paper_id: str) -> dict:
     return papers[paper_id]
 
 
-def replaced_rows(kept_csv: Path, fresh_csv: Path, key: str, values: list[str]):
-    """The committed file's rows with those whose `key` is one of `values` replaced by the fresh file's, in the
-    committed order (new values last); both read as text, so kept rows are written back as they were."""
+def as_text(path: Path):
+    """A CSV read as text, so its rows are written back as they were."""
     import pandas as pd
 
-    kept, fresh = (pd.read_csv(path, dtype=str, keep_default_na=False) for path in (kept_csv, fresh_csv))
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
+def replaced_rows(kept, fresh, key: str, values: list[str]):
+    """The committed rows (a frame) with those whose `key` is one of `values` replaced by the fresh frame's, in
+    the committed order (new values last)."""
+    import pandas as pd
+
     columns = list(kept.columns) + [c for c in fresh.columns if c not in kept.columns]
     order = list(dict.fromkeys([*kept[key], *values]))
     parts = [fresh[fresh[key] == v] if v in values else kept[kept[key] == v] for v in order]
@@ -208,8 +210,8 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
         towers("check-cells", *tables, "--expected", tmp / "expected.csv", "--csv", tmp / "check.csv", "--quiet")
         if expected_out:
             towers("expected", *tables, "--basis", config["check"].get("basis", "estimate"), "--out", expected_out)
-        claims = replaced_rows(Path("results/claims.csv"), tmp / "claims.csv", "paper", [paper_id])
-        check = replaced_rows(Path("results/check.csv"), tmp / "check.csv", "table", names)
+        claims = replaced_rows(as_text(Path("results/claims.csv")), as_text(tmp / "claims.csv"), "paper", [paper_id])
+        check = replaced_rows(as_text(Path("results/check.csv")), as_text(tmp / "check.csv"), "table", names)
         for target, frame, fresh in (("results/claims.csv", claims, "claims.csv"), ("results/check.csv", check, "check.csv")):
             with atomic_path(target) as out:
                 frame.to_csv(out, index=False)

@@ -226,15 +226,24 @@ def test_make_expected_keeps_a_builds_values_as_the_profiles_file_and_refuses_pa
     assert not (tmp_path / "paper.yaml").exists()
 
 
+EXPECTED_HEADER = "table,row,column,kind,expected,tolerance,basis\n"
+
+
+def expected_files(tmp_path, committed_rows: str, built_rows: str):
+    """The profile's committed expected values, a build's, and a params.yaml naming the committed file."""
+    built, committed = tmp_path / "expected-values.csv", tmp_path / "mini.csv"
+    built.write_text(EXPECTED_HEADER + built_rows)
+    committed.write_text(EXPECTED_HEADER + committed_rows)
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"check": {"expected": str(committed), "basis": "estimate"}}))
+    return built, committed, params
+
+
 def test_make_expected_with_another_machines_file_combines_the_two(tmp_path):
     from towers.ci import keep_expected
 
-    header = "table,row,column,kind,expected,tolerance,basis\n"
-    built, other = tmp_path / "expected-values.csv", tmp_path / "mini.csv"
-    built.write_text(header + "t,a,RR@10,metric,0.06,0.01,bootstrap over 60 steps\n")
-    other.write_text(header + "t,a,RR@10,metric,0.09,0.01,bootstrap over 60 steps\n")
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"check": {"expected": str(other), "basis": "estimate"}}))
+    built, other, params = expected_files(tmp_path, "t,a,RR@10,metric,0.09,0.01,bootstrap over 60 steps\n",
+                                          "t,a,RR@10,metric,0.06,0.01,bootstrap over 60 steps\n")
     assert keep_expected(built, params, None, also=[other]) == other   # the committed file, read before it is written
     written = pd.read_csv(other)
     assert written.loc[0, "expected"] == pytest.approx(0.075) and written.loc[0, "tolerance"] == pytest.approx(0.03)
@@ -245,12 +254,9 @@ def test_make_expected_for_some_tables_keeps_every_other_row_as_committed(tmp_pa
     machines' builds) stay as they were."""
     from towers.ci import keep_expected
 
-    header = "table,row,column,kind,expected,tolerance,basis\n"
-    committed, built = tmp_path / "mini.csv", tmp_path / "expected-values.csv"
-    committed.write_text(header + "ltre/table1,a,RR@10,metric,0.5,0.2,two builds\ntable1,b,R@1,metric,5.0,1.0,x\n")
-    built.write_text(header + "ltre/table1,a,RR@10,metric,0.1,0.01,one build\ntable1,b,R@1,metric,7.0,0.5,y\n")
-    params = tmp_path / "params.yaml"
-    params.write_text(yaml.safe_dump({"check": {"expected": str(committed), "basis": "estimate"}}))
+    built, committed, params = expected_files(
+        tmp_path, "ltre/table1,a,RR@10,metric,0.5,0.2,two builds\ntable1,b,R@1,metric,5.0,1.0,x\n",
+        "ltre/table1,a,RR@10,metric,0.1,0.01,one build\ntable1,b,R@1,metric,7.0,0.5,y\n")
     keep_expected(built, params, None, tables=["table1"])
     written = pd.read_csv(committed)
     assert written.set_index("table")["expected"].to_dict() == {"ltre/table1": 0.5, "table1": 7.0}
@@ -259,12 +265,12 @@ def test_make_expected_for_some_tables_keeps_every_other_row_as_committed(tmp_pa
 
 
 def test_one_papers_rows_are_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
-    from towers.ci import replaced_rows
+    from towers.ci import as_text, replaced_rows
 
     kept, fresh = tmp_path / "claims.csv", tmp_path / "fresh.csv"
     kept.write_text("paper,claim,p,unexposed n\na,a-1,0.0100000001,\nq,q-1,0.5,\nz,z-1,1e-120,12\n")
     fresh.write_text("paper,claim,p\nq,q-1,0.25\nq,q-2,0.75\n")
-    frame = replaced_rows(kept, fresh, "paper", ["q"])
+    frame = replaced_rows(as_text(kept), as_text(fresh), "paper", ["q"])
     out = tmp_path / "out.csv"
     frame.to_csv(out, index=False)
     assert out.read_text() == "paper,claim,p,unexposed n\na,a-1,0.0100000001,\nq,q-1,0.25,\nq,q-2,0.75,\nz,z-1,1e-120,12\n"

@@ -116,6 +116,11 @@ def phase2_frames(runs: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(checks, columns=PHASE2_KEY + ["step", "train loss", "valid loss"]), pd.DataFrame(summary)
 
 
+def checks_of(checks: pd.DataFrame, run: dict) -> pd.DataFrame:
+    """One run's rows of the checks."""
+    return checks[(checks[PHASE2_KEY] == [run[k] for k in PHASE2_KEY]).all(axis=1)]
+
+
 def phase2_cells(summary: pd.DataFrame) -> list[dict]:
     """Each run's stopping point and best validation loss, as the check reads them (no per-item values)."""
     return [cell({k: row[k] for k in PHASE2_KEY}, column, row[column])
@@ -136,7 +141,7 @@ def draw_phase2(checks: pd.DataFrame, summary: pd.DataFrame, png_path, note: str
     figure, axes = plt.subplots(1, max(1, len(panels)), figsize=(4.5 * max(1, len(panels)), 4), squeeze=False)
     for ((dataset, split), runs), ax in zip(panels, axes[0]):
         for run in runs.to_dict("records"):
-            part = checks[(checks["dataset"] == dataset) & (checks["split"] == split) & (checks["seed"] == run["seed"])]
+            part = checks_of(checks, run)
             line, = ax.plot(part["step"], part["valid loss"], label=f"seed {run['seed']}")
             kept = part[part["step"] == run["best step"]]
             ax.plot(kept["step"], kept["valid loss"], marker="o", color=line.get_color())
@@ -160,9 +165,8 @@ def write_phase2(runs: list[dict], csv_path, png_path, note: str) -> pd.DataFram
     checks, summary = phase2_frames(runs)
     draw_phase2(checks, summary, png_path, note)
     for run in runs:
-        part = checks[(checks[PHASE2_KEY] == [run[k] for k in PHASE2_KEY]).all(axis=1)]
         with atomic_path(run["curve"]) as tmp:
-            part.drop(columns=PHASE2_KEY).to_csv(tmp, index=False)
+            checks_of(checks, run).drop(columns=PHASE2_KEY).to_csv(tmp, index=False)
     with atomic_path(csv_path) as tmp:
         summary.to_csv(tmp, index=False)
     return summary

@@ -102,7 +102,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         model.eval()
         history.append({"step": 0, **on_checkpoint(0)})
         if "valid_loss" in history[0]:
-            best_weights = {"step": 0, "model": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+            best_weights = weights_at(model, 0)
     model.train()
     use_amp = device().type == "cuda"
     seconds, last_written = 0.0, None
@@ -164,7 +164,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
                 scored = [h for h in history if "valid_loss" in h]
                 best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
                 if best is record and leader:
-                    best_weights = {"step": done, "model": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+                    best_weights = weights_at(model, done)
                 stop = distributed.leader_decides(
                     best is not None and sum(h["step"] > best["step"] for h in scored) >= patience)
             if log:   # every step up to the checkpoint is on disk before the checkpoint a resume starts from
@@ -196,6 +196,11 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         report.update(best_step=best_weights["step"], stopped_at_step=history[-1]["step"] if history else start)
     model.eval()
     return report
+
+
+def weights_at(model: torch.nn.Module, step: int) -> dict:
+    """A copy of the weights as they are at `step`: early stopping's best so far."""
+    return {"step": step, "model": {k: v.detach().clone() for k, v in model.state_dict().items()}}
 
 
 def compile_encoders(model: torch.nn.Module) -> None:
