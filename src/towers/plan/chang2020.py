@@ -96,10 +96,18 @@ class Chang2020(Tables):
         return [row["eval"] for row in self.rows(table)]
 
     def note(self, table):
-        """Tables 1 and 2 (data): the profile's note; the evaluations also say how their metrics are computed."""
+        """Tables 1 and 2 (data): the profile's note; the evaluations also say how Chang et al.'s towers were trained
+        (from the params, so it cannot go stale) and how their metrics are computed."""
         if table in ("table1", "table2"):
             return self.config["profile_note"]
-        return self.plan.evaluation.table_note(self.settings[table]["dataset"])
+        metrics = self.plan.evaluation.metrics_note(self.settings[table]["dataset"])
+        return f"{self.config['profile_note']}; {self.training_note()}; {metrics}"
+
+    def training_note(self):
+        towers, pre, fine = self.config["two_tower"], self.settings["pretraining"], self.config["finetune"]
+        return (f"Chang et al.'s towers: queries of {towers['query_length']} and documents of {towers['doc_length']}"
+                f" WordPiece tokens, two-tower pre-training {pre['steps']} steps of {pre['batch_size']} pairs,"
+                f" fine-tuning {fine['steps']} steps of {fine['batch_size']}")
 
     def command(self, table):
         """Tables 3, 4 and 6: the profile's recall metrics and the dataset; Table 5: its metric and dataset."""
