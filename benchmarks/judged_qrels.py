@@ -23,7 +23,7 @@ if str(SRC) not in sys.path:
 from towers.datasets import judging, reqa  # noqa: E402
 from towers.datasets.splits import question_key  # noqa: E402
 from workflow_harness import show_and_keep  # noqa: E402
-from towers.io import read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
+from towers.io import StageError, read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
 from towers.retrieval.evaluate import evaluate  # noqa: E402
 
 DATA = ROOT / "data/enwiki-mini"
@@ -65,10 +65,14 @@ def compare_runs(name: str, single: dict) -> dict:
 
 
 def measure() -> dict:
-    articles = list(read_jsonl(ART / "enwiki-mini/corpus/articles.jsonl"))
-    pools = judging.read_pools(DATA / "pools.tsv")
+    pools = judging.read_pools(DATA / "pools.tsv")     # the committed files first: they need no build
     first, second = judging.read_grades(DATA / "judgements.tsv"), judging.read_grades(DATA / "judgements-second.tsv")
     result = {"agreement": judging.agreement(first, second, pools)}
+    articles_path = ART / "enwiki-mini/corpus/articles.jsonl"
+    if not articles_path.is_file():
+        raise StageError(articles_path, "not built; run `make reproduce` (or .venv/bin/snakemake "
+                                        "artifacts/enwiki-mini/corpus/articles.jsonl --cores 1)")
+    articles = list(read_jsonl(articles_path))
     for name in SETS:
         single, by_key = labelled_qrels(name, articles)
         graded = {key: g for key, g in first.items() if key[0] == SETS[name]}
@@ -86,7 +90,10 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-record", action="store_true", help="print only; leave benchmarks/results.json as it is")
     args = parser.parse_args(argv)
-    result = measure()
+    try:
+        result = measure()
+    except StageError as err:   # bad input or a missing build: one line, as the stages say it
+        sys.exit(f"error: {err}")
     show_and_keep("judged_qrels", result, record=not args.no_record)
 
 

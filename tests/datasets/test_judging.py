@@ -40,3 +40,17 @@ def test_pool_and_judgement_files_are_checked(tmp_path):
     short.write_text("\t".join(judging.JUDGEMENT_COLUMNS) + "\nquestions.tsv\tA\tq\n")
     with pytest.raises(StageError, match="judgements.tsv: line 2 needs 6 tab-separated fields"):
         judging.read_grades(short)
+
+
+def test_the_committed_judging_files_read_as_before_issue_68():
+    """The pools and both judges' files, read with issue 68's checks, give JUDGING.md's figures as before."""
+    from conftest import ROOT
+
+    data = ROOT / "data/enwiki-mini"
+    pools = judging.read_pools(data / "pools.tsv")
+    first, second = judging.read_grades(data / "judgements.tsv"), judging.read_grades(data / "judgements-second.tsv")
+    assert (len(pools), len(first), sum(map(len, first.values()))) == (1802, 1750, 3552)
+    assert judging.agreement(first, second, pools) == {
+        "questions": 158, "pairs": 6605, "graded alike": 0.9944, "kappa (3 grades)": 0.932,
+        "kappa (3 grades, linear weights)": 0.959, "kappa (answers or not)": 0.975, "answers": [188, 189],
+        "partly": [98, 89]}

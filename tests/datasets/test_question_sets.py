@@ -1,5 +1,7 @@
 """The shipped enwiki-mini question sets as the build reads them, on the real parsed corpus: judged qrels resolve,
 no test question asks what a training question was taught, and the NQ-like test side is large enough."""
+import hashlib
+import json
 import os
 
 import pytest
@@ -27,11 +29,20 @@ def articles():
     return wiki.parse_dump(dump)[0]
 
 
-def graded(articles, name, prefix):
+def judged(articles, name, prefix):
+    """The set's queries, its graded qrels and the counts of what the judging changed."""
     cfg = DATASETS[name]
     queries, qrels, answers = reqa.resolve_questions(ROOT / cfg["questions"], articles, qid_prefix=prefix)
-    return queries, judging.judged_qrels(ROOT / cfg["questions"], ROOT / cfg["judgements"], articles, qrels, answers,
-                                      queries)[0]
+    return queries, *judging.judged_qrels(ROOT / cfg["questions"], ROOT / cfg["judgements"], articles, qrels, answers,
+                                          queries)
+
+
+def graded(articles, name, prefix):
+    return judged(articles, name, prefix)[:2]
+
+
+def digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def taught_on_test(test, train, answers):
@@ -67,3 +78,31 @@ def test_the_passage_task_tests_nothing_it_trains_and_has_600_nq_like_test_quest
     unexposed = unexposed_queries({q: paragraph_grades(both[q]) for q in test},
                                   [{q: paragraph_grades(both[q]) for q in train}])
     assert 0 < len(unexposed) < len(test)
+
+
+# Computed at d898b06, before issue 68 made the judgements' question file column a checked key and question_key
+# drop format characters: the committed sets still judge and split exactly as they did.
+BEFORE_68 = {"enwiki-mini": ("q", 899, {"judged_questions": 705, "answers_added": 54, "partly": 137},
+                             "6189257dca61a075", "7755b0d648411caa"),
+             "enwiki-mini-nq": ("n", 3005, {"judged_questions": 1045, "answers_added": 254, "partly": 1063},
+                                "b3dc991129124035", "e75b8419c4fdbb3d")}
+
+
+@pytest.mark.parametrize("name", list(BEFORE_68))
+def test_the_committed_sets_judge_and_split_as_before_issue_68(articles, name):
+    prefix, tuples, counts, qrels_digest, splits_digest = BEFORE_68[name]
+    queries, qrels, judging_counts = judged(articles, name, prefix)
+    assert (sum(map(len, qrels.values())), judging_counts, digest(qrels)) == (tuples, counts, qrels_digest)
+    answers = answer_sets(qrels)
+    assert digest({split: cold_start_split(queries, fraction, PARAMS["valid_fraction"], PARAMS["seed"], answers=answers)
+                   for split, fraction in PARAMS["splits"].items()}) == splits_digest
+
+
+def test_the_passage_task_splits_as_before_issue_68(articles):
+    cfg = DATASETS["enwiki-mini-passages"]
+    questions, qrels = graded(articles, "enwiki-mini", "q")
+    later, later_qrels = graded(articles, "enwiki-mini-nq", "n")
+    test, train, valid, twins = question_split(questions, later, cfg["dev_fraction"], PARAMS["valid_fraction"],
+                                               PARAMS["seed"], cfg["questions"], cfg["test_questions"],
+                                               answer_sets({**qrels, **later_qrels}))
+    assert digest([test, train, sorted(valid), twins]) == "8c69e6cf54632dfe"

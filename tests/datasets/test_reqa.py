@@ -158,9 +158,11 @@ def test_judgements_grade_pooled_sentences_beside_the_label(tmp_path, tiny_artic
     graded, counts = judged_qrels(questions, _judgements(tmp_path, rows), articles, qrels, answers, queries)
     assert graded["q0001"] == {labelled: 2, other: 1} and graded["q0002"] == {next(iter(qrels["q0002"])): 2}
     assert counts == {"judged_questions": 1, "answers_added": 0, "partly": 1}
-    # a judgement of another question file is not this one's
-    assert judged_qrels(questions, _judgements(tmp_path, rows, "other.tsv"), articles, qrels, answers,
-                             queries)[1]["judged_questions"] == 0
+    # a judgement of another question file is not this one's: a file no row judges is refused, not left unjudged
+    (tmp_path / "other.tsv").write_text("article\tquestion\tanswer\tsentence_start\n")
+    with pytest.raises(StageError, match="judgements.tsv: no row judges tiny-questions.tsv .its questions column "
+                                         "names other.tsv."):
+        judged_qrels(questions, _judgements(tmp_path, rows, "other.tsv"), articles, qrels, answers, queries)
     for bad, message in [((*asked, other, "Not its words", "1"), "is not the one starting 'Not its words'"),
                          ((*asked, other, sentences[other][:5], "3"), "grade must be 2 .answers. or 1 .partly."),
                          (("Port Elwen", "Who asked this?", other, sentences[other][:5], "2"), "which .* does not ask")]:

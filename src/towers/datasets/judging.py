@@ -14,19 +14,34 @@ from .splits import question_key
 POOL_COLUMNS = ["questions", "article", "question", "pooled"]
 
 
+def _tsv_rows(path, columns: list[str]) -> list[tuple[int, list[str]]]:
+    """(line, fields) of a tab-separated file whose header is `columns`; blank lines skipped."""
+    path = require_file(path)
+    with open(path, encoding="utf-8-sig", newline="") as handle:   # -sig: a byte-order mark is no header field
+        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or rows[0] != columns:
+        raise StageError(path, f"header must be {' '.join(columns)} (tab-separated)")
+    out = []
+    for line, row in enumerate(rows[1:], 2):
+        if not row:
+            continue
+        if len(row) != len(columns):
+            raise StageError(path, f"line {line} needs {len(columns)} tab-separated fields")
+        out.append((line, row))
+    return out
+
+
 def read_pools(path) -> dict[tuple[str, str, str], list[str]]:
     """(question file, article, question_key) -> the pooled sentences every judge graded (unlisted in a
-    judgements file: graded 0)."""
-    path = require_file(path)
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or rows[0] != POOL_COLUMNS:
-        raise StageError(path, f"header must be {' '.join(POOL_COLUMNS)} (tab-separated)")
-    pools = {}
-    for line, row in enumerate(rows[1:], 2):
-        if len(row) != len(POOL_COLUMNS):
-            raise StageError(path, f"line {line} needs {len(POOL_COLUMNS)} tab-separated fields")
-        pools[(row[0], row[1], question_key(row[2]))] = row[3].split()
+    judgements file: graded 0). One row a question (JUDGING.md): a second would replace the first's pool."""
+    pools, first = {}, {}
+    for line, row in _tsv_rows(path, POOL_COLUMNS):
+        key = (row[0], row[1], question_key(row[2]))
+        if key in first:
+            raise StageError(path, f"line {line} pools the question of line {first[key]} again (same question file "
+                                   f"and article)")
+        first[key] = line
+        pools[key] = row[3].split()
     return pools
 
 
@@ -35,19 +50,19 @@ JUDGEMENT_COLUMNS = ["questions", "article", "question", "sentence", "sentence_s
 
 def judgement_rows(path) -> list[tuple[int, dict]]:
     """(line, row) of a judgements file: a question file's name, the question, a pooled sentence's id and first
-    words, and its grade (2 answers, 1 partly; a pooled sentence not listed was graded 0)."""
-    path = require_file(path)
-    with open(path, encoding="utf-8-sig", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
-    if not rows or rows[0] != JUDGEMENT_COLUMNS:
-        raise StageError(path, f"header must be {' '.join(JUDGEMENT_COLUMNS)} (tab-separated)")
-    out = []
-    for line, row in enumerate(rows[1:], 2):
-        if not row:
-            continue
-        if len(row) != len(JUDGEMENT_COLUMNS):
-            raise StageError(path, f"line {line} needs {len(JUDGEMENT_COLUMNS)} tab-separated fields")
-        out.append((line, dict(zip(JUDGEMENT_COLUMNS, row))))
+    words, and its grade (2 answers, 1 partly; a pooled sentence not listed was graded 0, so no other grade is on
+    the scale), each sentence once a question."""
+    out, first = [], {}
+    for line, row in _tsv_rows(path, JUDGEMENT_COLUMNS):
+        item = dict(zip(JUDGEMENT_COLUMNS, row))
+        if item["grade"] not in ("1", "2"):
+            raise StageError(path, f"line {line}: grade must be 2 (answers) or 1 (partly), not {item['grade']!r}")
+        key = (item["questions"], item["article"], question_key(item["question"]), item["sentence"])
+        if key in first:
+            raise StageError(path, f"line {line}: sentence {item['sentence']} is judged twice for this question "
+                                   f"(line {first[key]} too)")
+        first[key] = line
+        out.append((line, item))
     return out
 
 
@@ -101,21 +116,29 @@ def read_judgements(path, questions_path, sentences: dict[str, str]) -> dict[tup
     """(article, question_key) -> {candidate: grade} of the rows of a judgements file that judge
     `questions_path`'s questions (its `questions` column names the question file). Each judged sentence is
     checked by its id and first words, so a parser that moves sentences stops the build instead of moving
-    judgements."""
+    judgements. The column is the key (a question can be asked, and judged apart, in two sets), so a name that
+    is no question file, or a question file no row names (renamed or copied), stops the build: either would
+    drop judgements unseen."""
     name = Path(questions_path).name
+    rows = judgement_rows(path)
+    folders = (Path(path).parent, Path(questions_path).parent)
+    known = {name} | {other for other in {item["questions"] for _, item in rows}
+                      if any((folder / other).is_file() for folder in folders)}
     judged: dict[tuple[str, str], dict[str, int]] = {}
-    for line, item in judgement_rows(path):
+    for line, item in rows:
+        if item["questions"] not in known:
+            raise StageError(path, f"line {line}: questions {item['questions']!r} names no question file (none "
+                                   f"beside this file or {questions_path})")
         if item["questions"] != name:
             continue
-        if item["grade"] not in ("1", "2"):
-            raise StageError(path, f"line {line}: grade must be 2 (answers) or 1 (partly), not {item['grade']!r}")
         if not sentences.get(item["sentence"], "").startswith(item["sentence_start"]):
             raise StageError(path, f"line {line}: sentence {item['sentence']} is not the one starting "
                                    f"{item['sentence_start']!r} (was the corpus parsed differently?)")
-        docs = judged.setdefault((item["article"], question_key(item["question"])), {})
-        if item["sentence"] in docs:
-            raise StageError(path, f"line {line}: sentence {item['sentence']} is judged twice for this question")
-        docs[item["sentence"]] = int(item["grade"])
+        judged.setdefault((item["article"], question_key(item["question"])), {})[item["sentence"]] = int(item["grade"])
+    if not judged:
+        others = ", ".join(sorted(known - {name})) or "none"
+        raise StageError(path, f"no row judges {name} (its questions column names {others}): a renamed question "
+                               f"file finds no judgements; use the name its rows give")
     return judged
 
 

@@ -10,9 +10,11 @@ def _normalised(text: str) -> str:
 
 
 def question_key(text: str) -> str:
-    """A question's text up to case, punctuation and whitespace: "How many?" and "how many" are one question."""
+    """A question's text up to case, punctuation and whitespace: "How many?" and "how many" are one question.
+    Format characters (Cf: zero-width space, soft hyphen, byte-order mark) go too: invisible, and the tokenizer
+    drops them, so a question holding one is its twin's tokens."""
     text = "".join(ch for ch in unicodedata.normalize("NFKC", text).casefold()
-                   if not unicodedata.category(ch).startswith("P"))
+                   if not unicodedata.category(ch).startswith(("P", "Cf")))
     return " ".join(text.split())
 
 
