@@ -9,17 +9,23 @@ file, or a folder holding it). The simulation starts, whenever cores are free, t
 `priority`, then the longest remaining path to the end of the build (as Snakemake's own priorities and a
 critical-path-first list scheduler would), each job taking its `threads` (at most the cores). Its answer at the
 build's own cores is checked against the build's measured wall: the ratio says how far the model is off.
-Prints a JSON summary; `--record KEY` also writes it to benchmarks/results.json under KEY."""
+Prints a JSON summary; `--record KEY` also writes it to benchmarks/results.json under KEY, replacing what KEY held
+(naming the key is the purpose, as reproduce.py's --record). A log of a build that did not finish (fewer jobs
+finished than its plan's total) is refused: its wall is not a whole build's."""
 from __future__ import annotations
 
 import argparse
 import heapq
 import json
+import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduce import jobs_of, save  # noqa: E402
+from reproduce import jobs_of, positive, save  # noqa: E402
+from workflow_harness import read_results, refuse  # noqa: E402
+
+PROGRESS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done$", re.M)
 
 
 def log_jobs(log: Path) -> tuple[list[dict], float]:
@@ -27,7 +33,14 @@ def log_jobs(log: Path) -> tuple[list[dict], float]:
     seconds), and the build's wall from its first job's start to its last job's end."""
     jobs = jobs_of(log)
     if not jobs:
-        sys.exit(f"error: {log}: no finished job in this Snakemake log")
+        refuse(log, "no finished job in this Snakemake log")
+    # Snakemake's own "N of M steps done" lines give the plan's total: a killed or failed build has fewer
+    progress = PROGRESS.findall(log.read_text())
+    if not progress:
+        refuse(log, f"{len(jobs)} jobs finished, but no 'N of M steps done' line says of how many: not a whole "
+               "build's Snakemake log")
+    if len(jobs) < (total := int(progress[-1][1])):
+        refuse(log, f"an incomplete build: {len(jobs)} of {total} jobs finished (a whole build's log is needed)")
     return jobs, max(j["began"] + j["wall"] for j in jobs) - min(j["began"] for j in jobs)
 
 
@@ -135,23 +148,30 @@ def measure(build: Path, log: Path, cores_list: list[int], built_cores: int) -> 
     }
 
 
-def main() -> None:
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("build", type=Path, help="a finished build (a folder with .snakemake/log)")
     parser.add_argument("--log", type=Path, help="Snakemake's log of the build (default: the newest)")
-    parser.add_argument("--built-cores", type=int, default=2, help="the --cores the build ran with (default 2)")
-    parser.add_argument("--cores", type=int, nargs="+", default=[2, 4, 8, 16])
-    parser.add_argument("--record", metavar="KEY", help="write the summary to benchmarks/results.json under KEY")
-    args = parser.parse_args()
+    # positive: 0 or -4 cores would simulate as unlimited ones
+    parser.add_argument("--built-cores", type=positive, default=2, help="the --cores the build ran with (default 2)")
+    parser.add_argument("--cores", type=positive, nargs="+", default=[2, 4, 8, 16])
+    parser.add_argument("--record", metavar="KEY", help="write the summary to benchmarks/results.json under KEY "
+                        "(replacing what KEY held)")
+    args = parser.parse_args(argv)
+    if not (args.build / "Snakefile").is_file():
+        refuse(args.build, "not a build of this workflow (no Snakefile)")
+    if args.record:
+        read_results()   # a broken results file stops here, before the measurement
     # the newest log that ran jobs (a dry run or the report's own Snakemake call writes one too)
     logs = [p for p in sorted((args.build / ".snakemake/log").glob("*.snakemake.log")) if "Finished jobid" in p.read_text()]
     log = args.log or (logs[-1] if logs else None)
     if log is None or not log.is_file():
-        sys.exit(f"error: {args.log or args.build / '.snakemake/log'}: no Snakemake log of a build there")
+        refuse(args.log or args.build / ".snakemake/log", "no Snakemake log of a build there")
     summary = measure(args.build, log, args.cores, args.built_cores)
-    print(json.dumps(summary, indent=1))
-    if args.record:
-        save(args.record, summary)
+    if args.record:   # printed by save, once
+        save(args.record, summary, record=True)   # --record names the key: a refresh replaces it
+    else:
+        print(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -210,19 +210,22 @@ def models_taken_out():
 def model_rates() -> dict:
     """What the model itself did on one H200: rate / GPU busy share (`gpu_stages`, `encode_overlap` at 256 tokens),
     the higher where two runs measured it."""
-    from workflow_harness import RESULTS
+    from workflow_harness import RESULTS, read_results, refuse
 
-    results = json.loads(RESULTS.read_text())
-    stages, overlap = results["gpu_stages"], results["encode_overlap"]["gpu"]
-    encoding = {length: stages["encoding"][str(length)]["passages_per_s"]
-                / stages["encoding"][str(length)]["gpu_busy_share"] for length in ENCODE_LENGTHS}
-    run = overlap["torch_threads_8"]["overlapped"]
-    if overlap["doc_length"] in encoding:
-        encoding[overlap["doc_length"]] = max(encoding[overlap["doc_length"]],
-                                              run["passages_per_s"] / run["gpu_busy_share"][0])
-    rerank = stages["reranking"]["base"]
-    return {"device": stages["device"], "encoding": encoding,
-            "reranking": rerank["pairs_per_s"] / rerank["gpu_busy_share"], "regimes": stages["regimes"]}
+    results = read_results()
+    try:
+        stages, overlap = results["gpu_stages"], results["encode_overlap"]["gpu"]
+        encoding = {length: stages["encoding"][str(length)]["passages_per_s"]
+                    / stages["encoding"][str(length)]["gpu_busy_share"] for length in ENCODE_LENGTHS}
+        run = overlap["torch_threads_8"]["overlapped"]
+        if overlap["doc_length"] in encoding:
+            encoding[overlap["doc_length"]] = max(encoding[overlap["doc_length"]],
+                                                  run["passages_per_s"] / run["gpu_busy_share"][0])
+        rerank = stages["reranking"]["base"]
+        return {"device": stages["device"], "encoding": encoding,
+                "reranking": rerank["pairs_per_s"] / rerank["gpu_busy_share"], "regimes": stages["regimes"]}
+    except KeyError as err:   # one line, before any measuring
+        refuse(RESULTS, f"no {err.args[0]!r} entry: the H200's own rates (gpu_stages, encode_overlap) are needed")
 
 
 # --- shared pieces ---------------------------------------------------------------------------------------------
@@ -411,6 +414,15 @@ def tokenise_child(tokenizer_dir: str, count: int, repeats: int) -> None:
     print(json.dumps(paired({"before": lambda: run("before"), "after": lambda: run("after")}, repeats)))
 
 
+def measured_regimes(models: dict) -> dict:
+    """The plan's training regimes (key -> regime) the H200 measured a step of: those this part can set beside."""
+    import gpu_stages
+
+    measured = models["regimes"]
+    return {key: regime for key, regime in gpu_stages.load_plan()["regimes"].items()
+            if "seconds_a_step" in measured.get(key, {}).get("as_planned", {})}
+
+
 def training(size: dict, models: dict, tmp: Path, only: tuple[str, ...]) -> dict:
     import gpu_stages
 
@@ -419,11 +431,12 @@ def training(size: dict, models: dict, tmp: Path, only: tuple[str, ...]) -> dict
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         gpu_stages.world(folder, size["world"], gpu_stages.DRY_SHAPE, 30522)
     regimes, measured = gpu_stages.load_plan()["regimes"], models["regimes"]
+    known = measured_regimes(models)
     warm_steps = max(2, size["steps"] // 2)
     out = {}
     for n, (key, regime) in enumerate(regimes.items()):
         gpu = measured.get(key, {}).get("as_planned", {})
-        if "seconds_a_step" not in gpu or (only and not any(key.startswith(o) for o in only)):
+        if key not in known or (only and not any(key.startswith(o) for o in only)):
             continue
 
         def run(version: str, tokenised_once: bool) -> float:
@@ -499,7 +512,17 @@ def summary(found: dict) -> dict:
     return goals
 
 
-def main() -> None:
+def record(found: dict, parts: list[str]) -> None:
+    """Keep a full run's figures under `host_side` of benchmarks/results.json; a part that measured nothing (every
+    regime skipped, say) stops it with one line, the entry there as it was."""
+    from workflow_harness import RESULTS, keep_result, refuse
+
+    if empty := [part for part in parts if not found.get(part)]:
+        refuse(RESULTS, f"host_side not recorded: {', '.join(empty)} measured nothing")
+    keep_result(("host_side",), found)
+
+
+def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, a few regimes: seconds, not minutes")
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
@@ -507,12 +530,25 @@ def main() -> None:
     parser.add_argument("--out", help="also write the figures here (JSON)")
     parser.add_argument("--record", action="store_true", help="keep them in benchmarks/results.json (host_side)")
     parser.add_argument("--tokenise-child", nargs=3, help=argparse.SUPPRESS)
-    a = parser.parse_args()
+    a = parser.parse_args(argv)
     if a.tokenise_child:
         tokenise_child(a.tokenise_child[0], int(a.tokenise_child[1]), int(a.tokenise_child[2]))
         return
     if a.record and a.quick:
         parser.error("--record keeps a full run's figures, not --quick's")
+    from workflow_harness import refuse
+
+    # bad input stops here, in one line, before minutes of measuring: the folder of --out, the results file (read
+    # whole by model_rates), a regime that matches none the H200 measured (it would measure nothing)
+    if a.out and Path(a.out).is_dir():
+        refuse(f"--out {a.out}", "a folder: --out names the JSON file to write")
+    if a.out and not Path(a.out).parent.is_dir():
+        refuse(f"--out {a.out}", f"no such folder {Path(a.out).parent}")
+    models = model_rates()
+    known = measured_regimes(models)
+    for start in a.regimes or ():
+        if not any(key.startswith(start) for key in known):
+            refuse(f"--regimes {start}", f"no training regime the H200 measured starts so (known: {'; '.join(known)})")
     import platform
 
     import torch
@@ -520,7 +556,6 @@ def main() -> None:
 
     torch.set_num_threads(1)
     size = SIZES["quick" if a.quick else "full"]
-    models = model_rates()
     only = tuple(a.regimes) if a.regimes is not None else (QUICK_REGIMES if a.quick else ())
     found = {"machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared)",
              "date": time.strftime("%Y-%m-%d"), "quick": a.quick, "torch_threads": 1,
@@ -554,9 +589,7 @@ def main() -> None:
     if a.out:
         Path(a.out).write_text(json.dumps(found, indent=2) + "\n")
     if a.record:
-        from workflow_harness import keep_result
-
-        keep_result(("host_side",), found)
+        record(found, a.parts)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
-from workflow_harness import RESULTS, keep_result, watched  # noqa: E402
+from workflow_harness import RESULTS, keep_result, read_results, watched  # noqa: E402
 
 
 def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False,
@@ -627,7 +627,7 @@ def build_folder(folder: Path, flag: str, *needs: str) -> Path:
 
 
 def result_named(key: str, why: str) -> dict:
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results = read_results()
     if key not in results:
         sys.exit(f"error: {RESULTS}: no key {key!r} ({why})")
     return results[key]
@@ -635,6 +635,8 @@ def result_named(key: str, why: str) -> dict:
 
 def main(argv=None) -> None:
     args = parse(argv)
+    if not (args.run or args.resume):   # these record: a broken results file stops here, not after the measurement
+        read_results()
     try:
         act(args)
     except subprocess.CalledProcessError as failed:   # Snakemake or git in the build: its last words, not ours
@@ -695,11 +697,9 @@ def save(key: str, measured: dict, record: bool = False) -> None:
     """Print the result; keep it under `key` of benchmarks/results.json unless that holds the key already and
     `record` is not given (a committed number is replaced only on purpose)."""
     print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
-    if RESULTS.exists() and key in json.loads(RESULTS.read_text()) and not record:
+    if not keep_result((key,), measured, replace=record):   # checked and set under the file's lock
         print(f"not recorded: {RESULTS} holds {key!r} already; to replace it, run this again with --record (or "
               "--key NEW to keep both where the command takes --key)", file=sys.stderr)
-        return
-    keep_result((key,), measured)
 
 
 if __name__ == "__main__":

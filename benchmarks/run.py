@@ -71,7 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports.ltre import read_step_log  # noqa: E402
-from workflow_harness import RESULTS, fresh_copy, job_counts, write_results  # noqa: E402
+from workflow_harness import fresh_copy, job_counts, keep_result, read_results  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 
 PAPERS = paper_list.load(root=ROOT)   # data/papers/papers.yaml: each paper's targets
@@ -214,7 +214,7 @@ def gpu_hours() -> dict:
     paper = {**yaml.safe_load((ROOT / "params.yaml").read_text()), **yaml.safe_load((ROOT / "config/paper.yaml").read_text())}
     lengths = {p["id"]: params_value(paper, p["doc_length"]) for p in PAPERS.values() if "doc_length" in p}
     # GPU rates measured on a GPU (benchmarks/gpu_check.sh, kept under gpu.throughput) replace the assumed one
-    measured = json.loads(RESULTS.read_text()).get("gpu", {}).get("throughput", {})
+    measured = read_results().get("gpu", {}).get("throughput", {})
     with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
         fresh_copy(tmp)
         tables = estimate.estimate(Path(tmp), PAPER_TABLES, lengths, rates, measured.get("flops"))
@@ -656,10 +656,9 @@ def main() -> None:
         pairs_worker(*args.pairs_worker)
         return
     (ROOT / "benchmarks/out").mkdir(parents=True, exist_ok=True)
-    out = RESULTS
-    results = json.loads(out.read_text()) if out.exists() else {}
-    results["machine"] = {"cpu_count": os.cpu_count(), "platform": platform.platform(),
-                          "python": platform.python_version()}
+    read_results()   # a broken results file stops here, before the parts run
+    results = {"machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(),
+                           "python": platform.python_version()}}
     parts = {"pipeline": lambda: pipeline(args.cores),
              "encoding": lambda: encoding(ROOT / "benchmarks/out/model", ROOT / "benchmarks/out/candidates.jsonl",
                                           args.encode_limit, threads=1),
@@ -678,7 +677,8 @@ def main() -> None:
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()
-            write_results(results, out)   # kept even if a later part fails
+            for key in ("machine", name):   # kept even if a later part fails; merged under the file's lock, so keys
+                keep_result((key,), results[key])   # other benchmarks wrote during this run stay
     print(json.dumps(results, indent=2))
 
 

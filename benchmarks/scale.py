@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from synthetic_msmarco import write_msmarco  # noqa: E402
-from workflow_harness import RESULTS, copy_workflow, fresh_copy, keep_result, planned_jobs, write_results  # noqa: E402
+from workflow_harness import copy_workflow, fresh_copy, keep_result, planned_jobs, read_results  # noqa: E402
 
 PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
 DATA_TARGETS = ["artifacts/msmarco-passage/eval/bm25/dev/lucene.json", "artifacts/msmarco-dl19/eval/bm25/dev/lucene.json",
@@ -445,8 +445,7 @@ def main() -> None:
     if a.part in ("data", "models"):
         measure(a.part, a.sizes, a.cores, a.work, a.train_run_max, a.collect, a.opq_max)
         return
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    scale = results.setdefault("scale", {})
+    scale = read_results().get("scale", {})
     if a.part == "report":
         plan = declared(DATA_TARGETS + MODEL_TARGETS)
         for part in ("data", "models"):
@@ -476,7 +475,7 @@ def main() -> None:
         print(markdown(scale))
         scale["requests"] = requests(scale)
         print(json.dumps(scale["requests"], indent=1))
-    write_results(results)
+    keep_result(("scale",), scale)   # its own key, under the file's lock: other benchmarks' keys stay
 
 
 if __name__ == "__main__":

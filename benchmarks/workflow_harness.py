@@ -3,13 +3,16 @@ fresh copy to run in (with or without a snapshot of src/), the jobs of a Snakema
 CPU and threads, and the benchmarks' results file (benchmarks/results.json)."""
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks/results.json"
@@ -69,14 +72,47 @@ def write_results(results: dict, path: Path | None = None) -> None:
         Path(tmp).write_text(json.dumps(results, indent=2) + "\n")
 
 
-def keep_result(keys: tuple[str, ...], value) -> None:
-    """Set one entry of benchmarks/results.json (under nested `keys`), leaving every other as it is."""
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    where = results
-    for key in keys[:-1]:
-        where = where.setdefault(key, {})
-    where[keys[-1]] = value
-    write_results(results)
+def refuse(subject, problem: str) -> NoReturn:
+    """Stop a benchmark on bad input with one line naming the file or argument and its problem (no traceback)."""
+    sys.exit(f"error: {subject}: {problem}")
+
+
+def read_results(path: Path | None = None) -> dict:
+    """benchmarks/results.json (or `path`), {} where there is none yet; a broken file stops with one line naming it
+    and where its JSON breaks. Benchmarks call it before they measure, so a bad file costs no run."""
+    path = Path(path or RESULTS)
+    if not path.exists():
+        return {}
+    try:
+        results = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        refuse(path, f"not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})")
+    except (OSError, UnicodeDecodeError) as err:
+        refuse(path, f"cannot be read: {err}")
+    if not isinstance(results, dict):
+        refuse(path, f"not a JSON object of results (a {type(results).__name__})")
+    return results
+
+
+def keep_result(keys: tuple[str, ...], value, replace: bool = True) -> bool:
+    """Set one entry of benchmarks/results.json (under nested `keys`), leaving every other as it is; with `replace`
+    false, an entry there already stays. Whether it was set. Read, merge and write happen under an exclusive lock
+    (results.json.lock beside it): two benchmarks ending at once would otherwise each write back the file as it
+    was before the other's key. The kernel drops the lock when its holder dies. A run that measured nothing
+    records nothing: an empty value stops with one line, the entry as it was."""
+    if value is None or isinstance(value, (dict, list)) and not value:
+        refuse(RESULTS, f"nothing measured for {'.'.join(keys)!r}: not recorded")
+    with open(RESULTS.with_name(RESULTS.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        results = read_results()
+        where = results
+        for key in keys[:-1]:
+            where = where.setdefault(key, {})
+        if keys[-1] in where and not replace:
+            return False
+        where[keys[-1]] = value
+        write_results(results)
+    return True
 
 
 def show_and_keep(key: str, result: dict, record: bool) -> None:

@@ -71,3 +71,58 @@ def test_the_quick_run_gives_every_figure_before_and_after(tmp_path):
 def test_record_is_refused_for_a_quick_run():
     done = subprocess.run([sys.executable, SCRIPT, "--quick", "--record"], capture_output=True, text=True)
     assert done.returncode == 2 and "--record keeps a full run's figures" in done.stderr
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    """benchmarks/results.json stood in for by a copy (the H200's rates the benchmark reads from it)."""
+    import workflow_harness
+
+    path = tmp_path / "results.json"
+    path.write_bytes(RESULTS.read_bytes())
+    monkeypatch.setattr(workflow_harness, "RESULTS", path)
+    return path
+
+
+def refusal(argv) -> str:
+    import host_side
+
+    with pytest.raises(SystemExit) as stopped:
+        host_side.main([str(a) for a in argv])
+    return stopped.value.code
+
+
+def test_an_unknown_regime_is_refused_before_measuring(results):
+    """--regimes nosuchregime --record measured no regime and replaced the committed host_side with that."""
+    kept = results.read_bytes()
+    said = refusal(["--regimes", "finetune", "nosuchregime", "--record"])
+    assert said.startswith("error: --regimes nosuchregime: no training regime the H200 measured starts so (known: "
+                           "finetune batch-size=512 query-length=64 doc-length=288; train-margin ")
+    assert "\n" not in said and "pretrain-two-tower" not in said   # not measured on the H200: not known here
+    assert results.read_bytes() == kept
+
+
+def test_a_part_that_measured_nothing_is_not_recorded(results):
+    import host_side
+
+    kept = results.read_bytes()
+    with pytest.raises(SystemExit) as stopped:
+        host_side.record({"machine": "x", "encoding": {"64": {}}, "training": {}}, ["encoding", "training"])
+    assert stopped.value.code == f"error: {results}: host_side not recorded: training measured nothing"
+    assert results.read_bytes() == kept
+
+
+def test_out_into_a_missing_folder_is_refused_before_the_run(tmp_path, results):
+    out = tmp_path / "no/such/host_side.json"
+    assert refusal(["--quick", "--out", out]) == f"error: --out {out}: no such folder {out.parent}"
+    assert refusal(["--quick", "--out", tmp_path]) == (f"error: --out {tmp_path}: a folder: --out names the JSON file "
+                                                       "to write")
+
+
+def test_a_broken_results_file_is_named_in_one_line_before_the_run(results):
+    results.write_text('{"gpu_stages": {,}}')
+    assert refusal(["--quick"]) == f"error: {results}: not valid JSON: Expecting property name enclosed in double " \
+                                   "quotes (line 1, column 17)"
+    results.write_text('{"gpu_stages": {}}')
+    assert refusal(["--quick"]) == (f"error: {results}: no 'encode_overlap' entry: the H200's own rates (gpu_stages, "
+                                    "encode_overlap) are needed")

@@ -232,6 +232,18 @@ def test_a_kept_result_is_replaced_only_with_record(tmp_path, monkeypatch, resul
         kept["projection_here"]["projected_clean_run_seconds"]
 
 
+def test_a_broken_results_file_stops_an_analysis_before_it_measures(tmp_path, monkeypatch, results, capsys):
+    """Issue 68: a traceback after the printed result; now one line naming the file and where its JSON breaks."""
+    build = a_build(tmp_path / "build")
+    results.write_text('{"reproduce": 1,}')
+    monkeypatch.setattr(reproduce, "project", lambda *_: pytest.fail("measured despite a broken results file"))
+    with pytest.raises(SystemExit) as stopped:
+        reproduce.main(["--project", str(build), "--record"])
+    assert stopped.value.code == (f"error: {results}: not valid JSON: Expecting property name enclosed in double "
+                                  "quotes (line 1, column 17)")
+    assert capsys.readouterr().out == ""
+
+
 def refusal(argv, capsys) -> str:
     """The one line reproduce.py stops with: its own (sys.exit), or argparse's error after the usage."""
     with pytest.raises(SystemExit) as stopped:
