@@ -6,7 +6,7 @@ import sys
 
 from snakemake.utils import min_version
 
-from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml, source_of
+from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml
 from towers.plan import Plan, q, row_flags
 from towers.reports import papers as paper_list
 
@@ -23,15 +23,10 @@ configfile: "params.yaml"
 
 try:  # one line naming the file, key and problem (Snakemake's validate() prints the whole schema instead)
     _sources = load_sources(["params.yaml", *workflow.overwrite_configfiles], dict(workflow.config_settings.config))
-    check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"), _sources)
-    # the papers, declared once (data/papers/papers.yaml): rule files, targets, published values, claims
+    # the papers, declared once (data/papers/papers.yaml): rule files, targets, published values, claims (the
+    # profile picks which declared papers' claims it tests)
     _papers = paper_list.load()
-    for _paper in config["claims"]["papers"]:  # the profile picks which declared papers' claims it tests
-        if _paper not in _papers:
-            raise ParamsError(
-                f"{source_of(['claims', 'papers'], _sources)}: claims.papers: {_paper!r} is not a "
-                f"paper of {paper_list.PAPERS_FILE} ({', '.join(_papers)})"
-            )
+    check_params(config, os.path.join(workflow.basedir, "workflow/schemas/params.schema.yaml"), _sources, _papers)
     # what every rule reads, writes and passes its stage (towers.plan): one object of this config, which every
     # rule file asks for by name (Plan.of), built once the config is checked
     plan = Plan.of(workflow, papers=_papers)

@@ -120,3 +120,15 @@ def test_a_claims_file_without_a_column_or_with_a_word_for_a_number_is_one_line(
     bad = tmp_path / "claims.csv"
     edit(claims).to_csv(bad, index=False)
     assert _check(capsys, bad) == (2, f"error: {bad}: {problem}")
+
+
+@pytest.mark.parametrize("column", ["unexposed n", "unexposed p (Holm)"])
+def test_a_word_for_an_unexposed_number_is_one_line_naming_its_row_and_column(tmp_path, claims, capsys, column):
+    """Issue 68. Before: "Unknown format code 'f'" naming no file, row or column (n), a TypeError traceback (p)."""
+    row = claims.index[claims[column].notna()][0]
+    edited = claims.astype({column: object})
+    edited.loc[row, column] = "many"
+    bad = tmp_path / "claims.csv"
+    edited.to_csv(bad, index=False)
+    assert _check(capsys, bad) == (
+        2, f"error: {bad}: row {row + 1} (claim {claims.loc[row, 'claim']}), column {column!r}: 'many' is not a number")

@@ -298,9 +298,13 @@ def write_dvc_yaml(root: Path = Path("."), check: bool = False) -> bool:
 
 
 def clean_tree(root: Path, into: Path) -> Path:
-    """The files git tracks under `root`, as they are in the working tree, copied into a new repository at `into`."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
+    """The files git tracks under `root`, as they are in the working tree, copied into a new repository at `into`;
+    outside a git checkout, exit with one line naming `root`."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True)
+    if listed.returncode != 0:
+        sys.exit(f"error: {root.resolve()}: not a git checkout; dvc.lock is recorded from the files git tracks, "
+                 "so run this in the project's checkout")
+    for name in filter(None, listed.stdout.decode().split("\0")):
         source, target = root / name, into / name
         if source.is_file():   # a tracked file deleted in the working tree is not part of the tree
             target.parent.mkdir(parents=True, exist_ok=True)

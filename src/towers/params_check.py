@@ -224,6 +224,12 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
             problems.append((path, f"index {name!r} is not defined under faiss.indexes or ltre.indexes "
                                    f"({', '.join(sorted(indexes))})"))
 
+    checkpoints = config.get("checkpoints", {})
+
+    def checkpoint(path, name):
+        if name not in checkpoints:
+            problems.append((path, f"checkpoint {name!r} is not defined under checkpoints ({', '.join(checkpoints) or 'none'})"))
+
     chang = config.get("chang2020", {})
     if chang:
         dataset(["chang2020", "table1", "dataset"], chang["table1"]["dataset"], ARTICLE_KINDS, "pre-training pairs")
@@ -236,6 +242,20 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
                     f"Table {table[-1]}")
             split_names(["chang2020", table, "splits"], spec["splits"])
             index(["chang2020", table, "index"], spec["index"])
+            for i, name in enumerate(spec.get("checkpoints", [])):
+                checkpoint(["chang2020", table, "checkpoints", i], name)
+        # pre-training mixtures: each pair task's file is read once; MLM pre-trains the encoder of encoder.layers only
+        mixtures = [(["chang2020", "table6", "pretraining", i], p) for i, p in enumerate(chang["table6"]["pretraining"])]
+        for i, (_, layers, pretraining, _) in enumerate(chang["table5"]["rows"]):
+            mixtures.append((["chang2020", "table5", "rows", i, 2], pretraining))
+            if pretraining == "mlm" and layers != config["encoder"]["layers"]:
+                problems.append((["chang2020", "table5", "rows", i, 1], f"an MLM row has encoder.layers "
+                                 f"({config['encoder']['layers']}) layers, not {layers}: only that encoder is MLM-pre-trained"))
+        for path, pretraining in mixtures:
+            tasks = pretraining.split("+")
+            if len(set(tasks)) < len(tasks):
+                problems.append((path, f"{pretraining!r} names a pair task twice; a mixture takes each of ict, bfs "
+                                       "and wlp at most once"))
     index(["mining", "index"], config.get("mining", {}).get("index"))
     qb = config.get("quadrupletbert", {})
     if qb:
@@ -249,11 +269,8 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
         index(["repbert", "index"], config["repbert"]["index"])
     zs = config.get("zeroshot", {})
     if zs:   # checked here, not after hours of encoding when the table is written
-        checkpoints = config.get("checkpoints", {})
         for i, name in enumerate(zs.get("checkpoints", [])):
-            if name not in checkpoints:
-                problems.append((["zeroshot", "checkpoints", i], f"checkpoint {name!r} is not defined under checkpoints "
-                                                                  f"({', '.join(checkpoints) or 'none'})"))
+            checkpoint(["zeroshot", "checkpoints", i], name)
         for i, name in enumerate(zs.get("datasets", [])):
             dataset(["zeroshot", "datasets", i], name, ZEROSHOT_KINDS, "a zero-shot table (evaluation queries)")
         models = ["bm25", *(f"ckpt-{name}" for name in zs.get("checkpoints", []))]
@@ -280,15 +297,24 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
     return problems
 
 
-def check(config: dict, schema_path, sources: list[tuple[str, dict]]) -> None:
+def paper_problems(config: dict, papers: dict) -> list[tuple[list, str]]:
+    """claims.papers that data/papers/papers.yaml (`papers`, as towers.reports.papers.load reads it) does not declare."""
+    from .reports.papers import PAPERS_FILE
+
+    return [(["claims", "papers"], f"{paper!r} is not a paper of {PAPERS_FILE} ({', '.join(papers)})")
+            for paper in config["claims"]["papers"] if paper not in papers]
+
+
+def check(config: dict, schema_path, sources: list[tuple[str, dict]], papers: dict | None = None) -> None:
     """Raise ParamsError (one line) for the first problem; the count of the others follows it.
 
     `sources`: (name, parsed YAML) of every config file in the order they apply (params.yaml, then
-    --configfile files, then --config), used to name the file that sets a wrong key."""
+    --configfile files, then --config), used to name the file that sets a wrong key; `papers`: the declared
+    papers, whose ids claims.papers picks from."""
     problems = [p for p in [tree_problem(config)] if p] or text_problems(config) \
         or schema_problems(config, load_schema(str(schema_path)))   # bounded first (--config): the others walk it all
     if not problems:   # names are only looked up in a config whose shape is right
-        problems = reference_problems(config)
+        problems = reference_problems(config) + (paper_problems(config, papers) if papers is not None else [])
     if problems:
         path, problem, *key = problems[0]
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""

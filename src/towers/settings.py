@@ -51,7 +51,11 @@ class Settings:
                     raise SettingError(flag_of(f), str(error)) from None
 
     def refuse(self, name: str, problem: str):
-        raise SettingError(flag_of(next(f for f in dataclasses.fields(self) if f.name == name)), problem)
+        raise SettingError(self.given_by(name), problem)
+
+    def given_by(self, name: str) -> str:
+        """What a refusal of setting `name` names: its flag."""
+        return flag_of(next(f for f in dataclasses.fields(self) if f.name == name))
 
     @classmethod
     def flags(cls) -> tuple:
@@ -176,6 +180,8 @@ class Speed(Settings):
                                         "holds it (shapes a GPU can reuse); '': to its longest text")
     fused_adamw: int = knob(0, choices=(0, 1), help="1: AdamW's fused kernel (on a GPU, and on a CPU)")
     compile: int = knob(0, choices=(0, 1), help="1: torch.compile(mode='reduce-overhead'), CUDA graphs (CUDA only)")
+    # the fields TOWERS_SPEED set: their refusals name it, not a flag nobody gave (no switch: not in as_dict)
+    from_env: tuple = knob((), flag=None, compare=False, repr=False)
 
     def __post_init__(self):
         super().__post_init__()
@@ -188,6 +194,20 @@ class Speed(Settings):
 
     def buckets(self) -> tuple[int, ...]:
         return tuple(sorted(int(n) for n in self.length_buckets.split(","))) if self.length_buckets else ()
+
+    def fit(self, positions: int | None) -> None:
+        """Refuse a bucket past the model's `positions` (None: it has none): a batch padded to it would end
+        in the embedding lookup's error, mid-run."""
+        if positions and self.buckets() and self.buckets()[-1] > positions:
+            self.refuse("length_buckets", f"{self.buckets()[-1]} is longer than the {positions} positions of the "
+                                          "model being trained")
+
+    def given_by(self, name: str) -> str:
+        flag = super().given_by(name)
+        return f"{self.ENV} {flag}" if name in self.from_env else flag
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in super().as_dict().items() if k != "from_env"}
 
     ENV = "TOWERS_SPEED"   # the workflow's switches, as these flags' words (towers.plan.software)
 
@@ -212,9 +232,12 @@ class Speed(Settings):
             raise SettingError(cls.ENV, f"not the training stages' speed flags: {error}") from None
         if rest:
             raise SettingError(cls.ENV, f"not the training stages' speed flags: {' '.join(rest)}")
-        values = {}
+        values, from_env = {}, []
         for f in dataclasses.fields(cls):
-            given = getattr(args, f.name, None)
-            values[f.name] = given if given is not None else getattr(env, f.name) if getattr(env, f.name) is not None \
-                else f.default
-        return cls(**values)
+            if f.name == "from_env":
+                continue
+            given, env_value = getattr(args, f.name, None), getattr(env, f.name)
+            if given is None and env_value is not None:
+                from_env.append(f.name)
+            values[f.name] = given if given is not None else env_value if env_value is not None else f.default
+        return cls(**values, from_env=tuple(from_env))

@@ -127,3 +127,22 @@ def test_a_models_record_says_the_switches_that_trained_it(world, monkeypatch):
     repbert_losses(world, "own-switches", "--length-buckets", "24")
     speed = json.loads((world / "own-switches.meta.json").read_text())["counts"]["speed"]
     assert speed == {"length_buckets": "24", "fused_adamw": 0, "compile": 0}
+
+
+@pytest.mark.parametrize("route", ["flag", "env"])
+def test_a_bucket_past_the_encoders_positions_is_one_line_naming_its_route(world, monkeypatch, route):
+    """Issue 68: a bucket longer than the encoder's 64 positions, on the command line or in TOWERS_SPEED, ended in
+    the embedding lookup's 70-line RuntimeError; it is refused before the run's state folder is made."""
+    out = world / f"too-long-{route}"
+    flags = ["--length-buckets", "24,128"] if route == "flag" else []
+    if route == "env":
+        monkeypatch.setenv(Speed.ENV, "--fused-adamw 1 --length-buckets 24,128")
+    done = run_stage("train-repbert", "--start", world / "enc", "--candidates", world / "candidates.jsonl",
+                     "--qrels", world / "qrels.txt", "--train", world / "train.tsv", "--valid", world / "valid.tsv",
+                     "--out", out, "--state-dir", f"{out}.state", "--seed", 4, "--steps", 2, "--batch-size", 8,
+                     "--lr", 1e-3, "--warmup-ratio", 0.25, "--query-length", 16, "--doc-length", 32, *flags)
+    where = "--length-buckets" if route == "flag" else "TOWERS_SPEED --length-buckets"
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: {where}: 128 is longer than the 64 positions of the model being trained")
+    assert not out.exists() and not (world / f"too-long-{route}.state").exists()

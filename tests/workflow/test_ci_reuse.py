@@ -252,6 +252,18 @@ def test_a_fresh_clone_finds_no_dvc_stage_changed():
     assert stale_dvc_stages(ROOT) == {}, "dvc.lock is not what a clean tree records: run `make dvc-lock`"
 
 
+def test_dvc_lock_outside_a_git_checkout_is_one_line_naming_the_folder(tmp_path):
+    """Issue 68: `git ls-files` failed there, ending in a CalledProcessError traceback."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}
+    done = subprocess.run([sys.executable, "-m", "towers.ci", "dvc-lock", "--check"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.strip() == (
+        f"error: {tmp_path.resolve()}: not a git checkout; dvc.lock is recorded from the files git tracks, so run "
+        "this in the project's checkout"), done.stderr[-2000:]
+
+
 def test_bytecode_caches_are_no_part_of_a_code_dependency(tmp_path):
     from towers.cache import dvc
     from towers.ci import clean_tree

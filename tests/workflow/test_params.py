@@ -252,3 +252,41 @@ def test_a_download_named_as_a_folder_or_a_path_is_refused(name, expected):
     key = dotted(["datasets", "squad", "files", 0, "name"])
     assert message and message.startswith(f"params.yaml: {key}: ") and expected in message, message
     assert "\n" not in message
+
+
+# Issue 68: settings the check passed that then failed to plan (or to train); tests/plan/test_plan_accepted.py
+# finds them by changing every value within the schema
+
+@pytest.mark.parametrize("path,value,expected", [
+    (["chang2020", "table6", "pretraining", 1], "ict+bfs+ict", "chang2020.table6.pretraining[1]: 'ict+bfs+ict' names "
+     "a pair task twice; a mixture takes each of ict, bfs and wlp at most once"),
+    (["chang2020", "table5", "rows", 0, 2], "wlp+wlp", "chang2020.table5.rows[0][2]: 'wlp+wlp' names a pair task twice"),
+    (["chang2020", "table5", "rows", 0, 2], "mlm", "chang2020.table5.rows[0][1]: an MLM row has encoder.layers (2) "
+     "layers, not 1: only that encoder is MLM-pre-trained"),
+    (["chang2020", "table3", "checkpoints"], ["minlm"],
+     "chang2020.table3.checkpoints[0]: checkpoint 'minlm' is not defined under checkpoints (minilm, minilm-paragraph)"),
+])
+def test_chang2020s_rows_that_cannot_be_trained_are_refused(path, value, expected):
+    message = problem(edited([PARAMS], path, value))
+    assert message and message.startswith(f"params.yaml: {expected}"), message
+
+
+def test_a_mixture_the_paper_has_not_is_accepted_and_planned():
+    """Before: 'ict+bfs' passed the check, then planning it ended in a bare KeyError (its table label)."""
+    from towers.plan import Plan
+
+    config = edited([PARAMS], ["chang2020", "table6", "pretraining"], ["ict+bfs"])
+    assert problem(config) is None
+    rows = Plan(config).chang2020.rows("table6")
+    assert [r["pretraining"] for r in rows[:2]] == ["No Pretraining", "ICT+BFS"]
+    assert "/eval/transformer-ict+bfs-l2-d128/" in rows[1]["eval"]
+
+
+def test_claims_of_an_undeclared_paper_are_refused_by_the_check():
+    from towers.reports import papers
+
+    config = edited([PARAMS], ["claims", "papers"], ["chang2020", "dpr"])
+    with pytest.raises(ParamsError) as refused:
+        check(config, SCHEMA, [("params.yaml", config)], papers.load(root=ROOT))
+    assert str(refused.value) == ("params.yaml: claims.papers: 'dpr' is not a paper of data/papers/papers.yaml "
+                                  "(chang2020, quadrupletbert, repbert, ltre)")

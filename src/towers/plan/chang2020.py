@@ -13,9 +13,13 @@ from .tables import Tables
 
 MODEL = r"(transformer-[a-z+]+-l[0-9]+|bowmlp-[a-z+]+)-d[0-9]+"
 PAIR_TASKS = ("ict", "bfs", "wlp")
-LABEL = {"none": "No Pretraining", "mlm": "MLM", "ict": "ICT", "bfs": "BFS", "wlp": "WLP", "ict+bfs+wlp": "ICT+BFS+WLP"}
 CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
 EVALUATIONS = ("table3", "table4", "table6")   # the evaluations of Chang's models (rule chang2020_table)
+
+
+def label(pretraining):
+    """A pre-training as the tables name it: MLM, ICT, ICT+BFS+WLP, any mixture of the pair tasks alike."""
+    return "No Pretraining" if pretraining == "none" else pretraining.upper()
 
 
 def evaluation_row(split, encoder, pretraining, evaluation):
@@ -129,13 +133,13 @@ class Chang2020(Tables):
                         ("Transformer", "none"), ("Transformer", "mlm"), ("Transformer", "ict+bfs+wlp")]
         rows = []
         for split in t["splits"]:
-            rows.append(evaluation_row(split, "BM-25", LABEL["none"], eval_json(t["dataset"], "bm25", split, "lucene")))
+            rows.append(evaluation_row(split, "BM-25", label("none"), eval_json(t["dataset"], "bm25", split, "lucene")))
             for encoder, pretraining in encoders:
                 if encoder == "BoW-MLP":
                     model = self.model("bowmlp", pretraining, self.settings["bow_mlp"]["embedding_dim"])
                 else:
                     model = self.model("transformer", pretraining, self.config["two_tower"]["embedding_dim"])
-                rows.append(evaluation_row(split, encoder, LABEL[pretraining],
+                rows.append(evaluation_row(split, encoder, label(pretraining),
                                            eval_json(t["dataset"], model, split, t["index"])))
             for name in t.get("checkpoints", []):   # pretrained checkpoints, evaluated as they are (zeroshot.smk)
                 rows.append(evaluation_row(split, self.plan.checkpoints.settings(f"ckpt-{name}")["label"],
@@ -145,7 +149,7 @@ class Chang2020(Tables):
     def ablation_rows(self):
         """Table 5's rows: index, layers, pretraining, emb_dim, split and eval (the evaluation JSON)."""
         t = self.settings["table5"]
-        return [{"index": str(index), "layers": str(layers), "pretraining": LABEL[pretraining], "emb_dim": str(dim),
+        return [{"index": str(index), "layers": str(layers), "pretraining": label(pretraining), "emb_dim": str(dim),
                  "split": split, "eval": eval_json(t["dataset"], self.model("transformer", pretraining, dim, layers),
                                                    split, t["index"])}
                 for index, layers, pretraining, dim in t["rows"] for split in t["splits"]]

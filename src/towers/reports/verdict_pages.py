@@ -27,6 +27,7 @@ ROOT = Path(".")
 COLUMNS = ["paper", "claim", "statement", "part", "bound", "higher", "lower", "value higher", "value lower", "p (Holm)",
            "verdict", "reason", "claim verdict"]          # what a page shows
 NUMBER_COLUMNS = ["value higher", "value lower", "p (Holm)"]
+UNEXPOSED_NUMBERS = ["unexposed n", "unexposed p (Holm)"]   # only where a paper is read on unexposed questions
 
 
 def read_claims(path) -> pd.DataFrame:
@@ -41,7 +42,7 @@ def read_claims(path) -> pd.DataFrame:
     missing = [column for column in COLUMNS if column not in claims]
     if missing:
         raise ValueError(f"{path}: no {missing[0]!r} column")
-    for column in NUMBER_COLUMNS:
+    for column in NUMBER_COLUMNS + [column for column in UNEXPOSED_NUMBERS if column in claims]:
         numbers, bad = as_numbers(claims[column])
         if bad is not None:
             raise ValueError(f"{path}: row {bad + 1} (claim {claims.loc[bad, 'claim']}), column {column!r}: "

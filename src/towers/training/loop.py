@@ -50,6 +50,12 @@ class Run:
     resume_seconds: float = 60.0
 
 
+def positions(model: torch.nn.Module) -> int | None:
+    """The fewest positions of the model's encoders (None: none has positions, a bag of words)."""
+    return min((m.config.max_position_embeddings for m in model.modules()
+                if isinstance(getattr(getattr(m, "config", None), "max_position_embeddings", None), int)), default=None)
+
+
 def step_seed(seed: int, step: int) -> int:
     return (seed * 1_000_003 + step) % (2**31)
 
@@ -72,6 +78,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     `patience` > 0 validates the start too (step 0), stops early once `valid_loss` (from on_checkpoint) has not
     improved for that many checkpoints, and returns the weights of the best one, the start's included (kept in
     memory, and in checkpoint.pt for a resume)."""
+    run.speed.fit(positions(model))   # before the state folder is made: a bucket past them fails only mid-step
     steps, lr, warmup_ratio, checkpoint_every = schedule.steps, schedule.lr, schedule.warmup_ratio, schedule.checkpoint_every
     seed, log_path, stop_after_step = run.seed, run.log_path, run.stop_after_step
     state_dir = Path(run.state_dir)
