@@ -67,7 +67,7 @@ def compare_runs(name: str, single: dict) -> dict:
 def measure() -> dict:
     pools = judging.read_pools(DATA / "pools.tsv")     # the committed files first: they need no build
     first, second = judging.read_grades(DATA / "judgements.tsv"), judging.read_grades(DATA / "judgements-second.tsv")
-    result = {"agreement": judging.agreement(first, second, pools)}
+    result = {"agreement": judging.agreement(first, second, pools, DATA / "judgements-second.tsv")}
     articles_path = ART / "enwiki-mini/corpus/articles.jsonl"
     if not articles_path.is_file():
         raise StageError(articles_path, "not built; run `make reproduce` (or .venv/bin/snakemake "

@@ -140,6 +140,18 @@ def test_the_benchmark_says_a_bad_grade_in_one_line(tmp_path, monkeypatch):
     assert ended.value.code == f"error: {tmp_path / 'judgements.tsv'}: line 2: {GRADE}, not '7'"
 
 
+def test_a_second_judgement_of_an_unpooled_question_is_one_line(tmp_path, monkeypatch):
+    tsv(tmp_path / "pools.tsv", judging.POOL_COLUMNS, [("questions.tsv", "A", "q", "1_0_0")])
+    tsv(tmp_path / "judgements.tsv", judging.JUDGEMENT_COLUMNS, [("questions.tsv", "A", "q", "1_0_0", "It", "2")])
+    tsv(tmp_path / "judgements-second.tsv", judging.JUDGEMENT_COLUMNS,
+        [("questions.tsv", "A", "r", "1_0_0", "It", "2")])
+    monkeypatch.setattr(judged_qrels, "DATA", tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        judged_qrels.main(["--no-record"])
+    assert ended.value.code == (f"error: {tmp_path / 'judgements-second.tsv'}: judges 1 question(s) no pool lists, "
+                                "e.g. 'r' of 'A' (questions.tsv)")
+
+
 def test_the_benchmark_says_a_missing_build_in_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(judged_qrels, "ART", tmp_path)
     with pytest.raises(SystemExit) as ended:

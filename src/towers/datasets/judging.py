@@ -75,11 +75,15 @@ def read_grades(path) -> dict[tuple[str, str, str], dict[str, int]]:
     return grades
 
 
-def agreement(first: dict, second: dict, pools: dict) -> dict:
+def agreement(first: dict, second: dict, pools: dict, second_path="the second judgements") -> dict:
     """Two judges over the questions the second judged, every pooled sentence a pair (unlisted: 0): the share
     graded alike and Cohen's kappa (statsmodels) on the three grades, linearly weighted, and on answers or not."""
     from statsmodels.stats.inter_rater import cohens_kappa, to_table
 
+    unpooled = [key for key in second if key not in pools]
+    if unpooled:   # its pairs are the pool's sentences: without a pool there is nothing to agree on
+        raise StageError(second_path, f"judges {len(unpooled)} question(s) no pool lists, e.g. {unpooled[0][2]!r} "
+                                      f"of {unpooled[0][1]!r} ({unpooled[0][0]})")
     pairs = np.array([(first.get(key, {}).get(doc, 0), grades.get(doc, 0))
                       for key, grades in second.items() for doc in pools[key]])
     if not len(pairs):
