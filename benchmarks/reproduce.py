@@ -286,7 +286,8 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
         "clean_run_goal_seconds": 5400,
         "setup_seconds": steps["setup"]["seconds"],
         "per_paper_minutes": (paper_shares(folder, [j for log in logs for j in jobs_of(log)],
-                                           sum(s["seconds"] for s in build)) if times.get("whole")
+                                           sum(s["seconds"] for s in build))
+                              if times.get("whole") or times.get("targets")   # one Snakemake run: shared by jobs
                               else {s["name"]: round(s["seconds"] / 60, 1) for s in build}),
         "jobs": sum(r["jobs"] for r in rules.values()),
         "job_seconds": round(job_seconds, 1),
