@@ -214,7 +214,7 @@ def test_first_screen_numbers_match_their_sources():
 
 @pytest.mark.parametrize("stated, wrong", [("85.2 minutes", "80.2 minutes"), ("on 2 cores", "on 4 cores"),
                                            ("32-token queries", "64-token queries"),
-                                           ("pre-training: 200 steps", "pre-training: 400 steps")])
+                                           ("pre-training: 800 steps", "pre-training: 400 steps")])
 def test_a_wrong_first_screen_number_fails(stated, wrong):
     """The check can fail: a first screen whose time, cores or scale say other than their sources is refused,
     and one that drops them too."""

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import yaml
 
+PAPERS_FILE = "data/papers/papers.yaml"   # the papers and their tables (towers.reports.papers reads it)
+
 
 class ParamsError(Exception):
     """One line: `<file>: <key path>: <problem>`."""

@@ -10,6 +10,7 @@ import os
 
 
 # the YAML reader's names that callers have long imported from here (ParamsError, bounded, read_yaml, ...)
+from .config_yaml import PAPERS_FILE
 from .config_yaml import (ParamsError, _key_path, _shown, bounded, dotted, load_schema, read_yaml,  # noqa: F401
                           tree_problem)
 
@@ -299,8 +300,6 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
 
 def paper_problems(config: dict, papers: dict) -> list[tuple[list, str]]:
     """claims.papers that data/papers/papers.yaml (`papers`, as towers.reports.papers.load reads it) does not declare."""
-    from .reports.papers import PAPERS_FILE
-
     return [(["claims", "papers"], f"{paper!r} is not a paper of {PAPERS_FILE} ({', '.join(papers)})")
             for paper in config["claims"]["papers"] if paper not in papers]
 

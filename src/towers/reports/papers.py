@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config_yaml import PAPERS_FILE
 from ..params_check import ParamsError, bounded, dotted, load_schema, read_yaml, schema_problems, text_problems
 
-PAPERS_FILE = "data/papers/papers.yaml"
 SCHEMA_FILE = "workflow/schemas/papers.schema.yaml"
 
 
