@@ -396,6 +396,15 @@ def write_run(path, run: dict[str, list[tuple[str, float]]], tag: str) -> None:
             write_ranking(handle, qid, ranked, tag)
 
 
+def query_shard(queries: dict, shard: int, shards: int) -> dict:
+    """Part `shard` of `shards` contiguous parts of a query-keyed dict (texts, or a run's rankings), in its order:
+    the runs of the parts, joined in order (concatenate_runs), are the run of all of them."""
+    if not 0 <= shard < shards:
+        raise StageError("--shard", f"must be in 0..{shards - 1}, not {shard}")
+    qids = list(queries)
+    return {q: queries[q] for q in qids[len(qids) * shard // shards:len(qids) * (shard + 1) // shards]}
+
+
 def concatenate_runs(parts: list, path) -> int:
     """Join the runs of disjoint query shards, in the order given, into one run (bytes copied, nothing parsed):
     shards of one query file taken in order give the run a single search of it writes. A shard may be empty (no

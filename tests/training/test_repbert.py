@@ -198,6 +198,19 @@ def test_relevance_is_the_logit_or_the_log_odds_of_label_1():
     assert relevance(torch.tensor([[0.25], [-3.0]])).tolist() == [0.25, -3.0]
 
 
+def test_rerank_batches_keep_each_query_to_itself_longest_first():
+    from towers.retrieval.rerank import plan_batches
+
+    lengths = [5, 9, 1, 7, 3, 8, 2]
+    groups = ["a", "a", "b", "a", "b", "c", "a"]
+    batches = plan_batches(lengths, 2, groups)
+    assert [b.tolist() for b in batches] == [[1, 3], [0, 6], [4, 2], [5]]   # a's four, b's two, c's one
+    assert sorted(i for b in batches for i in b) == list(range(7))
+    alone = plan_batches([lengths[i] for i in (2, 4)], 2, ["b", "b"])   # b's batches without the others
+    assert [b.tolist() for b in alone] == [[1, 0]]
+    assert [b.tolist() for b in plan_batches(lengths, 3)] == [[1, 5, 3], [0, 4, 6], [2]]   # ungrouped: longest first
+
+
 def test_cross_encoder_examples_by_row_are_the_examples_by_id(tmp_path):
     """The stage's compact examples (rows of the candidates, the run read into rows) against the id-based ones:
     same queries, order, positives and negatives; a relevant document missing from the candidates is one line."""
@@ -254,6 +267,15 @@ def test_train_cross_encoder_then_rerank_keeps_the_top_k_reordered_and_repeatabl
         assert result.returncode == 0, result.stderr
         assert "rerank" in result.stderr                                   # the progress bar
     assert runs[0].read_bytes() == runs[1].read_bytes()                     # repeatable
+    parts = [setup / f"reranked-part{k}.run" for k in range(3)]                # split by query, joined: the same bytes
+    for k, part in enumerate(parts):
+        result = run_stage("rerank", "--model", ce, "--run", setup / "bm25.run", "--candidates",
+                           setup / "candidates.jsonl", "--queries", queries, "--depth", 4, "--batch-size", 3,
+                           "--max-length", 48, "--shard", k, "--shards", 3, "--out", part)
+        assert result.returncode == 0, result.stderr
+    assert len({line.split()[0] for line in parts[1].read_text().splitlines()}) == 13   # 40 queries in 13/13/14
+    assert run_stage("merge-runs", "--parts", *parts, "--run", setup / "joined.run").returncode == 0
+    assert (setup / "joined.run").read_bytes() == runs[0].read_bytes()
     lines = [line.split() for line in runs[0].read_text().splitlines()]
     assert len(lines) == 40 * 4
     q5 = [line for line in lines if line[0] == "q5"]

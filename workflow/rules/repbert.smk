@@ -106,8 +106,64 @@ rule train_cross_encoder:
         " --state-dir {params.state} --seed {params.seed} {params.train} --log {params.steps_log} 2>&1 | tee {log}"
 
 
+rule rerank_shard:
+    # part {shard} of repbert.rerank_shards of the deepest reranking: the cross-encoder scores its queries' top-k
+    # (batched query by query, so the parts joined are the unsplit run byte for byte)
+    input:
+        unpack(plan.repbert.rerank_scorer),
+        run=lambda w: plan.repbert.first_stage_run(w.dataset, w.first, w.split),
+        candidates=collection("{dataset}", "candidates.jsonl"),
+        queries=f"{ART}/{{dataset}}/splits/{{split}}/test.tsv",
+    output:
+        temp(f"{ART}/{{dataset}}/rerank/{{first}}-d{{depth}}/{{split}}.shards/{{shard}}.trec"),
+    log:
+        "logs/{dataset}/rerank_{first}-d{depth}_{split}_{shard}.log",
+    wildcard_constraints:
+        first="|".join(plan.repbert.first_stage),
+        depth=str(plan.repbert.rerank_max),
+        shard="[0-9]+",
+    priority: 50  # on the critical path (see pretrain_mlm)
+    conda:
+        plan.software.torch_env
+    threads: config["torch_threads"]
+    resources:
+        **plan.software.gpu_job,
+    params:
+        scorer=lambda w, input: plan.repbert.scorer_flags(w, input),
+        max_length=plan.repbert.settings["reranker"]["max_length"],
+        batch=plan.repbert.settings["reranker"]["batch_size"],
+        shards=plan.repbert.rerank_shards,
+    shell:
+        "OMP_NUM_THREADS={threads} {TOWERS} rerank {params.scorer} --run {input.run}"
+        " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
+        " --max-length {params.max_length} --batch-size {params.batch} --threads {threads}"
+        " --shard {wildcards.shard} --shards {params.shards}"
+        " --tag rerank-{wildcards.first}-d{wildcards.depth} --out {output} 2>&1 | tee {log}"
+
+
+rule merge_rerank:
+    # the deepest reranking: its query shards joined in order
+    input:
+        plan.repbert.rerank_shard_runs,
+    output:
+        f"{ART}/{{dataset}}/rerank/{{first}}-d{{depth}}/{{split}}.trec",
+    log:
+        "logs/{dataset}/merge_rerank_{first}-d{depth}_{split}.log",
+    wildcard_constraints:
+        first="|".join(plan.repbert.first_stage),
+        depth=str(plan.repbert.rerank_max),
+    priority: 50
+    conda:
+        plan.software.cpu_env
+    shell:
+        "{TOWERS} merge-runs --parts {input} --run {output} > {log} 2>&1"
+
+
+ruleorder: merge_rerank > rerank
+
+
 rule rerank:
-    # The first-stage run's top-k of each dev query, reordered by the cross-encoder
+    # a shallower reranking: the first stage's top-k of each dev query ordered by the deepest one's scores
     input:
         unpack(plan.repbert.rerank_scorer),
         run=lambda w: plan.repbert.first_stage_run(w.dataset, w.first, w.split),
@@ -119,13 +175,10 @@ rule rerank:
         "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     wildcard_constraints:
         first="|".join(plan.repbert.first_stage),
-        depth="[0-9]+",
-    priority: 50  # on the critical path (see pretrain_mlm)
+        depth="[0-9]+",   # the deepest: merge_rerank (ruleorder)
     conda:
         plan.software.torch_env
-    threads: config["torch_threads"]
-    resources:
-        **plan.software.gpu_job,
+    threads: 1
     params:
         scorer=lambda w, input: plan.repbert.scorer_flags(w, input),
         max_length=plan.repbert.settings["reranker"]["max_length"],

@@ -25,6 +25,7 @@ class RepBert(Tables):
         self.settings = rb = self.config["repbert"]
         self.dataset = rb["dataset"]
         self.rerank_max = max(rb["rerank_depths"])
+        self.rerank_shards = rb["rerank_shards"]
         self.recall_depths = [int(m[2:]) for m in rb["metrics"] if m.startswith("R@") and int(m[2:]) <= rb["depth"]]
 
     def first_stage_run(self, dataset, name, split):
@@ -41,6 +42,10 @@ class RepBert(Tables):
         if int(w.depth) < self.rerank_max:
             return {"scores": f"{ART}/{w.dataset}/rerank/{w.first}-d{self.rerank_max}/{w.split}.trec"}
         return {} if self.settings["reranker"]["hub_model"] else {"model": self.reranker(w)}
+
+    def rerank_shard_runs(self, w):
+        return [f"{ART}/{w.dataset}/rerank/{w.first}-d{w.depth}/{w.split}.shards/{i}.trec"
+                for i in range(self.rerank_shards)]
 
     def scorer_flags(self, w, input):
         return f"--scores {input.scores}" if "scores" in input.keys() else f"--model {q(self.reranker(w))}"

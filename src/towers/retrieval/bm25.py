@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..io import StageError, atomic_open, atomic_path, read_jsonl, read_queries, write_ranking
+from ..io import StageError, atomic_open, atomic_path, query_shard, read_jsonl, read_queries, write_ranking
 
 _UNAVAILABLE_JVM_OPTION = "jdk.incubator.vector"
 HITS_PER_BATCH = 200_000   # queries a batch_search call takes: this many hits over the depth (Java and Python hold one batch)
@@ -168,15 +168,6 @@ def batch_search(lucene, queries: list[str], qids: list[str], depth: int, thread
     found = lucene.batch_search(texts, ids, int(depth), int(threads))
     return {entry.getKey(): [(hit.docid, float(hit.score)) for hit in entry.getValue()]
             for entry in found.entrySet().toArray()}
-
-
-def query_shard(queries: dict[str, str], shard: int, shards: int) -> dict[str, str]:
-    """Part `shard` of `shards` contiguous parts of the queries, in their order: the runs of the parts, joined in
-    order (io.concatenate_runs), are the run of all of them."""
-    if not 0 <= shard < shards:
-        raise StageError("--shard", f"must be in 0..{shards - 1}, not {shard}")
-    qids = list(queries)
-    return {q: queries[q] for q in qids[len(qids) * shard // shards:len(qids) * (shard + 1) // shards]}
 
 
 def read_query_files(paths) -> dict[str, str]:

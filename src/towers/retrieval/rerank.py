@@ -70,25 +70,56 @@ def tokenize_pairs(tokenizer, queries: list[str], passages: list[str], max_lengt
 AHEAD_PAIRS = 16384   # pairs tokenised at once, before their batches are scored
 
 
+def plan_batches(lengths, batch_size: int, groups: list | None = None) -> list[np.ndarray]:
+    """Indices of each batch, longest first (less padding). With `groups` (a key per item, e.g. its query) a batch
+    never holds two groups, so a group's batches, and so its scores, are the same whichever other groups are
+    scored beside it (reranking split by query shards gives the unsplit run byte for byte)."""
+    lengths = np.asarray(lengths)
+    if groups is None:
+        order = np.argsort(-lengths, kind="stable")
+        return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    members: dict = {}
+    for i, key in enumerate(groups):
+        members.setdefault(key, []).append(i)
+    batches = []
+    for idx in members.values():
+        idx = np.asarray(idx)
+        idx = idx[np.argsort(-lengths[idx], kind="stable")]
+        batches += [idx[start:start + batch_size] for start in range(0, len(idx), batch_size)]
+    return batches
+
+
+def blocks_of(batches: list[np.ndarray], size: int) -> list[list[np.ndarray]]:
+    """Consecutive batches in blocks of at most `size` items (a batch larger than that alone)."""
+    blocks, current, count = [], [], 0
+    for batch in batches:
+        if current and count + len(batch) > size:
+            blocks.append(current)
+            current, count = [], 0
+        current.append(batch)
+        count += len(batch)
+    return blocks + [current] if current else blocks
+
+
 @torch.no_grad()
 def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int, batch_size: int,
-                desc: str | None = "rerank", ahead: bool | None = None) -> np.ndarray:
-    """Relevance of each (query, passage), batched longest first (less padding), in input order.
-    The pairs are tokenised AHEAD_PAIRS at a time before their batches, each batch then one gather
-    (encode.Tokenised: the tensors the tokenizer's padded call gives). `ahead` (default: on a GPU) tokenises the
-    next block in a thread while this one is scored, copies batches without waiting and keeps the scores on the
-    device until the block ends."""
+                desc: str | None = "rerank", ahead: bool | None = None, groups: list | None = None) -> np.ndarray:
+    """Relevance of each (query, passage), batched longest first (less padding; within each of `groups`, see
+    plan_batches), in input order. The pairs are tokenised AHEAD_PAIRS at a time before their batches, each batch
+    then one gather (encode.Tokenised: the tensors the tokenizer's padded call gives). `ahead` (default: on a
+    GPU) tokenises the next block in a thread while this one is scored, copies batches without waiting and keeps
+    the scores on the device until the block ends."""
     from tqdm import tqdm
 
     from .encode import Tokenised
 
     dev = device()
     model = model.to(dev).eval()
-    order = np.argsort(-np.asarray([len(q) + len(p) for q, p in pairs]), kind="stable")
+    batches = plan_batches([len(q) + len(p) for q, p in pairs], batch_size, groups)
     out = np.zeros(len(pairs), dtype=np.float64)
     use_amp = dev.type == "cuda"
     ahead = use_amp if ahead is None else ahead
-    bar = tqdm(total=-(-len(pairs) // batch_size), desc=desc, unit="batch", mininterval=5, disable=desc is None)
+    bar = tqdm(total=len(batches), desc=desc, unit="batch", mininterval=5, disable=desc is None)
 
     def score(batch: dict) -> torch.Tensor:
         batch = {k: v.to(dev, non_blocking=True) for k, v in to_bucket(batch, tokenizer).items()}
@@ -98,27 +129,26 @@ def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int,
         return relevance(logits.float())
 
     if not Tokenised.fits(tokenizer, pairs, "doc"):   # a tokenizer that pads otherwise: batch by batch
-        for start in range(0, len(pairs), batch_size):
-            idx = order[start:start + batch_size]
+        for idx in batches:
             out[idx] = score(tokenize_pairs(tokenizer, [pairs[i][0] for i in idx], [pairs[i][1] for i in idx],
                                             max_length, "cpu")).cpu().numpy()
         bar.close()
         return out
-    block = max(batch_size, AHEAD_PAIRS // batch_size * batch_size)   # whole batches: the same batches as one block
+    # whole batches a block: the same batches as one block
+    blocks = blocks_of(batches, max(batch_size, AHEAD_PAIRS // batch_size * batch_size))
 
-    def tokenised(first: int) -> Tokenised:
-        return Tokenised(tokenizer, [pairs[i] for i in order[first:first + block]], "doc", max_length)
+    def tokenised(block: list[np.ndarray]) -> Tokenised:
+        return Tokenised(tokenizer, [pairs[i] for i in np.concatenate(block)], "doc", max_length)
 
     with ThreadPoolExecutor(max_workers=1) if ahead else contextlib.nullcontext() as pool:
-        pending = pool.submit(tokenised, 0) if ahead and len(pairs) else None
-        for first in range(0, len(pairs), block):
-            tokens = pending.result() if ahead else tokenised(first)
-            if ahead and first + block < len(pairs):
-                pending = pool.submit(tokenised, first + block)
-            count = len(tokens.lengths)
-            scores = [score(tokens.batch(np.arange(start, min(start + batch_size, count)), pin=use_amp))
-                      for start in range(0, count, batch_size)]
-            out[order[first:first + count]] = torch.cat(scores).cpu().numpy()   # one wait for the device a block
+        pending = pool.submit(tokenised, blocks[0]) if ahead and blocks else None
+        for number, block in enumerate(blocks):
+            tokens = pending.result() if ahead else tokenised(block)
+            if ahead and number + 1 < len(blocks):
+                pending = pool.submit(tokenised, blocks[number + 1])
+            starts = np.cumsum([0] + [len(batch) for batch in block])
+            scores = [score(tokens.batch(np.arange(first, last), pin=use_amp)) for first, last in zip(starts, starts[1:])]
+            out[np.concatenate(block)] = torch.cat(scores).cpu().numpy()   # one wait for the device a block
     bar.close()
     return out
 
@@ -134,7 +164,9 @@ def rerank(run: dict[str, list[tuple[str, float]]], queries: dict[str, str], pas
     """Each query's top-`depth` of `run`, reordered by the cross-encoder; what lies below `depth` is dropped."""
     tops = {qid: ranked[:depth] for qid, ranked in run.items()}
     pairs = [(qid, doc) for qid, top in tops.items() for doc, _ in top]
-    scores = score_pairs(model, tokenizer, [(queries[q], passages[d]) for q, d in pairs], max_length, batch_size)
+    # batched query by query: a query's scores do not depend on which queries share its job (rerank --shard)
+    scores = score_pairs(model, tokenizer, [(queries[q], passages[d]) for q, d in pairs], max_length, batch_size,
+                         groups=[qid for qid, _ in pairs])
     by_pair = dict(zip(pairs, scores.tolist()))
     return reorder(tops, lambda qid, doc: by_pair[(qid, doc)])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..io import (StageError, atomic_path, read_qrels, read_queries, read_run, require_file, write_json,
+from ..io import (StageError, atomic_path, query_shard, read_qrels, read_queries, read_run, require_file, write_json,
                   write_jsonl, write_run)
 from . import arg, stage
 from .common import candidate_texts, read_split, require_texts, set_threads
@@ -180,7 +180,10 @@ def mine_hard_negatives(a):
        arg("--run", required=True), arg("--candidates", required=True, help="JSONL of {'id', 'contents'}"),
        arg("--queries", required=True), arg("--depth", type=int, required=True, help="rerank (and keep) each query's top-K"),
        arg("--batch-size", type=int, default=32), arg("--max-length", type=int, default=512),
-       arg("--threads", type=int, default=0), arg("--tag", default="rerank"), arg("--out", required=True))
+       arg("--threads", type=int, default=0), arg("--tag", default="rerank"), arg("--out", required=True),
+       arg("--shard", type=int, default=0, help="rerank only this part of --shards contiguous parts of the run's "
+                                                "queries (merge-runs joins the parts' runs into the unsplit one)"),
+       arg("--shards", type=int, default=1))
 def rerank_run(a):
     """Rescore each query's top-K of a TREC run with a cross-encoder; the run written is K deep."""
     from ..retrieval import rerank
@@ -191,12 +194,15 @@ def rerank_run(a):
         raise StageError("--depth", f"must be at least 1, not {a.depth}")
     if a.batch_size < 1:
         raise StageError("--batch-size", f"must be at least 1, not {a.batch_size}")
+    if a.shards < 1:
+        raise StageError("--shards", f"must be at least 1, not {a.shards}")
     set_threads(a.threads)
     queries = read_queries(a.queries)
     # the queries asked for (a split's test questions) out of a run that may hold more (BM25 runs all), kept as read
     run = read_run(a.run, qids=queries)
     if not run:
         raise StageError(a.run, f"none of its queries is in {a.queries}")
+    run = query_shard(run, a.shard, a.shards)
     if a.scores:
         reranked = rerank.rerank_from_scores(run, read_run(a.scores), a.depth, a.run, a.scores)
         write_run(a.out, reranked, a.tag)
