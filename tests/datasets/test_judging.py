@@ -54,3 +54,54 @@ def test_the_committed_judging_files_read_as_before_issue_68():
         "questions": 158, "pairs": 6605, "graded alike": 0.9944, "kappa (3 grades)": 0.932,
         "kappa (3 grades, linear weights)": 0.959, "kappa (answers or not)": 0.975, "answers": [188, 189],
         "partly": [98, 89]}
+
+
+def tiny_article():
+    paragraphs = [{"text": "x", "sentences": ["Paris is the capital of France.", "It has 2,100,000 people.",
+                                              "Lyon is a city in France."]},
+                  {"text": "y", "sentences": ["France borders Spain.", "The capital, Paris, lies on the Seine."]}]
+    return {"id": "7", "title": "France", "sections": [{"title": "", "paragraphs": paragraphs}]}
+
+
+def write(path, header, rows):
+    path.write_text("\t".join(header) + "\n" + "".join("\t".join(map(str, row)) + "\n" for row in rows))
+    return path
+
+
+def test_the_judges_grade_stands_over_the_writers_label(tmp_path):
+    questions = write(tmp_path / "questions.tsv", ["article", "question", "answer", "sentence_start"],
+                      [["France", "What is the capital of France?", "Paris", "Paris is the capital"],
+                       ["France", "How many people live in Paris?", "2,100,000", "It has 2,100,000"],
+                       ["France", "What does France border?", "Spain", "France borders Spain"]])
+    pools = write(tmp_path / "pools.tsv", judging.POOL_COLUMNS,
+                  [["questions.tsv", "France", "What is the capital of France?", "7_0_0 7_0_2"],
+                   ["questions.tsv", "France", "How many people live in Paris?", "7_0_1 7_0_0"]])
+    deep = write(tmp_path / "pools-deep.tsv", judging.POOL_COLUMNS,
+                 [["questions.tsv", "France", "What is the capital of France?", "7_1_1"]])
+    first = write(tmp_path / "judgements.tsv", judging.JUDGEMENT_COLUMNS,
+                  [["questions.tsv", "France", "How many people live in Paris?", "7_0_1", "It has 2,100,000 people.", 1],
+                   ["questions.tsv", "France", "What is the capital of France?", "7_0_0", "Paris is the capital of", 2]])
+    second = write(tmp_path / "judgements-deep.tsv", judging.JUDGEMENT_COLUMNS,
+                   [["questions.tsv", "France", "What is the capital of France?", "7_1_1", "The capital, Paris, lies", 2]])
+    qrels, keys, sources = judging.judge_stands(questions, [first, second], [pools, deep], [tiny_article()])
+    assert qrels == {"q0001": {"7_0_0": 2, "7_1_1": 2},    # the deeper pool's answer joins the writer's
+                     "q0002": {"7_0_1": 1},                # the writer said answers, the judge partly: partly
+                     "q0003": {"7_1_0": 2}}                # never pooled: the writer's label stands
+    assert {(r["qid"], r["doc"]): r["source"] for r in sources} == {
+        ("q0001", "7_0_0"): "writer and judge", ("q0001", "7_1_1"): "judge", ("q0002", "7_0_1"): "judge over writer",
+        ("q0003", "7_1_0"): "writer, not pooled"}
+    twice = write(tmp_path / "again.tsv", judging.JUDGEMENT_COLUMNS,
+                  [["questions.tsv", "France", "What is the capital of France?", "7_0_0", "Paris is the capital of", 1]])
+    with pytest.raises(StageError, match="again.tsv: grades 7_0_0 .* an earlier judgements file grades already"):
+        judging.judge_stands(questions, [first, twice], [pools], [tiny_article()])
+
+
+def test_questions_asking_one_fact_are_one_group_and_expose_each_other():
+    answers = {"q1": ("France", {judging.normalised_answer("The 2,100,000")}),
+               "q2": ("France", {judging.normalised_answer("2100000")}),           # the same string, normalised
+               "q3": ("Spain", {"2100000"}),                                        # another article: not by string
+               "q4": ("France", {"seine"}), "q5": ("France", {"lyon"})}
+    qrels = {"q3": {"s9": 1}, "q4": {"s9": 2}, "q5": {"s1": 2}}                      # q3, q4 share a graded sentence
+    groups = judging.fact_groups(answers, qrels)
+    assert groups == {"q1": "q1", "q2": "q1", "q3": "q3", "q4": "q3", "q5": "q5"}
+    assert judging.unexposed_by_fact(["q2", "q4", "q5"], ["q1", "q3"], groups) == ["q5"]

@@ -106,3 +106,31 @@ def test_the_passage_task_splits_as_before_issue_68(articles):
                                                PARAMS["seed"], cfg["questions"], cfg["test_questions"],
                                                answer_sets({**qrels, **later_qrels}))
     assert digest([test, train, sorted(valid), twins]) == "8c69e6cf54632dfe"
+
+
+def test_no_unexposed_test_question_asks_a_training_questions_answer(articles):
+    """The passage task's unexposed reading (issue 65): no test question read as unexposed has a training question
+    asking for the same answer string in its article, or sharing a graded sentence with it."""
+    cfg = DATASETS["enwiki-mini-passages"]
+    judged_eval = cfg["evaluation_qrels"]
+    questions, qrels = graded(articles, "enwiki-mini", "q")
+    later, later_qrels = graded(articles, "enwiki-mini-nq", "n")
+    both = {**qrels, **later_qrels}
+    test, train, _, _ = question_split(questions, later, cfg["dev_fraction"], PARAMS["valid_fraction"], PARAMS["seed"],
+                                       cfg["questions"], cfg["test_questions"], answer_sets(both))
+    by_paragraph = unexposed_queries({q: paragraph_grades(both[q]) for q in test},
+                                     [{q: paragraph_grades(both[q]) for q in train}])
+    evaluated, strings = {}, {}
+    for path, prefix in ((cfg["questions"], "q"), (cfg["test_questions"], "n")):
+        evaluated |= judging.judge_stands(ROOT / path, [ROOT / p for p in judged_eval["judgements"]],
+                                          [ROOT / p for p in judged_eval["pools"]], articles, prefix)[0]
+        for item in reqa.resolve_questions(ROOT / path, articles, qid_prefix=prefix)[2]:
+            strings.setdefault(item["qid"], (item["article"], set()))[1].add(judging.normalised_answer(item["answer"]))
+    unexposed = judging.unexposed_by_fact([q for q in test if q in set(by_paragraph)], train,
+                                          judging.fact_groups(strings, evaluated))
+    taught_strings = {(strings[q][0], s) for q in train for s in strings[q][1]}
+    taught_sentences = {doc for q in train for doc, grade in evaluated[q].items() if grade >= 1}
+    assert 0 < len(unexposed) < len(by_paragraph) < len(test)
+    for q in unexposed:
+        assert not {(strings[q][0], s) for s in strings[q][1]} & taught_strings, q
+        assert not {doc for doc, grade in evaluated[q].items() if grade >= 1} & taught_sentences, q

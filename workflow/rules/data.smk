@@ -210,6 +210,49 @@ rule passages:
                   " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}")
 
 # fmt: on
+rule evaluation_qrels:
+    # the qrels a question set's tables are scored on (datasets.<name>.evaluation_qrels): the judge's grade
+    # stands over the writer's label, over the first and the deeper pools; what trains keeps qrels.txt
+    input:
+        unpack(plan.data.evaluation_inputs),
+    output:
+        qrels=collection("{dataset}", "qrels-eval.txt"),
+        sources=collection("{dataset}", "qrels-eval.tsv"),
+    wildcard_constraints:
+        dataset=plan.data.only_reqa,
+    log:
+        "logs/{dataset}/evaluation_qrels.log",
+    conda:
+        CPU_ENV
+    params:
+        flags=plan.data.evaluation_flags,
+    shell:
+        "{TOWERS} evaluation-qrels --articles {input.articles} {params.flags} --judgements {input.judgements:q}"
+        " --pools {input.pools:q} --qrels {input.qrels} --out {output.qrels} --sources {output.sources} 2>&1 | tee {log}"
+
+
+rule evaluation_qrels_passages:
+    # the same for a passage set, its paragraphs graded, and its test questions no training question shares a
+    # fact with (the unexposed reading of the claims)
+    input:
+        unpack(plan.data.evaluation_inputs),
+    output:
+        qrels=collection("{dataset}", "qrels-eval.txt"),
+        sources=collection("{dataset}", "qrels-eval.tsv"),
+        unexposed=collection("{dataset}", "unexposed.json"),
+    wildcard_constraints:
+        dataset=plan.data.only_passages,
+    log:
+        "logs/{dataset}/evaluation_qrels.log",
+    conda:
+        CPU_ENV
+    params:
+        flags=plan.data.evaluation_flags,
+    shell:
+        "{TOWERS} evaluation-qrels --articles {input.articles} {params.flags} --judgements {input.judgements:q}"
+        " --pools {input.pools:q} --qrels {input.qrels} --out {output.qrels} --sources {output.sources} 2>&1 | tee {log}"
+
+
 rule passages_graded:
     # TREC DL 2019 style: judged test queries with graded qrels over the base dataset's collection
     input:

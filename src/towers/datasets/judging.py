@@ -3,6 +3,7 @@ question writers' single labels compare with the judges' grades, and the graded 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,101 @@ def judged_qrels(questions_path, judgements_path, articles: list[dict], qrels: d
             grades[doc] = max(grades.get(doc, 0), grade)
         graded[qid] = grades
     return graded, counts
+
+
+# --- the qrels the tables are scored on (issue 65): the judge's grade stands, deeper pools, facts as groups ------
+
+def pooled_sentences(paths) -> dict[tuple[str, str, str], set[str]]:
+    """(question file, article, question_key) -> every sentence any of the pools files put before a judge."""
+    pooled: dict[tuple[str, str, str], set[str]] = {}
+    for path in paths:
+        for key, sentences in read_pools(path).items():
+            pooled.setdefault(key, set()).update(sentences)
+    return pooled
+
+
+def judged_grades(paths, questions_path, sentences: dict[str, str]) -> dict[tuple[str, str], dict[str, int]]:
+    """read_judgements over several files (the first pools' judgements, then the deeper pools'); a sentence
+    graded in two of them for one question stops the build (the deeper pools leave out what was judged)."""
+    grades: dict[tuple[str, str], dict[str, int]] = {}
+    for path in paths:
+        for key, judged in read_judgements(path, questions_path, sentences).items():
+            twice = set(judged) & set(grades.get(key, {}))
+            if twice:
+                raise StageError(path, f"grades {sorted(twice)[0]} for {key[1]!r} of {key[0]!r}, which an earlier "
+                                       f"judgements file grades already")
+            grades.setdefault(key, {}).update(judged)
+    return grades
+
+
+def judge_stands(questions_path, judgement_paths, pool_paths, articles: list[dict], qid_prefix: str = "q"
+                 ) -> tuple[dict, dict, list[dict]]:
+    """Graded qrels where the judge's grade stands: a pooled sentence takes its grade (unlisted: 0), the
+    writer's label included (a label the judge graded partly is 1, one graded no is 0 and kept as 0 so its
+    question stays scored); a label never pooled stays 2. Returns (qid -> {sentence: grade}, qid -> (article,
+    question_key), one row a pair saying where its grade came from)."""
+    from . import reqa
+
+    name = Path(questions_path).name
+    sentences = {c["id"]: c["sentence"] for a in articles for c in reqa.article_candidates(a)}
+    queries, labels, answers = reqa.resolve_questions(questions_path, articles, qid_prefix=qid_prefix)
+    grades = judged_grades(judgement_paths, questions_path, sentences)
+    pooled = pooled_sentences(pool_paths)
+    article_of = {item["qid"]: item["article"] for item in answers}
+    qrels, keys, sources = {}, {}, []
+    for qid, labelled in labels.items():
+        key = (article_of[qid], question_key(queries[qid]))
+        keys[qid] = key
+        judged, pool = grades.get(key, {}), pooled.get((name, *key), set())
+        graded = {}
+        for doc in labelled:
+            graded[doc] = judged.get(doc, 0) if doc in pool else 2
+            source = "writer, not pooled" if doc not in pool else (
+                "writer and judge" if graded[doc] == 2 else "judge over writer")
+            sources.append({"qid": qid, "doc": doc, "grade": graded[doc], "source": source})
+        for doc, grade in judged.items():
+            if doc not in graded:
+                graded[doc] = grade
+                sources.append({"qid": qid, "doc": doc, "grade": grade, "source": "judge"})
+        qrels[qid] = graded
+    return qrels, keys, sources
+
+
+def normalised_answer(text: str) -> str:
+    """An answer string compared across questions: lower case, no thousands commas, punctuation as spaces,
+    no articles, single spaces ("The 1,000 Days" and "1000 days" match)."""
+    text = re.sub(r"(?<=\d),(?=\d{3})", "", text.lower())
+    return " ".join(w for w in re.sub(r"[^\w\s]", " ", text).split() if w not in ("the", "a", "an"))
+
+
+def fact_groups(answers: dict[str, tuple[str, set[str]]], qrels: dict[str, dict[str, int]]) -> dict[str, str]:
+    """qid -> its group's first qid: questions are one group when they ask for the same answer string in one
+    article (answers: qid -> (article, its normalised answer strings)) or share a sentence graded 1 or 2 for
+    both (at any grade: the same fact reached through another sentence is still the same fact)."""
+    parent = {qid: qid for qid in answers}
+
+    def root(qid):
+        while parent[qid] != qid:
+            parent[qid] = parent[parent[qid]]
+            qid = parent[qid]
+        return qid
+
+    def join(a, b):
+        ra, rb = root(a), root(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    first: dict[tuple, str] = {}
+    for qid, (article, strings) in sorted(answers.items()):
+        for text in strings:
+            join(qid, first.setdefault(("answer", article, text), qid))
+        for doc, grade in sorted(qrels.get(qid, {}).items()):
+            if grade >= 1:
+                join(qid, first.setdefault(("sentence", doc), qid))
+    return {qid: root(qid) for qid in answers}
+
+
+def unexposed_by_fact(test: list[str], trained: list[str], groups: dict[str, str]) -> list[str]:
+    """The test questions whose fact group has no training question."""
+    taught = {groups[qid] for qid in trained if qid in groups}
+    return [qid for qid in test if groups.get(qid, qid) not in taught]

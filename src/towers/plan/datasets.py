@@ -167,6 +167,42 @@ class Datasets:
             return self.dataset_file(dataset, self.file_spec(dataset, cfg.get("archive") or cfg["files"][0]["name"]))
         return cfg["local_dir"]
 
+    # --- the qrels the tables are scored on (rule evaluation_qrels; data/enwiki-mini/JUDGING.md) ----------------
+
+    def evaluation_judged(self, dataset) -> str:
+        """The dataset whose `evaluation_qrels` grade `dataset`'s test questions (an open-domain set's base), or ""
+        where none does: its own qrels.txt, what trains, is what it is scored on."""
+        home = self.questions_of(dataset)
+        return home if self.config["datasets"].get(home, {}).get("evaluation_qrels") else ""
+
+    def evaluation_qrels(self, dataset):
+        judged = self.evaluation_judged(dataset)
+        return collection(judged, "qrels-eval.txt") if judged else collection(dataset, "qrels.txt")
+
+    def evaluation_inputs(self, wildcards):
+        cfg = self.dataset_cfg(wildcards.dataset)
+        judged = cfg["evaluation_qrels"]
+        files = {"articles": f"{ART}/{self.text_home(wildcards.dataset)}/corpus/articles.jsonl",
+                 "questions": [cfg["questions"], *([cfg["test_questions"]] if cfg.get("test_questions") else [])],
+                 "judgements": judged["judgements"], "pools": judged["pools"], "qrels": collection(wildcards.dataset, "qrels.txt")}
+        if cfg["kind"] == "wikipedia-passages":
+            split = f"{ART}/{wildcards.dataset}/splits/{PASSAGE_SPLIT}"
+            files |= {"train": f"{split}/train.tsv", "test": f"{split}/test.tsv",
+                      "stats": collection(wildcards.dataset, "stats.json")}
+        return files
+
+    def evaluation_flags(self, wildcards, input) -> str:
+        """Each question file with the prefix of its ids (q: questions, n: a passage set's test_questions); a
+        passage set's paragraphs and unexposed questions."""
+        cfg = self.dataset_cfg(wildcards.dataset)
+        passages = cfg["kind"] == "wikipedia-passages"
+        specs = [f"{cfg['questions']}=q", *([f"{cfg['test_questions']}=n"] if cfg.get("test_questions") else [])]
+        flags = "--questions " + " ".join(q(spec) for spec in specs)
+        if passages:
+            unexposed = collection(wildcards.dataset, "unexposed.json")
+            flags += f" --passages --train {input.train} --test {input.test} --stats {input.stats} --unexposed {unexposed}"
+        return flags
+
     def passage_inputs(self, wildcards):
         cfg = self.dataset_cfg(wildcards.dataset)
         if cfg["kind"] == "wikipedia-passages":

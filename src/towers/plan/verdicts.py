@@ -13,12 +13,14 @@ def named_tables(paths):
 
 
 def unexposed_stats(config, papers=("repbert", "ltre")):
-    """The stats.json of each passage dataset built here from a question set that these papers read (its own
-    `dataset`): their verdicts are read on its unexposed test queries too."""
+    """The unexposed test queries of each passage dataset built here from a question set that these papers read
+    (its own `dataset`): their verdicts are read on those too. With evaluation_qrels, unexposed.json (no training
+    question shares a fact with them); else stats.json (none shares an answer paragraph)."""
     passage_sets = dict.fromkeys(config[paper]["dataset"] for paper in papers
                                  if isinstance(config.get(paper), dict) and "dataset" in config[paper])
-    return [collection(name, "stats.json") for name in passage_sets
-            if config["datasets"].get(name, {}).get("kind") == "wikipedia-passages"]
+    datasets = config["datasets"]
+    return [collection(name, "unexposed.json" if datasets[name].get("evaluation_qrels") else "stats.json")
+            for name in passage_sets if datasets.get(name, {}).get("kind") == "wikipedia-passages"]
 
 
 class Verdicts:

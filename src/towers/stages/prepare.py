@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..io import (StageError, atomic_path, check_sha256, checksum_from_list, read_json, read_jsonl, read_qrels, read_queries,
-                  require_file, write_json, write_jsonl, write_qrels, write_queries)
+from ..io import (StageError, atomic_open, atomic_path, check_sha256, checksum_from_list, read_json, read_jsonl,
+                  read_qrels, read_queries, require_file, write_json, write_jsonl, write_qrels, write_queries)
 from . import arg, stage
 from .common import verification
 
@@ -322,3 +322,56 @@ def pretraining_pairs(a):
     stats = {"task": a.task, **pair_statistics(read_jsonl(a.out), AutoTokenizer.from_pretrained(a.tokenizer))}
     write_json(a.stats, stats)
     return a.out, stats
+
+
+@stage("evaluation-qrels", arg("--articles", required=True),
+       arg("--questions", required=True, nargs="+", help="question files as PATH=PREFIX, the prefix of the ids the "
+                                                         "dataset gives their questions (q, n)"),
+       arg("--judgements", required=True, nargs="+"), arg("--pools", required=True, nargs="+"),
+       arg("--qrels", required=True, help="the dataset's own qrels.txt: each of its questions must be graded here"),
+       arg("--passages", action="store_true", help="grade paragraphs, each at its best sentence's grade"),
+       arg("--train", default="", help="passages: the split's training queries"),
+       arg("--test", default="", help="passages: the split's test queries"),
+       arg("--stats", default="", help="passages: the collection's stats.json (unexposed_test_queries by paragraph)"),
+       arg("--out", required=True), arg("--sources", required=True), arg("--unexposed", default=""))
+def evaluation_qrels(a):
+    """The qrels the tables are scored on (data/enwiki-mini/JUDGING.md): the judge's grade stands over the
+    writer's label, over every pool judged; and for a passage set, the test questions no training question
+    shares a fact with (same answer string in an article, or a sentence graded for both)."""
+    from ..datasets import judging, reqa
+    from ..datasets.wiki_passages import paragraph_grades
+
+    articles = list(read_jsonl(a.articles))
+    qrels, sources, answers = {}, [], {}
+    for spec in a.questions:
+        path, _, prefix = spec.rpartition("=")
+        if not path or not prefix:
+            raise StageError("--questions", f"{spec!r} is not PATH=PREFIX")
+        graded, _, rows = judging.judge_stands(path, a.judgements, a.pools, articles, prefix)
+        qrels.update(graded)
+        sources += rows
+        for item in reqa.resolve_questions(path, articles, qid_prefix=prefix)[2]:
+            answers.setdefault(item["qid"], (item["article"], set()))[1].add(judging.normalised_answer(item["answer"]))
+    own = read_qrels(a.qrels)
+    missing = [qid for qid in own if qid[:1] in {s.rpartition("=")[2] for s in a.questions} and qid not in qrels]
+    if missing:
+        raise StageError(a.qrels, f"question {missing[0]} is not among {', '.join(a.questions)}")
+    scored = {qid: paragraph_grades(docs) if a.passages else docs for qid, docs in qrels.items()}
+    write_qrels(a.out, scored)
+    with atomic_open(a.sources) as handle:
+        handle.write("qid\tsentence\tgrade\tsource\n")
+        handle.writelines(f"{r['qid']}\t{r['doc']}\t{r['grade']}\t{r['source']}\n" for r in sources)
+    counts = {"queries": len(scored), "pairs": sum(map(len, scored.values())),
+              "sources": {s: sum(r["source"] == s for r in sources) for s in sorted({r["source"] for r in sources})}}
+    if a.unexposed:
+        if not (a.train and a.test and a.stats):
+            raise StageError("--unexposed", "needs --train, --test and --stats")
+        groups = judging.fact_groups(answers, qrels)
+        by_paragraph = set(read_json(a.stats).get("unexposed_test_queries", []))
+        test = [qid for qid in read_queries(a.test) if qid in by_paragraph]
+        unexposed = judging.unexposed_by_fact(test, list(read_queries(a.train)), groups)
+        counts |= {"unexposed_test_queries": len(unexposed), "unexposed_by_paragraph": len(by_paragraph),
+                   "fact_groups": len(set(groups.values()))}
+        write_json(a.unexposed, {"unexposed_test_queries": unexposed, **{k: v for k, v in counts.items()
+                                                                          if k != "unexposed_test_queries"}})
+    return a.out, counts
