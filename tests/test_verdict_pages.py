@@ -53,6 +53,21 @@ def test_small_values_keep_their_digits():
     assert verdict_pages.p_value(2.3e-14) == "2.3e-14" and verdict_pages.p_value(0.0349) == "0.035"
 
 
+def test_each_part_says_the_difference_its_test_detects(claims):
+    row = claims[claims["part"].notna()].iloc[0].copy()
+    assert "detectable" not in verdict_pages.part_text(row)   # a claims.csv from before power was per part
+    row["detectable"], row["detectable clustered"] = 0.04123, 0.0475
+    assert verdict_pages.part_text(row).endswith(f"{row['verdict']}, detectable 0.041 (0.048 by article)")
+    row["detectable clustered"] = float("nan")   # no article known for its queries (or paired over steps)
+    assert verdict_pages.part_text(row).endswith(", detectable 0.041 (article unknown)")
+    row["unexposed verdict"], row["unexposed n"], row["unexposed p (Holm)"] = "holds", 181, 0.01
+    row["unexposed detectable"], row["unexposed detectable clustered"] = 3.456, 251.0
+    assert verdict_pages.part_text(row).endswith("holds, detectable 3.5 (250 by article)")
+    with_power = claims.assign(**{"detectable": 0.05, "detectable clustered": 0.06})
+    assert "80% power" in verdict_pages.block(with_power, "ltre") and "80% power" not in verdict_pages.block(
+        claims, "ltre")
+
+
 def _check(capsys, claims_csv) -> tuple[int, str]:
     """main --check on a claims file against the committed pages: its exit code and the one line it prints."""
     code = verdict_pages.main(["--claims", str(claims_csv), "--check"])

@@ -184,7 +184,7 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
     import tempfile
 
     from .io import read_json, write_json
-    from .plan.verdicts import named_tables, unexposed_stats
+    from .plan.verdicts import named_tables, question_files, unexposed_stats
     from .verdicts import checks
     from .verdicts.claims import verdict_counts
 
@@ -204,7 +204,9 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
         unexposed = unexposed_stats(config, [paper_id])
         towers("claims", "--claims", paper["claims"], "--schema", "workflow/schemas/claims.schema.yaml", *tables,
                "--profile", config["profile"], "--test", config["claims"]["test"], "--alpha", config["claims"]["alpha"],
-               *(["--unexposed", *unexposed] if unexposed else []), "--csv", tmp / "claims.csv", "--json", tmp / "claims.json")
+               *(["--unexposed", *unexposed] if unexposed else []),
+               *(arg for triple in question_files(config) for arg in ("--articles", *triple)),
+               "--csv", tmp / "claims.csv", "--json", tmp / "claims.json")
         expected = checks.read_expected(config["check"]["expected"])
         expected[expected["table"].isin(names)].to_csv(tmp / "expected.csv", index=False)
         towers("check-cells", *tables, "--expected", tmp / "expected.csv", "--csv", tmp / "check.csv", "--quiet")

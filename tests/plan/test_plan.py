@@ -72,3 +72,6 @@ def test_the_papers_give_the_targets_and_values():
     assert mini.paper_values("chang2020", "table3").startswith("data/papers/")
     assert mini.verdicts.result_csvs[:len(mini.paper_tables)] == mini.paper_tables
     assert "--table chang2020/table3=results/chang2020/table3.csv" in mini.verdicts.tables
+    # the article of each query, for power by article: the passage set's test queries are the NQ-like questions
+    assert "--articles enwiki-mini-passages n data/enwiki-mini/questions-nq.tsv" in mini.verdicts.articles
+    assert mini.verdicts.questions == ["data/enwiki-mini/questions.tsv", "data/enwiki-mini/questions-nq.tsv"]

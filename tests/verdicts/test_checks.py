@@ -282,10 +282,48 @@ def test_a_tables_note_says_the_smallest_difference_its_queries_resolve(tmp_path
     spreads = sorted(np.std([100 * (x[q] - y[q]) for q in x], ddof=1)
                      for (_, x), (_, y) in [(files[0], files[1]), (files[0], files[2]), (files[1], files[2])])
     found = detectable_differences(cells)
-    assert found["R@1"] == {100: DETECTABLE_Z * spreads[1] / math.sqrt(100)}   # the median pair's spread
-    assert f"R@1 {found['R@1'][100]:.2g} at 100" in power_note(cells)
+    # the most and the least alike pair of rows: the paired SD of the dissimilar pair is not averaged away
+    low, high = (DETECTABLE_Z * spread / math.sqrt(100) for spread in (spreads[0], spreads[-1]))
+    assert found["R@1"] == {100: (pytest.approx(low), pytest.approx(high))} and low < high
+    note = power_note(cells)
+    assert f"R@1 {low:.2g} to {high:.2g} at 100" in note and "paired SD" in note and "median" not in note
+    # a row with the same per-query values as another has nothing to detect: it widens nothing
+    twin = {**cells[0], "row": {"model": "a again"}}
+    assert detectable_differences([*cells, twin]) == found
     # rows on other queries (another split) are never paired; a count has no per-query values
     other = {**cells[2], "samples": {**cells[2]["samples"], "files": [str(tmp_path / "d.json")]}}
     (tmp_path / "d.json").write_text('{"per_query": {"x1": {"R@1": 1}, "x2": {"R@1": 0}}}')
     assert detectable_differences([cells[0], other]) == {} and power_note([cells[0], other]) == ""
     assert power_note([{"row": {}, "column": "pairs", "kind": "count", "value": 3}]) == ""
+
+
+def test_detectable_is_two_point_eight_paired_sds_over_the_root_of_the_count():
+    import math
+
+    from towers.verdicts.significance import detectable
+
+    # differences 1, 0, 0, 1: mean 0.5, paired SD sqrt((4 * 0.25) / 3) = sqrt(1/3), over sqrt(4) = 2
+    assert detectable([1.0, 0.0, 0.0, 1.0]) == pytest.approx((1.959964 + 0.841621) * math.sqrt(1 / 3) / 2)
+    assert detectable([0.3, 0.3, 0.3]) == 0.0 and detectable([1.0]) is None
+
+
+def test_clustered_se_by_hand():
+    import math
+
+    import numpy as np
+
+    from towers.verdicts.significance import DETECTABLE_Z, clustered_se, detectable, detectable_clustered
+
+    # d = 1, 2 | 0, 3 | -1, 2 in articles A, B, C: mean 7/6; residual sums per article 4/6, 4/6, -8/6, squares
+    # summing to 96/36 = 8/3; CR1 SE = sqrt(G / (G - 1) * 8/3) / n = sqrt(3/2 * 8/3) / 6 = 1/3
+    d, articles = [1.0, 2.0, 0.0, 3.0, -1.0, 2.0], ["A", "A", "B", "B", "C", "C"]
+    assert clustered_se(d, articles) == pytest.approx(1 / 3)
+    assert detectable_clustered(d, articles) == pytest.approx(DETECTABLE_Z / 3)
+    # every question its own article: the paired SD over the root of n, as unclustered
+    assert clustered_se(d, list("abcdef")) == pytest.approx(np.std(d, ddof=1) / math.sqrt(6))
+    assert detectable_clustered(d, list("abcdef")) == pytest.approx(detectable(d))
+    # questions of one article won and lost together count for less than as many independent ones
+    together = [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    grouped = [g for g in "ABCD" for _ in range(3)]
+    assert detectable_clustered(together, grouped) > detectable(together)
+    assert detectable_clustered(d, ["A"] * 6) is None   # one article: no spread between articles to read

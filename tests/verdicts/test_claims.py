@@ -180,6 +180,72 @@ def test_steps_windows_compare_the_start_with_the_end(tmp_path):
     # the first and last fifth (steps 1-10, 41-50) share no step: an unpaired test
     assert part["pairing"] == "unpaired" and part["n"] == 20 and part["verdict"] == "holds"
     assert part["test"] == "Mann-Whitney U, two-sided" and part["difference"] == pytest.approx(0.4)
+    assert part["detectable"] is None and part["detectable clustered"] is None   # power is stated for paired tests
+    # two methods over the same steps are paired over them: power from their differences, with no article
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({"step": s, "mrr": 0.1 + 0.01 * s + 0.01 * (s % 3)}) + "\n"
+                             for s in range(1, 51)))
+    cells["t"].append({**cells["t"][0], "row": {"method": "other", "window": "first"},
+                       "samples": {**cells["t"][0]["samples"], "file": str(other)}})
+    (part,) = run([{**claim(higher={"method": "other"}, lower={"method": "ltre"}, where={"window": "first"}),
+                    "metrics": ["MRR@10"]}], cells)
+    assert part["pairing"] == "steps" and part["detectable"] > 0 and part["detectable clustered"] is None
+
+
+def test_each_part_states_the_difference_its_own_queries_detect(tmp_path):
+    from towers.verdicts.significance import detectable, detectable_clustered
+
+    # 12 questions of three articles (X, Y, Z: four each), numbered as the question file numbers its rows
+    questions = tmp_path / "questions.tsv"
+    questions.write_text("article\tquestion\tanswer\tsentence_start\n"
+                         + "".join(f"{'XYZ'[i // 4]}\tquestion {i}?\tan answer\ta start\n" for i in range(12)))
+    articles = checker.query_articles([("ds", "q", str(questions))])
+    assert articles == {"ds": {f"q{i + 1:04d}": "XYZ"[i // 4] for i in range(12)}}
+    folder = tmp_path / "artifacts/ds/eval"   # where the evaluate stage writes: the queries are dataset ds's
+    folder.mkdir(parents=True)
+    qids = list(articles["ds"])
+    a = {q: float(i % 2) for i, q in enumerate(qids)}
+    b = {q: float(i % 3 == 0) for i, q in enumerate(qids)}
+    cells = {"t": [cell({"model": n}, "R@10", evaluation(folder / f"{n}.json", v), scale=1)
+                   for n, v in (("a", a), ("b", b))]}
+    spec = [claim(higher={"model": "a"}, lower={"model": "b"})]
+    (part,) = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                               articles=articles)
+    d = [a[q] - b[q] for q in qids]
+    assert part["detectable"] == pytest.approx(detectable(d), abs=1e-4) and part["articles"] == 3
+    assert part["detectable clustered"] == pytest.approx(detectable_clustered(d, [articles["ds"][q] for q in qids]),
+                                                         abs=1e-4)
+    # the articles of another dataset's queries (or none) say nothing of these: no clustered value
+    (elsewhere,) = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                                    articles={"other": articles["ds"]})
+    assert elsewhere["detectable"] == part["detectable"]
+    assert elsewhere["detectable clustered"] is None and elsewhere["articles"] is None
+    # a query whose article is unknown leaves the clustered value empty rather than guessed
+    some = {"ds": {q: v for q, v in articles["ds"].items() if q != "q0001"}}
+    (partly,) = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                                 articles=some)
+    assert partly["detectable clustered"] is None
+    # read on a subset of the queries, beside the whole set's
+    records = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                               articles=articles)
+    subset = checker.evaluate([{"paper": "p", "title": "t", "claims": spec}], cells, "wilcoxon", 0.05,
+                              only=set(qids[:8]), articles=articles)
+    checker.add_subset_reading(records, subset, "unexposed")
+    assert records[0]["unexposed detectable"] == pytest.approx(detectable(d[:8]), abs=1e-4)
+    assert records[0]["unexposed detectable clustered"] == subset[0]["detectable clustered"] is not None
+
+
+def test_the_articles_of_a_datasets_queries_come_from_its_question_files():
+    from towers.plan.verdicts import articles_args, question_files
+
+    config = {"datasets": {
+        "qa": {"kind": "wikipedia-qa", "questions": "data/q.tsv"},
+        "qa-open": {"kind": "open-domain", "base": "qa", "extra": "x"},
+        "passages": {"kind": "wikipedia-passages", "questions": "data/q.tsv", "test_questions": "data/n.tsv"},
+        "squad": {"kind": "squad"}, "x": {"kind": "wikipedia"}}}
+    assert question_files(config) == [("qa", "q", "data/q.tsv"), ("qa-open", "q", "data/q.tsv"),
+                                      ("passages", "q", "data/q.tsv"), ("passages", "n", "data/n.tsv")]
+    assert articles_args(question_files(config)[:1]) == "--articles qa q data/q.tsv"
 
 
 def test_every_claims_file_loads_and_each_paper_has_at_least_six(tmp_path):

@@ -15,6 +15,7 @@ rule claims:
         claims=plan.verdicts.claims_files,
         schema="workflow/schemas/claims.schema.yaml",
         unexposed=plan.verdicts.unexposed_stats,
+        questions=plan.verdicts.questions,  # the article each query was asked of (power by article)
     output:
         csv="results/claims.csv",
         json="results/claims.json",
@@ -27,10 +28,13 @@ rule claims:
         profile=config["profile"],
         test=plan.verdicts.claims["test"],
         alpha=plan.verdicts.claims["alpha"],
+        articles=plan.verdicts.articles,
         claims_digest=[content_digest(path) for path in plan.verdicts.claims_files],  # by content
+        questions_digest=[content_digest(path) for path in plan.verdicts.questions],
     shell:
         "{TOWERS} claims --claims {input.claims} --schema {input.schema} {params.tables} --profile {params.profile:q}"
-        " --test {params.test:q} --alpha {params.alpha:q} --unexposed {input.unexposed} --csv {output.csv}"
+        " --test {params.test:q} --alpha {params.alpha:q} --unexposed {input.unexposed} {params.articles}"
+        " --csv {output.csv}"
         " --json {output.json} 2>&1 | tee {log}"
 
 

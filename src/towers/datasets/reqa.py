@@ -85,6 +85,11 @@ def answer_pairs(question: dict, where) -> list[tuple[str, str]]:
     return list(zip(answers, starts))
 
 
+def question_id(prefix: str, question: dict) -> str:
+    """A question's query id: the prefix and its row's number (line 2 of the file, its first row, is 0001)."""
+    return f"{prefix}{question['line'] - 1:04d}"
+
+
 def resolve_questions(questions_path, articles: list[dict], qid_prefix: str = "q"):
     """Map each question to the candidate sentences that start with `sentence_start` and hold the answer, one
     sentence per (answer, sentence_start) pair of its row (answer_pairs), or every copy of it where the article
@@ -98,7 +103,7 @@ def resolve_questions(questions_path, articles: list[dict], qid_prefix: str = "q
         where = f"{questions_path}"
         if q["article"] not in by_title:
             raise StageError(where, f"line {q['line']}: article {q['article']!r} is not in the corpus")
-        qid = f"{qid_prefix}{q['line'] - 1:04d}"
+        qid = question_id(qid_prefix, q)
         relevant = {}
         for answer, start in answer_pairs(q, where):
             hits = [c for c in by_title[q["article"]] if c["sentence"].startswith(start) and answer in c["sentence"]]

@@ -9,6 +9,11 @@ from typing import Iterator
 from ..io import StageError, answer_sets, answers_only
 from .collection import CollectionWriter, progress, QuerySet, valid_sample, write_dataset
 
+# the query ids each question file gets (q0001..., n0001...: reqa.question_id); the claims read a query's article
+# back through them (towers.plan.verdicts.question_files)
+QUESTION_PREFIXES = {"questions": "q", "test_questions": "n"}
+
+
 def article_passages(article: dict) -> Iterator[tuple[dict, list[str]]]:
     """(passage row, its sentences) for each paragraph, numbered as reqa.article_candidates numbers them."""
     paragraphs = [p for section in article["sections"] for p in section["paragraphs"]]
@@ -104,8 +109,9 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
             qrels = judged_qrels(path, judgements_path, asked, qrels, answers, queries)[0]
         return queries, qrels
 
-    questions, qrels = resolved(questions_path, "q")
-    later, later_qrels = resolved(test_questions_path, "n") if test_questions_path else ({}, {})
+    questions, qrels = resolved(questions_path, QUESTION_PREFIXES["questions"])
+    later, later_qrels = resolved(test_questions_path, QUESTION_PREFIXES["test_questions"]) if test_questions_path \
+        else ({}, {})
     both = {**qrels, **later_qrels}
     answers = answer_sets(both)
     test_ids, train_ids, valid, twins = question_split(questions, later, dev_fraction, valid_fraction, seed,

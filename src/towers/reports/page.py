@@ -185,7 +185,8 @@ def claims_block(claims: pd.DataFrame) -> str:
         elif len(parts):
             evidence = fmt(first.get("reason", ""))
         shown = [c for c in ("part", "bound", "higher", "lower", "value higher", "value lower", "difference",
-                             "effect size", "n", "test", "p", "p (Holm)", "verdict", "paper difference",
+                             "effect size", "n", "test", "p", "p (Holm)", "verdict", "detectable",
+                             "detectable clustered", "articles", "paper difference",
                              "paper agrees", "reason") if c in parts]
         detail = parts[shown].to_html(index=False, na_rep="", escape=True)
         rows.append(f"<tr><td>{badge(first['claim verdict'])}</td><td>{html.escape(claim_id)}</td>"

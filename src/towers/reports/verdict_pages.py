@@ -4,8 +4,9 @@
     python -m towers.reports.verdict_pages --check   exit 1, naming the page, when a block is not what claims.csv says
 
 A page holds one block, `<!-- verdicts: begin -->` ... `<!-- verdicts: end -->`: a row a claim, its verdict, and each
-part it was tested on (the two cells compared, the Holm-corrected p, the part's own verdict; where claims.csv reads
-it on the unexposed test questions too, that reading beside it). The prose around the
+part it was tested on (the two cells compared, the Holm-corrected p, the part's own verdict, the smallest difference
+its paired test detects at 80% power, also with the questions of one article counted as correlated; where
+claims.csv reads it on the unexposed test questions too, that reading beside it). The prose around the
 block says why; the numbers live only here. Every paper of data/papers/papers.yaml has a page and claims: a paper
 claims.csv lacks is an error (its page would keep verdicts the claims no longer have), as is a claims file missing a
 column or holding a p or value that is not a number; each is one line naming the file or page."""
@@ -28,6 +29,8 @@ COLUMNS = ["paper", "claim", "statement", "part", "bound", "higher", "lower", "v
            "verdict", "reason", "claim verdict"]          # what a page shows
 NUMBER_COLUMNS = ["value higher", "value lower", "p (Holm)"]
 UNEXPOSED_NUMBERS = ["unexposed n", "unexposed p (Holm)"]   # only where a paper is read on unexposed questions
+# claims.csv made before power was stated per comparison lacks these: its pages say nothing of it
+POWER_NUMBERS = ["detectable", "detectable clustered", "unexposed detectable", "unexposed detectable clustered"]
 
 
 def read_claims(path) -> pd.DataFrame:
@@ -42,7 +45,7 @@ def read_claims(path) -> pd.DataFrame:
     missing = [column for column in COLUMNS if column not in claims]
     if missing:
         raise ValueError(f"{path}: no {missing[0]!r} column")
-    for column in NUMBER_COLUMNS + [column for column in UNEXPOSED_NUMBERS if column in claims]:
+    for column in NUMBER_COLUMNS + [column for column in UNEXPOSED_NUMBERS + POWER_NUMBERS if column in claims]:
         numbers, bad = as_numbers(claims[column])
         if bad is not None:
             raise ValueError(f"{path}: row {bad + 1} (claim {claims.loc[bad, 'claim']}), column {column!r}: "
@@ -71,22 +74,48 @@ def p_value(value) -> str:
     return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
 
 
+def present(value) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+def power_text(row: pd.Series, prefix: str = "") -> str:
+    """', detectable 0.041 (0.047 by article)': the smallest difference the part's paired test detects at 80%
+    power, and with the questions of one article correlated; '' for a part with no paired test (or a claims.csv
+    made before power was stated per comparison)."""
+    size = row.get(f"{prefix}detectable")
+    if not present(size):
+        return ""
+    clustered = row.get(f"{prefix}detectable clustered")
+    by_article = f"{significant(clustered)} by article" if present(clustered) else "article unknown"
+    return f", detectable {significant(size)} ({by_article})"
+
+
+def significant(value) -> str:
+    """Two significant digits, without an exponent where the number is not tiny (0.041, 3.4, 250)."""
+    return f"{float(f'{value:.2g}'):g}"
+
+
 def part_text(row: pd.Series) -> str:
-    """One tested part: where, the two sides with their values, the corrected p and the part's verdict."""
+    """One tested part: where, the two sides with their values, the corrected p, the part's verdict and the
+    difference its test detects."""
     where = row["part"]
     if isinstance(row.get("bound"), str):
         where += f" ({row['bound']})"
     sides = f"{row['higher']} {number(row['value higher'])} vs {row['lower']} {number(row['value lower'])}"
-    text = f"{where}: {sides}, Holm p {p_value(row['p (Holm)'])}, {row['verdict']}"
+    text = f"{where}: {sides}, Holm p {p_value(row['p (Holm)'])}, {row['verdict']}{power_text(row)}"
     if isinstance(row.get("unexposed verdict"), str) and row["unexposed verdict"]:
         text += (f"; on the {row['unexposed n']:.0f} unexposed test questions: Holm p "
-                 f"{p_value(row['unexposed p (Holm)'])}, {row['unexposed verdict']}")
+                 f"{p_value(row['unexposed p (Holm)'])}, {row['unexposed verdict']}{power_text(row, 'unexposed ')}")
     return cell(text)
 
 
 def block(claims: pd.DataFrame, paper: str) -> str:
     """The Markdown table of one paper's claims, in claims.csv's order."""
-    rows = ["| claim | verdict | parts: the cells compared, Holm p, the part's verdict |", "|---|---|---|"]
+    header = "the cells compared, Holm p, the part's verdict"
+    if "detectable" in claims:
+        header += (", the smallest difference its paired test detects at 80% power (by article: an article's "
+                   "questions correlated)")
+    rows = [f"| claim | verdict | parts: {header} |", "|---|---|---|"]
     mine = claims[claims["paper"] == paper]
     for claim, parts in mine.groupby("claim", sort=False):
         first = parts.iloc[0]

@@ -366,9 +366,13 @@ TABLES_ARG = arg("--table", required=True, action="append", help="name=CSV of a 
        arg("--alpha", type=float, default=0.05),
        arg("--unexposed", nargs="*", default=[], help="passage datasets' stats.json: their test queries no training "
                                                      "query shares a relevant passage with, read on their own too"),
+       arg("--articles", nargs=3, action="append", default=[], metavar=("DATASET", "PREFIX", "TSV"),
+           help="a dataset's queries <PREFIX><row> are the questions of TSV, each asked of its row's article: power "
+                "is stated counted by article too (repeatable)"),
        arg("--csv", required=True), arg("--json", required=True))
 def claims(a):
-    """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict; with
+    """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict and the
+    smallest difference its test detects (columns 'detectable', 'detectable clustered': by --articles); with
     --unexposed, each comparison again on those test queries alone (columns 'unexposed ...')."""
     import pandas as pd
 
@@ -379,7 +383,8 @@ def claims(a):
         raise StageError("--alpha", f"must lie between 0 and 1, not {a.alpha}")
     documents = [checker.load_claims(path, a.schema) for path in a.claims]
     cells = load_cells(named_tables(a.table))
-    records = checker.evaluate(documents, cells, a.test, a.alpha)
+    articles = checker.query_articles(a.articles)
+    records = checker.evaluate(documents, cells, a.test, a.alpha, articles=articles)
     if a.unexposed:
         only = set()
         for path in a.unexposed:
@@ -387,7 +392,8 @@ def claims(a):
             if "unexposed_test_queries" not in stats:
                 raise StageError(path, "has no unexposed_test_queries (not a wikipedia-passages dataset's stats)")
             only |= set(stats["unexposed_test_queries"])
-        checker.add_subset_reading(records, checker.evaluate(documents, cells, a.test, a.alpha, only), "unexposed")
+        checker.add_subset_reading(records, checker.evaluate(documents, cells, a.test, a.alpha, only, articles),
+                                   "unexposed")
     frame = pd.DataFrame(records)
     frame.insert(2, "profile", a.profile)
     twin = checker.verdict_counts(frame, a.profile)

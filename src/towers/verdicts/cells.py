@@ -216,6 +216,7 @@ class Term:
     samples: dict[str, float] | None   # key (query, step) -> value; None when the cell has no per-item values
     sources: tuple = ()
     pairing: str = "queries"
+    dataset: str = ""                  # whose queries the samples are ('' when unknown, or two datasets' mixed)
 
 
 def pick(cells: dict[str, list[dict]], table: str, selector: dict, column: str) -> dict:
@@ -237,6 +238,7 @@ def cell_term(cells, table: str, selector: dict, column: str) -> Term:
     label = "/".join(f"{v}" for v in selector.values()) or table
     return Term(label=label, value=found["value"], paper=found.get("paper"),
                 samples=samples_of(source) if source else None, pairing=pairing,
+                dataset=dataset_of(source) if pairing == "queries" else "",
                 # what the value rests on: its per-item values, or the cell itself where it has none
                 sources=(repr(source) if source else repr((table, sorted(found["row"].items()), column)),))
 
@@ -249,7 +251,14 @@ def difference(a: Term, b: Term, label: str | None = None) -> Term:
         samples = {k: a.samples[k] - b.samples[k] for k in common}
     return Term(label=label or f"({a.label} - {b.label})", value=minus(a.value, b.value),
                 paper=minus(a.paper, b.paper), samples=samples, sources=a.sources + ("-",) + b.sources,
-                pairing=a.pairing)
+                pairing=a.pairing, dataset=a.dataset if a.dataset == b.dataset else "")
+
+
+def dataset_of(source: dict) -> str:
+    """The dataset whose queries a cell's per-query values are: the folder under artifacts/ of the file they are
+    read from (every stage output lies in artifacts/<dataset>/..., towers.plan.paths); '' where none is."""
+    parts = Path((source.get("files") or [source.get("file") or ""])[0]).parts
+    return parts[parts.index("artifacts") + 1] if "artifacts" in parts[:-1] else ""
 
 
 def minus(a, b):

@@ -12,7 +12,8 @@ test from scipy, two-sided, Holm-corrected over all parts of the paper (statsmod
   not measurable                 the profile lacks a cell the claim needs (or the claim says why)
 
 A claim's verdict is its weakest part's. Every part is also worked out on the paper's own numbers, so a
-claims file that misreads the paper shows up (column 'paper agrees').
+claims file that misreads the paper shows up (column 'paper agrees'), and states the smallest difference its
+paired test detects at 80% power, from its own per-query differences and counted by article (`power`).
 
 Where the cells come from: every table stage writes its cells (towers.verdicts.cells.cell) into its meta record:
 the row's labels, the column, the value shown, the paper's value and where the per-query values are. The terms a
@@ -27,7 +28,8 @@ from pathlib import Path
 
 from ..io import StageError
 from .cells import Missing, Term, cell_term, difference, matches, minus, not_given
-from .significance import Test, holm, test_difference, verdict, weakest
+from .significance import (Test, detectable, detectable_clustered, holm, paired_differences, test_difference,
+                           verdict, weakest)
 
 VERDICTS = ["holds", "same direction, not significant", "not supported", "contradicted", "not measurable"]
 FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
@@ -35,10 +37,12 @@ FORMS = ("higher", "order", "not_worse", "ratio", "sweep", "diagonal")
 
 def add_subset_reading(records: list[dict], subset: list[dict], name: str) -> None:
     """Each comparison's reading on a subset of its queries beside it ('<name> n', '... difference', '... p (Holm)',
-    '... verdict', '... claim verdict'); a claim none of whose comparisons reads the subset has no such verdict."""
+    '... detectable', '... detectable clustered', '... verdict', '... claim verdict'); a claim none of whose
+    comparisons reads the subset has no such verdict."""
     for whole, part in zip(records, subset):
         measured = part["verdict"] != "not measurable"
-        whole.update({f"{name} {key}": part.get(key) if measured else None for key in ("n", "difference", "p (Holm)")})
+        whole.update({f"{name} {key}": part.get(key) if measured else None
+                      for key in ("n", "difference", "p (Holm)", "detectable", "detectable clustered")})
         whole.update({f"{name} verdict": part["verdict"] if measured else "",
                       f"{name} claim verdict": part["claim verdict"]})
     read_there = {(r["paper"], r["claim"]) for r in records if r[f"{name} verdict"]}
@@ -184,7 +188,7 @@ def ratio_parts(claim, cells, table, group, column, where) -> list[Part]:
         return [Part(claim, where, missing=str(why))]
     log_a, log_b = log_term(a), log_term(b)
     ratio = difference(log_a, log_b, f"log({a.label} / {b.label})")
-    zero = Term("0", 0.0, 0.0, {k: 0.0 for k in (ratio.samples or {})}, ("0",), ratio.pairing)
+    zero = Term("0", 0.0, 0.0, {k: 0.0 for k in (ratio.samples or {})}, ("0",), ratio.pairing, ratio.dataset)
     low_part = Part(claim, where, higher=ratio, lower=zero, shift=math.log(low), bound=f"ratio at least {low}",
                     extra={"ratio": _ratio(a.value, b.value), "paper ratio": _ratio(a.paper, b.paper)})
     high_part = Part(claim, where, higher=zero, lower=ratio, shift=-math.log(high), bound=f"ratio at most {high}",
@@ -195,7 +199,7 @@ def ratio_parts(claim, cells, table, group, column, where) -> list[Part]:
 def log_term(t: Term) -> Term:
     return Term(f"log {t.label}", _log(t.value), _log(t.paper),
                 None if t.samples is None else {k: math.log(v) for k, v in t.samples.items() if v > 0},
-                t.sources + ("log",), t.pairing)
+                t.sources + ("log",), t.pairing, t.dataset)
 
 
 def _log(v):
@@ -288,9 +292,10 @@ def restricted(part: Part, only: set[str]) -> Part:
 
 
 def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, alpha: float,
-             only: set[str] | None = None) -> list[dict]:
+             only: set[str] | None = None, articles: dict[str, dict[str, str]] | None = None) -> list[dict]:
     """Every part of every claim with its test, Holm-adjusted p (within each paper) and verdict; one record a part.
-    With `only`, every comparison of per-query values is read on those queries alone (a subset's verdicts)."""
+    With `only`, every comparison of per-query values is read on those queries alone (a subset's verdicts).
+    `articles`: dataset -> query -> its article (query_articles), for the power counted clustered by article."""
     records = []
     for document in claim_files:
         parts = [part for claim in document["claims"] for part in expand(claim, cells)]
@@ -313,7 +318,7 @@ def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, a
         for part in parts:
             if part.duplicate_of and part.signature() in by_signature:   # (untested: no per-item values)
                 part.p_adjusted = by_signature[part.signature()].p_adjusted
-        records += [record(document, part, alpha) for part in parts]
+        records += [record(document, part, alpha, articles or {}) for part in parts]
     by_claim: dict[tuple, list[str]] = {}
     for r in records:
         by_claim.setdefault((r["paper"], r["claim"]), []).append(r["verdict"])
@@ -329,7 +334,7 @@ def summary(verdicts: list[str]) -> str:
     return ", ".join(f"{n} {v}" for v, n in counts.items())
 
 
-def record(document: dict, part: Part, alpha: float) -> dict:
+def record(document: dict, part: Part, alpha: float, articles: dict[str, dict[str, str]] | None = None) -> dict:
     claim = part.claim
     out = {"paper": document["paper"], "claim": claim["id"], "statement": claim["statement"],
            "source": claim["source"], "part": part.where, "bound": part.bound}
@@ -348,9 +353,41 @@ def record(document: dict, part: Part, alpha: float) -> dict:
         "paper higher": _round(part.higher.paper), "paper lower": _round(part.lower.paper),
         "paper difference": _round(paper_diff),
         "paper agrees": "n.a." if paper_shifted is None else ("yes" if paper_shifted > 0 else "no"),
+        **power(part, articles or {}),
         "reason": f"same cells as {part.duplicate_of}" if part.duplicate_of else "",
         **{k: (_round(v) if isinstance(v, float) else v) for k, v in part.extra.items()}})
     return out
+
+
+def power(part: Part, articles: dict[str, dict[str, str]]) -> dict:
+    """The part's own power (columns 'detectable', 'detectable clustered', 'articles'): the smallest difference
+    its paired test detects at 80% power from its own per-item differences, and again with the questions of one
+    article counted as correlated, over how many articles. Empty where it is not paired (no power is stated for
+    an unpaired test) or, for the clustered value, where the article of one of its queries is unknown (another
+    dataset, or a pairing over training steps)."""
+    d = paired_differences(part.higher, part.lower) if part.test.pairing in ("queries", "steps") else {}
+    size = detectable(list(d.values())) if d else None
+    # a query id names a question within its dataset only (q0001 is another question in another dataset)
+    same = part.test.pairing == "queries" and part.higher.dataset == part.lower.dataset
+    known = articles.get(part.higher.dataset, {}) if same else {}
+    clustered, count = None, None
+    if size is not None and known and all(q in known for q in d):
+        clusters = [known[q] for q in d]
+        clustered, count = detectable_clustered(list(d.values()), clusters), len(set(clusters))
+    return {"detectable": _round(size), "detectable clustered": _round(clustered), "articles": count}
+
+
+def query_articles(question_files: list[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
+    """dataset -> query id -> the article it was asked of, from the question files of this project
+    (data/enwiki-mini/questions*.tsv): each (dataset, qid prefix, questions TSV) names the queries
+    <prefix><line - 1> of that dataset, as reqa.resolve_questions numbers them (a ReQA set's answers.jsonl says
+    the same; a passage set writes no such file, and its queries are two files' questions, 'q' and 'n')."""
+    from ..datasets.reqa import question_id, read_questions
+
+    found: dict[str, dict[str, str]] = {}
+    for dataset, prefix, path in question_files:
+        found.setdefault(dataset, {}).update({question_id(prefix, q): q["article"] for q in read_questions(path)})
+    return found
 
 
 def _significant(p):

@@ -43,9 +43,9 @@ def test_difference(higher: Term, lower: Term, shift: float, test: str) -> Test:
 
     if higher.samples is None or lower.samples is None:
         return Test("none (no per-item values)", 0, "none", minus(higher.value, lower.value), None, "", None)
-    common = [k for k in higher.samples if k in lower.samples]
-    if common:
-        d = np.array([higher.samples[k] - lower.samples[k] for k in common])
+    paired = paired_differences(higher, lower)
+    if paired:
+        d = np.array(list(paired.values()))
         shifted = d - shift
         if len(d) < 2 or np.allclose(shifted, 0):
             return Test(_paired_name(test), len(d), higher.pairing, float(d.mean()), 0.0, _paired_size(test), 1.0)
@@ -73,6 +73,14 @@ def test_difference(higher: Term, lower: Term, shift: float, test: str) -> Test:
         pooled = math.sqrt((a.var(ddof=1) + b.var(ddof=1)) / 2)
         size, size_name = (float((a.mean() - b.mean()) / pooled) if pooled > 0 else 0.0), "Cohen's d"
     return Test(_unpaired_name(test), len(a) + len(b), "unpaired", effect, size, size_name, float(result.pvalue))
+
+
+def paired_differences(higher: Term, lower: Term) -> dict[str, float]:
+    """higher - lower item by item over the items both sides have ({} where a side has no per-item values or
+    they share none: different test sets are compared unpaired)."""
+    if higher.samples is None or lower.samples is None:
+        return {}
+    return {k: higher.samples[k] - lower.samples[k] for k in higher.samples if k in lower.samples}
 
 
 def _paired_name(test: str) -> str:
@@ -136,12 +144,43 @@ def weakest(verdicts: list[str]) -> str:
 DETECTABLE_Z = 1.959964 + 0.841621
 
 
-def detectable_differences(cells: list[dict]) -> dict[str, dict[int, float]]:
-    """For each measure of a table and each of its query sets (a split's test questions), the smallest difference
-    between two of its rows that a paired test over those queries detects with 80% power at alpha 0.05 (two-sided;
-    normal approximation of the paired test): 2.80 times the median standard deviation of the per-query differences
-    over every pair of rows on those queries, over the square root of their count. {measure: {queries: difference
-    in the table's unit}}; a measure with no two rows on the same queries is left out."""
+def detectable(d) -> float | None:
+    """The smallest mean difference a paired test over these per-item differences detects with 80% power at
+    alpha 0.05 (two-sided, normal approximation): 2.80 sd(d) / sqrt(n), from the spread of the differences
+    themselves (the paired SD), not of either side's values. None below two items."""
+    d = np.asarray(d, dtype=float)
+    if len(d) < 2:
+        return None
+    return DETECTABLE_Z * float(np.std(d, ddof=1)) / math.sqrt(len(d))
+
+
+def clustered_se(d, clusters) -> float:
+    """Cluster-robust standard error of the mean of d, the items of one cluster (the questions of one article)
+    free to be correlated: OLS on a constant with statsmodels' cluster covariance (CR1: sqrt(G / (G - 1) *
+    sum over clusters of (sum of d - mean d)^2) / n). With every item its own cluster it is sd(d) / sqrt(n)."""
+    from statsmodels.regression.linear_model import OLS
+
+    d = np.asarray(d, dtype=float)
+    codes = np.unique(np.asarray(clusters, dtype=str), return_inverse=True)[1]   # statsmodels wants integer groups
+    fit = OLS(d, np.ones(len(d))).fit(cov_type="cluster", cov_kwds={"groups": codes})
+    return float(fit.bse[0])
+
+
+def detectable_clustered(d, clusters) -> float | None:
+    """detectable, with the standard error counted clustered (clustered_se): questions of one article tend to be
+    won or lost together, so n of them tell less than n independent ones. None below two clusters."""
+    if len(set(clusters)) < 2:
+        return None
+    return DETECTABLE_Z * clustered_se(d, clusters)
+
+
+def detectable_differences(cells: list[dict]) -> dict[str, dict[int, tuple[float, float]]]:
+    """For each measure of a table and each of its query sets (a split's test questions), the smallest and the
+    largest over pairs of its rows of the difference a paired test over those queries detects (`detectable`):
+    alike rows (one model on two indexes) need little, dissimilar ones much more, so one figure for all would
+    understate one or the other. Pairs with identical per-query values have nothing to detect and are left out.
+    {measure: {queries: (smallest, largest) in the table's unit}}; a measure with no two rows on the same queries
+    is left out."""
     from .cells import samples_of
 
     by_measure: dict[str, list[dict]] = {}
@@ -150,16 +189,15 @@ def detectable_differences(cells: list[dict]) -> dict[str, dict[int, float]]:
             by_measure.setdefault(c["column"], []).append(samples_of(c["samples"]))
     found = {}
     for measure, samples in by_measure.items():
-        spreads: dict[int, list[float]] = {}
+        sizes: dict[int, list[float]] = {}
         for i, a in enumerate(samples):
             for b in samples[i + 1:]:
                 if a.keys() == b.keys() and len(a) > 1:
-                    d = np.array([a[q] - b[q] for q in a])
-                    spreads.setdefault(len(d), []).append(float(np.std(d, ddof=1)))
-        sizes = {n: DETECTABLE_Z * float(np.median(s)) / math.sqrt(n) for n, s in sorted(spreads.items(), reverse=True)
-                 if np.median(s) > 0}
+                    size = detectable([a[q] - b[q] for q in a])
+                    if size > 0:
+                        sizes.setdefault(len(a), []).append(size)
         if sizes:
-            found[measure] = sizes
+            found[measure] = {n: (min(s), max(s)) for n, s in sorted(sizes.items(), reverse=True)}
     return found
 
 
@@ -168,8 +206,12 @@ def power_note(cells: list[dict]) -> str:
     found = detectable_differences(cells)
     if not found:
         return ""
-    shown = "; ".join(f"{measure} " + ", ".join(f"{value:.2g} at {n}" for n, value in sizes.items())
+
+    def span(low, high):
+        return f"{low:.2g}" if f"{low:.2g}" == f"{high:.2g}" else f"{low:.2g} to {high:.2g}"
+
+    shown = "; ".join(f"{measure} " + ", ".join(f"{span(*pair)} at {n}" for n, pair in sizes.items())
                       for measure, sizes in found.items())
-    return ("smallest difference between two rows that a paired test over their queries detects at 80% power "
-            "(alpha 0.05, two-sided, normal approximation, the median spread of per-query differences), by query "
+    return ("difference between two rows that a paired test over their queries detects at 80% power (alpha 0.05, "
+            "two-sided, 2.8 paired SD / sqrt(queries)), from the most to the least alike pair of rows, by query "
             f"count: {shown}")
