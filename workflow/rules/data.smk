@@ -218,10 +218,10 @@ rule evaluation_qrels:
     output:
         qrels=collection("{dataset}", "qrels-eval.txt"),
         sources=collection("{dataset}", "qrels-eval.tsv"),
-    wildcard_constraints:
-        dataset=plan.data.only_reqa,
     log:
         "logs/{dataset}/evaluation_qrels.log",
+    wildcard_constraints:
+        dataset=plan.data.only_reqa,
     conda:
         CPU_ENV
     params:
@@ -240,10 +240,10 @@ rule evaluation_qrels_passages:
         qrels=collection("{dataset}", "qrels-eval.txt"),
         sources=collection("{dataset}", "qrels-eval.tsv"),
         unexposed=collection("{dataset}", "unexposed.json"),
-    wildcard_constraints:
-        dataset=plan.data.only_passages,
     log:
         "logs/{dataset}/evaluation_qrels.log",
+    wildcard_constraints:
+        dataset=plan.data.only_passages,
     conda:
         CPU_ENV
     params:

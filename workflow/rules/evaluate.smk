@@ -11,7 +11,7 @@ TOWERS = plan.software.towers
 rule evaluate:
     input:
         run=plan.evaluation.run_path,
-        qrels=lambda w: plan.data.evaluation_qrels(w.dataset),   # judged evaluation qrels where the set has them
+        qrels=lambda w: plan.data.evaluation_qrels(w.dataset),  # judged evaluation qrels where the set has them
         queries=plan.evaluation.test_questions,  # an open-domain dataset: its base's
         candidates=lambda w: collection(plan.data.corpus_of(w.dataset), "candidates.jsonl"),  # ranked ids are checked against it
     output:

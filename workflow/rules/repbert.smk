@@ -175,7 +175,7 @@ rule rerank:
         "logs/{dataset}/rerank_{first}-d{depth}_{split}.log",
     wildcard_constraints:
         first="|".join(plan.repbert.first_stage),
-        depth="[0-9]+",   # the deepest: merge_rerank (ruleorder)
+        depth="[0-9]+",  # the deepest: merge_rerank (ruleorder)
     conda:
         plan.software.torch_env
     threads: 1
