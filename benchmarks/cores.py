@@ -18,6 +18,7 @@ import argparse
 import heapq
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -135,8 +136,12 @@ def measure(build: Path, log: Path, cores_list: list[int], built_cores: int) -> 
     before = parents(jobs)
     priority = rule_priorities(build)
     simulated = {str(c): round(simulate(jobs, before, c, priority) / 60, 2) for c in sorted({*cores_list, built_cores})}
+    times = build / "reproduce-times.json"   # benchmarks/reproduce.py --run: the commit it built
+    commit = (json.loads(times.read_text())["commit"] if times.is_file() else
+              subprocess.run(["git", "rev-parse", "HEAD"], cwd=build, capture_output=True, text=True).stdout.strip())
     return {
         "log": str(log.relative_to(build)) if log.is_relative_to(build) else str(log),
+        "commit": commit,
         "jobs": len(jobs),
         "job_seconds": round(sum(j["wall"] for j in jobs), 1),
         "measured_minutes": round(wall / 60, 2),

@@ -57,7 +57,7 @@ import statistics
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -281,6 +281,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
     not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
     measured = {
         "commit": times["commit"], "cores": times["cores"],
+        "date": datetime.fromtimestamp(steps["setup"]["began"], tz=timezone.utc).strftime("%Y-%m-%d"),
         "targets": times.get("targets") or [],   # --target: the targets of its one step; else every table
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),
         "clean_run_goal_seconds": 5400,

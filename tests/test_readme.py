@@ -26,6 +26,13 @@ def reproduce() -> dict:
     return json.loads((ROOT / "benchmarks/results.json").read_text(encoding="utf-8"))["reproduce"]
 
 
+def simulated() -> dict:
+    """benchmarks/cores.py over the log of the build `reproduce` times (the same commit)."""
+    cores = json.loads((ROOT / "benchmarks/results.json").read_text(encoding="utf-8"))["cores_simulated"]
+    assert cores["commit"] == reproduce()["commit"], "cores_simulated is of another build than reproduce"
+    return cores
+
+
 def headline() -> dict:
     measured = json.loads((ROOT / "benchmarks/results.json").read_text(encoding="utf-8"))["reproduce_table1"]
     assert measured["targets"] == ["results/table1.csv"] and measured["cores"] == 2, measured.get("targets")
@@ -40,6 +47,9 @@ def params() -> dict:
 SOURCED = {
     r"([\d.]+)\s+minutes\s+on\s+\d+\s+cores": lambda: round(reproduce()["clean_run_seconds"] / 60, 1),
     r"minutes\s+on\s+(\d+)\s+cores": lambda: reproduce()["cores"],
+    r"clean\s+run\s+of\s+`([0-9a-f]{7,40})`": lambda: reproduce()["commit"],
+    r"on\s+(\d{4}-\d{2}-\d{2})": lambda: reproduce()["date"],
+    r"simulated\s+([\d.]+)\s+minutes\s+on\s+8\s+cores": lambda: simulated()["simulated_minutes"]["8"],
     r"(\d+)-layer": lambda: params()["encoder"]["layers"],
     r"(\d+)-wide": lambda: params()["encoder"]["hidden"],
     r"(\d+)-token\s+queries": lambda: params()["two_tower"]["query_length"],
@@ -161,7 +171,11 @@ def check_sourced(readme: str) -> None:
     for pattern, source in SOURCED.items():
         assert re.search(pattern, screen), f"the first screen no longer states {pattern!r}"
         for stated in re.findall(pattern, readme):
-            assert float(stated) == float(source()), f"README says {stated} ({pattern!r}), its source {source()}"
+            expected = source()
+            if isinstance(expected, str):   # a commit (its short form) or a date
+                assert expected.startswith(stated), f"README says {stated} ({pattern!r}), its source {expected}"
+            else:
+                assert float(stated) == float(expected), f"README says {stated} ({pattern!r}), its source {expected}"
 
 
 def prose(readme: str) -> str:

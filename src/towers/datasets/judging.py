@@ -10,7 +10,7 @@ import numpy as np
 
 from ..io import StageError, require_file
 from . import reqa
-from .splits import question_key
+from .splits import find_root, question_key
 
 POOL_COLUMNS = ["questions", "article", "question", "pooled"]
 
@@ -243,14 +243,8 @@ def fact_groups(answers: dict[str, tuple[str, set[str]]], qrels: dict[str, dict[
     both (at any grade: the same fact reached through another sentence is still the same fact)."""
     parent = {qid: qid for qid in answers}
 
-    def root(qid):
-        while parent[qid] != qid:
-            parent[qid] = parent[parent[qid]]
-            qid = parent[qid]
-        return qid
-
     def join(a, b):
-        ra, rb = root(a), root(b)
+        ra, rb = find_root(parent, a), find_root(parent, b)
         if ra != rb:
             parent[max(ra, rb)] = min(ra, rb)
 
@@ -261,7 +255,7 @@ def fact_groups(answers: dict[str, tuple[str, set[str]]], qrels: dict[str, dict[
         for doc, grade in sorted(qrels.get(qid, {}).items()):
             if grade >= 1:
                 join(qid, first.setdefault(("sentence", doc), qid))
-    return {qid: root(qid) for qid in answers}
+    return {qid: find_root(parent, qid) for qid in answers}
 
 
 def unexposed_by_fact(test: list[str], trained: list[str], groups: dict[str, str]) -> list[str]:

@@ -60,16 +60,21 @@ def cold_start_split(queries: dict[str, str], train_fraction: float, valid_fract
     return {"train": train[n_valid:], "valid": train[:n_valid], "test": test}
 
 
+def find_root(parent: dict, key):
+    """Union-find: the root of `key` in `parent` (key -> parent key), halving the path on the way."""
+    while parent[key] != key:
+        parent[key] = parent[parent[key]]
+        key = parent[key]
+    return key
+
+
 def _joined_by_answer(groups: dict[str, list[str]], answers: dict[str, set[str]]) -> dict[str, list[str]]:
     """`groups` (in draw order) merged wherever two share an answer document, each merged group placed where
     its first-drawn part was (union-find over the groups)."""
     parent = {key: key for key in groups}
 
     def root(key):
-        while parent[key] != key:
-            parent[key] = parent[parent[key]]
-            key = parent[key]
-        return key
+        return find_root(parent, key)
     order = {key: n for n, key in enumerate(groups)}
     holder: dict[str, str] = {}
     for key, qids in groups.items():
