@@ -49,7 +49,7 @@ SOURCED = {
     r"minutes\s+on\s+(\d+)\s+cores": lambda: reproduce()["cores"],
     r"clean\s+run\s+of\s+`([0-9a-f]{7,40})`": lambda: reproduce()["commit"],
     r"on\s+(\d{4}-\d{2}-\d{2})": lambda: reproduce()["date"],
-    r"simulated\s+([\d.]+)\s+minutes\s+on\s+8\s+cores": lambda: simulated()["simulated_minutes"]["8"],
+    r"simulated\s+([\d.]+)\s+minutes\s+on\s+eight\s+cores": lambda: simulated()["simulated_minutes"]["8"],
     r"(\d+)-layer": lambda: params()["encoder"]["layers"],
     r"(\d+)-wide": lambda: params()["encoder"]["hidden"],
     r"(\d+)-token\s+queries": lambda: params()["two_tower"]["query_length"],
