@@ -152,10 +152,9 @@ def test_a_second_judgement_of_an_unpooled_question_is_one_line(tmp_path, monkey
                                 "e.g. 'r' of 'A' (questions.tsv)")
 
 
-def test_the_benchmark_says_a_missing_build_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(judged_qrels, "ART", tmp_path)
+def test_the_benchmark_says_a_missing_build_in_one_line(tmp_path):
     with pytest.raises(SystemExit) as ended:
-        judged_qrels.main(["--no-record"])
-    assert ended.value.code == (f"error: {tmp_path / 'enwiki-mini/corpus/articles.jsonl'}: not built; run `make "
+        judged_qrels.main(["--no-record", "--build", str(tmp_path)])
+    assert ended.value.code == (f"error: {tmp_path / 'artifacts/enwiki-mini/corpus/articles.jsonl'}: not built; run `make "
                                 "reproduce` (or .venv/bin/snakemake artifacts/enwiki-mini/corpus/articles.jsonl "
                                 "--cores 1)")

@@ -104,6 +104,8 @@ SECOND_RULE_OF = {
     "pretrain_mlm_nsp": "pretrain-mlm",                                      # with Next Sentence Prediction
     "train_margin_threet": "train-margin", "train_margin_quadbert": "train-margin",   # three towers; four
     "repbert_figure_1": "repbert-figure", "repbert_figure_2": "repbert-figure",       # measured apart (resources)
+    "rerank_shard": "rerank", "merge_rerank": "merge-runs",                  # the deepest reranking's query shards
+    "evaluation_qrels_passages": "evaluation-qrels",                         # a passage set's (unexposed.json too)
 }
 # Rules whose stage is their dataset's kind's (a run block, or the stage's name in params): splitting each into
 # a rule a kind would change their code, and so rebuild every collection and all below it.

@@ -133,11 +133,14 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
         "download": 1, "passages": 1, "bm25_index": 1, "bm25_search_split": 1, "tokenizer": 1, "pretrain_mlm": 1,
         "train_repbert": 1, "encode_candidates_shard": 8, "merge_embeddings": 1, "build_index": 1, "dense_search": 1,
         "latency": 2,
-        "rerank": 2 * 5, "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
+        "rerank": 2 * 4, "rerank_shard": 2 * 8, "merge_rerank": 2,
+        "fuse_runs": 6, "consistency": 2, "evaluate": 2 + 2 * 5 + 6,
         "repbert_table": 4, "repbert_figure_1": 1, "repbert_figure_2": 1}
     assert "collectionandqueries.tar.gz" in plan.stdout and "--model castorini/monobert-large-msmarco" in plan.stdout
-    # the cross-encoder scores each first-stage run once, at the deepest depth; shallower ones reuse it
-    assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 and plan.stdout.count("--scores ") == 2 * 4
+    # the cross-encoder scores each first-stage run once, at the deepest depth (in 8 query shards, joined);
+    # shallower ones reuse it
+    assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 * 8 and plan.stdout.count("--scores ") == 2 * 4
+    assert plan.stdout.count("--shard 7 --shards 8 --tag rerank") == 2
     assert "--steps 350000 --batch-size 52 --lr 3e-06" in plan.stdout
 
 
@@ -180,7 +183,7 @@ def test_slurm_profile_plans_paper_jobs_with_their_resources(tmp_path):
     blocks = job_blocks(plan.stdout)
     # the corpus is encoded as 8 one-GPU jobs, then merged; GPU rules go to the GPU partition
     assert len(blocks["encode_candidates_shard"]) == 8 and len(blocks["merge_embeddings"]) == 1
-    for rule in ("encode_candidates_shard", "rerank", "dense_search"):
+    for rule in ("encode_candidates_shard", "rerank_shard", "dense_search"):
         for job in blocks[rule]:
             assert "gpu=1" in job and "slurm_partition=gpu" in job and "mem_mb=64000" in job and "runtime=2880" in job
     paper = yaml.safe_load((work / "config/paper.yaml").read_text())
