@@ -146,7 +146,6 @@ def packets(pools: dict, count: int, folder: Path, seed: int = 65) -> None:
             paragraphs[cid.rsplit("_", 1)[0]].append(cid)
         groups = list(paragraphs.items())
         rng.shuffle(groups)
-        sentences = item["sentences"]
         handles[k].write(json.dumps({
             "questions": item["set"], "article": item["article"], "question": item["question"],
             "paragraphs": [paragraph_view(item["sentences"], prefix, set(ids)) for prefix, ids in groups]},

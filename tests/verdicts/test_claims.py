@@ -8,6 +8,7 @@ import pytest
 import yaml
 from scipy import stats
 
+from towers.datasets.reqa import query_articles
 from towers.io import StageError
 from towers.verdicts import claims as checker
 
@@ -199,7 +200,7 @@ def test_each_part_states_the_difference_its_own_queries_detect(tmp_path):
     questions = tmp_path / "questions.tsv"
     questions.write_text("article\tquestion\tanswer\tsentence_start\n"
                          + "".join(f"{'XYZ'[i // 4]}\tquestion {i}?\tan answer\ta start\n" for i in range(12)))
-    articles = checker.query_articles([("ds", "q", str(questions))])
+    articles = query_articles([("ds", "q", str(questions))])
     assert articles == {"ds": {f"q{i + 1:04d}": "XYZ"[i // 4] for i in range(12)}}
     folder = tmp_path / "artifacts/ds/eval"   # where the evaluate stage writes: the queries are dataset ds's
     folder.mkdir(parents=True)

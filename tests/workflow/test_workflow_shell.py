@@ -49,7 +49,7 @@ def test_model_folders_and_factory_strings_reach_the_stage_as_one_argument(tmp_p
     planned = commands(plan.stdout)
     assert {value_after(c, "--start") for c in planned["train_negatives"] if "neg-rand" in " ".join(c)} == \
         {"my models/roberta"}
-    assert {value_after(c, "--model") for c in planned["rerank"] if "--model" in c} == {"my models/monobert"}
+    assert {value_after(c, "--model") for c in planned["rerank_shard"] if "--model" in c} == {"my models/monobert"}
     assert "IVF2(Flat),SQ8" in {value_after(c, "--factory") for c in planned["build_index"]}
 
 

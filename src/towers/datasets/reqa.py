@@ -424,3 +424,14 @@ def extra_candidates(articles_path, base: dict, id_prefix: str, plan: dict, coun
                 position += 1
         position = end
         counts["extra_articles_used"] += used
+
+
+def query_articles(question_files: list[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
+    """dataset -> query id -> the article it was asked of, from the question files of this project
+    (data/enwiki-mini/questions*.tsv): each (dataset, qid prefix, questions TSV) names the queries
+    <prefix><line - 1> of that dataset, as reqa.resolve_questions numbers them (a ReQA set's answers.jsonl says
+    the same; a passage set writes no such file, and its queries are two files' questions, 'q' and 'n')."""
+    found: dict[str, dict[str, str]] = {}
+    for dataset, prefix, path in question_files:
+        found.setdefault(dataset, {}).update({question_id(prefix, q): q["article"] for q in read_questions(path)})
+    return found

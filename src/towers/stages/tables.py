@@ -363,27 +363,25 @@ TABLES_ARG = arg("--table", required=True, action="append", help="name=CSV of a 
 @stage("claims", arg("--claims", required=True, nargs="+", help="claims files (data/papers/<paper>.claims.yaml)"),
        arg("--schema", required=True, help="workflow/schemas/claims.schema.yaml"), TABLES_ARG,
        arg("--profile", required=True), arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]),
-       arg("--alpha", type=float, default=0.05),
-       arg("--unexposed", nargs="*", default=[], help="passage datasets' stats.json: their test queries no training "
-                                                     "query shares a relevant passage with, read on their own too"),
+       arg("--alpha", type=float, default=0.05), arg("--unexposed", nargs="*", default=[], help="passage datasets' "
+           "unexposed.json (or stats.json): test queries no training query taught, read on their own too"),
        arg("--articles", nargs=3, action="append", default=[], metavar=("DATASET", "PREFIX", "TSV"),
            help="a dataset's queries <PREFIX><row> are the questions of TSV, each asked of its row's article: power "
                 "is stated counted by article too (repeatable)"),
        arg("--csv", required=True), arg("--json", required=True))
 def claims(a):
-    """Every claim of the papers tested on the profile's tables: one row per comparison, with its verdict and the
-    smallest difference its test detects (columns 'detectable', 'detectable clustered': by --articles); with
-    --unexposed, each comparison again on those test queries alone (columns 'unexposed ...')."""
+    """Every claim tested on the profile's tables, a row a comparison: its verdict, the smallest difference its test
+    detects ('detectable', by --articles 'detectable clustered'), and by --unexposed its reading on those alone."""
     import pandas as pd
 
+    from ..datasets import reqa
     from ..verdicts import claims as checker
     from ..verdicts.cells import load_cells
 
     if not 0 < a.alpha < 1:
         raise StageError("--alpha", f"must lie between 0 and 1, not {a.alpha}")
     documents = [checker.load_claims(path, a.schema) for path in a.claims]
-    cells = load_cells(named_tables(a.table))
-    articles = checker.query_articles(a.articles)
+    cells, articles = load_cells(named_tables(a.table)), reqa.query_articles(a.articles)
     records = checker.evaluate(documents, cells, a.test, a.alpha, articles=articles)
     if a.unexposed:
         only = set()
@@ -394,8 +392,7 @@ def claims(a):
             only |= set(stats["unexposed_test_queries"])
         checker.add_subset_reading(records, checker.evaluate(documents, cells, a.test, a.alpha, only, articles),
                                    "unexposed")
-    frame = pd.DataFrame(records)
-    frame.insert(2, "profile", a.profile)
+    (frame := pd.DataFrame(records)).insert(2, "profile", a.profile)
     twin = checker.verdict_counts(frame, a.profile)
     with atomic_path(a.csv) as tmp:
         frame.to_csv(tmp, index=False)

@@ -295,7 +295,7 @@ def evaluate(claim_files: list[dict], cells: dict[str, list[dict]], test: str, a
              only: set[str] | None = None, articles: dict[str, dict[str, str]] | None = None) -> list[dict]:
     """Every part of every claim with its test, Holm-adjusted p (within each paper) and verdict; one record a part.
     With `only`, every comparison of per-query values is read on those queries alone (a subset's verdicts).
-    `articles`: dataset -> query -> its article (query_articles), for the power counted clustered by article."""
+    `articles`: dataset -> query -> its article (datasets.reqa.query_articles), for the power counted clustered by article."""
     records = []
     for document in claim_files:
         parts = [part for claim in document["claims"] for part in expand(claim, cells)]
@@ -375,19 +375,6 @@ def power(part: Part, articles: dict[str, dict[str, str]]) -> dict:
         clusters = [known[q] for q in d]
         clustered, count = detectable_clustered(list(d.values()), clusters), len(set(clusters))
     return {"detectable": _round(size), "detectable clustered": _round(clustered), "articles": count}
-
-
-def query_articles(question_files: list[tuple[str, str, str]]) -> dict[str, dict[str, str]]:
-    """dataset -> query id -> the article it was asked of, from the question files of this project
-    (data/enwiki-mini/questions*.tsv): each (dataset, qid prefix, questions TSV) names the queries
-    <prefix><line - 1> of that dataset, as reqa.resolve_questions numbers them (a ReQA set's answers.jsonl says
-    the same; a passage set writes no such file, and its queries are two files' questions, 'q' and 'n')."""
-    from ..datasets.reqa import question_id, read_questions
-
-    found: dict[str, dict[str, str]] = {}
-    for dataset, prefix, path in question_files:
-        found.setdefault(dataset, {}).update({question_id(prefix, q): q["article"] for q in read_questions(path)})
-    return found
 
 
 def _significant(p):
