@@ -21,13 +21,13 @@ import argparse
 import collections
 import json
 import random
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from towers import io  # noqa: E402
 from towers.datasets import judging  # noqa: E402
 from towers.datasets.splits import question_key  # noqa: E402
 
@@ -38,29 +38,16 @@ TRAINED = ["transformer-ict+bfs+wlp-l2-d128", "threet-bert-m0.1-s13", "quadbert-
 SOURCES = ["strings", "bm25", "minilm", "minilm-paragraph", "trained"]
 
 
-def normalise(text: str) -> str:
-    """Lower case, thousands commas dropped, punctuation to spaces, no articles, single spaces."""
-    text = re.sub(r"(?<=\d),(?=\d{3})", "", text.lower())
-    text = re.sub(r"[^\w\s]", " ", text)
-    return " ".join(w for w in text.split() if w not in {"the", "a", "an"})
-
-
 def states(sentence: str, answer: str) -> bool:
-    """The normalised answer appears in the normalised sentence as whole words."""
-    answer = normalise(answer)
-    return bool(answer) and f" {answer} " in f" {normalise(sentence)} "
+    """The answer, normalised as fact groups normalise it (judging.normalised_answer), appears in the normalised
+    sentence as whole words."""
+    answer = judging.normalised_answer(answer)
+    return bool(answer) and f" {answer} " in f" {judging.normalised_answer(sentence)} "
 
 
 def read_run(path: Path, depth: int) -> dict[str, list[str]]:
-    run = collections.defaultdict(list)
-    if not path.is_file():
-        return {}
-    with open(path) as handle:
-        for line in handle:
-            qid, _, doc, rank, _, _ = line.split()
-            if int(rank) <= depth:
-                run[qid].append(doc)
-    return run
+    """Each query's top `depth` documents of a TREC run ({} where the build has no such run)."""
+    return {qid: [doc for doc, _ in ranked[:depth]] for qid, ranked in io.read_run(path).items()} if path.is_file() else {}
 
 
 def runs_of(build: Path, dataset: str, source: str) -> list[dict[str, list[str]]]:

@@ -83,7 +83,7 @@ def test_the_judges_grade_stands_over_the_writers_label(tmp_path):
                    ["questions.tsv", "France", "What is the capital of France?", "7_0_0", "Paris is the capital of", 2]])
     second = write(tmp_path / "judgements-deep.tsv", judging.JUDGEMENT_COLUMNS,
                    [["questions.tsv", "France", "What is the capital of France?", "7_1_1", "The capital, Paris, lies", 2]])
-    qrels, keys, sources = judging.judge_stands(questions, [first, second], [pools, deep], [tiny_article()])
+    qrels, _, sources = judging.judge_stands(questions, [first, second], [pools, deep], [tiny_article()])
     assert qrels == {"q0001": {"7_0_0": 2, "7_1_1": 2},    # the deeper pool's answer joins the writer's
                      "q0002": {"7_0_1": 1},                # the writer said answers, the judge partly: partly
                      "q0003": {"7_1_0": 2}}                # never pooled: the writer's label stands

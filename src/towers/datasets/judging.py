@@ -201,8 +201,8 @@ def judge_stands(questions_path, judgement_paths, pool_paths, articles: list[dic
                  ) -> tuple[dict, dict, list[dict]]:
     """Graded qrels where the judge's grade stands: a pooled sentence takes its grade (unlisted: 0), the
     writer's label included (a label the judge graded partly is 1, one graded no is 0 and kept as 0 so its
-    question stays scored); a label never pooled stays 2. Returns (qid -> {sentence: grade}, qid -> (article,
-    question_key), one row a pair saying where its grade came from)."""
+    question stays scored); a label never pooled stays 2. Returns (qid -> {sentence: grade}, the labelled answers
+    as reqa.resolve_questions gives them, one row a pair saying where its grade came from)."""
     from . import reqa
 
     name = Path(questions_path).name
@@ -211,10 +211,9 @@ def judge_stands(questions_path, judgement_paths, pool_paths, articles: list[dic
     grades = judged_grades(judgement_paths, questions_path, sentences)
     pooled = pooled_sentences(pool_paths)
     article_of = {item["qid"]: item["article"] for item in answers}
-    qrels, keys, sources = {}, {}, []
+    qrels, sources = {}, []
     for qid, labelled in labels.items():
         key = (article_of[qid], question_key(queries[qid]))
-        keys[qid] = key
         judged, pool = grades.get(key, {}), pooled.get((name, *key), set())
         graded = {}
         for doc in labelled:
@@ -227,7 +226,7 @@ def judge_stands(questions_path, judgement_paths, pool_paths, articles: list[dic
                 graded[doc] = grade
                 sources.append({"qid": qid, "doc": doc, "grade": grade, "source": "judge"})
         qrels[qid] = graded
-    return qrels, keys, sources
+    return qrels, answers, sources
 
 
 def normalised_answer(text: str) -> str:

@@ -338,7 +338,7 @@ def evaluation_qrels(a):
     """The qrels the tables are scored on (data/enwiki-mini/JUDGING.md): the judge's grade stands over the
     writer's label, over every pool judged; and for a passage set, the test questions no training question
     shares a fact with (same answer string in an article, or a sentence graded for both)."""
-    from ..datasets import judging, reqa
+    from ..datasets import judging
     from ..datasets.wiki_passages import paragraph_grades
 
     articles = list(read_jsonl(a.articles))
@@ -347,10 +347,10 @@ def evaluation_qrels(a):
         path, _, prefix = spec.rpartition("=")
         if not path or not prefix:
             raise StageError("--questions", f"{spec!r} is not PATH=PREFIX")
-        graded, _, rows = judging.judge_stands(path, a.judgements, a.pools, articles, prefix)
+        graded, labelled, rows = judging.judge_stands(path, a.judgements, a.pools, articles, prefix)
         qrels.update(graded)
         sources += rows
-        for item in reqa.resolve_questions(path, articles, qid_prefix=prefix)[2]:
+        for item in labelled:
             answers.setdefault(item["qid"], (item["article"], set()))[1].add(judging.normalised_answer(item["answer"]))
     own = read_qrels(a.qrels)
     missing = [qid for qid in own if qid[:1] in {s.rpartition("=")[2] for s in a.questions} and qid not in qrels]
