@@ -10,7 +10,10 @@ For each question of questions.tsv and questions-nq.tsv, the sentences beyond it
 - all-MiniLM-L6-v2 ranks in its top 30 reading the sentence ("minilm") or the sentence and its paragraph
   ("minilm-paragraph": both over split "all", every question);
 - a model trained in the build ranks in its top 10 (Chang et al.'s ICT+BFS+WLP Transformer, Three-T BERT,
-  QuadrupletBERT: the 80-20 split's test questions, "trained").
+  QuadrupletBERT: the 80-20 split's test questions, "trained");
+- share the answer's words in another form anywhere in the question's article ("answer-words"): a number of the
+  answer in digits or words ("seven-bit" for "7"), or at least half of its other words after Lucene's English
+  analyzer (stop words out, Porter stems: "Upanishad" for "the Upanishads").
 
 Writes data/enwiki-mini/pools-deep.tsv (the added sentences, one row a question, the columns of pools.tsv) from
 the sources given, and with --packets the judging packets (JSONL: a question, its article, its added sentences
@@ -21,6 +24,7 @@ import argparse
 import collections
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -35,7 +39,11 @@ DATA = ROOT / "data/enwiki-mini"
 SETS = {"enwiki-mini": "questions.tsv", "enwiki-mini-nq": "questions-nq.tsv"}
 DEPTH = {"bm25": 30, "minilm": 30, "minilm-paragraph": 30, "trained": 10}
 TRAINED = ["transformer-ict+bfs+wlp-l2-d128", "threet-bert-m0.1-s13", "quadbert-m0.1-s13"]
-SOURCES = ["strings", "bm25", "minilm", "minilm-paragraph", "trained"]
+SOURCES = ["strings", "bm25", "minilm", "minilm-paragraph", "trained", "answer-words"]
+NUMBER_WORDS = {w: str(n) for n, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+NUMBER_WORDS.update({w: str(10 * n) for n, w in enumerate("thirty forty fifty sixty seventy eighty ninety".split(), 3)})
 
 
 def states(sentence: str, answer: str) -> bool:
@@ -43,6 +51,21 @@ def states(sentence: str, answer: str) -> bool:
     sentence as whole words."""
     answer = judging.normalised_answer(answer)
     return bool(answer) and f" {answer} " in f" {judging.normalised_answer(sentence)} "
+
+
+def answer_words(analyze):
+    """A test of whether a sentence states an answer in other words: `analyze` is Lucene's English analyzer (stop
+    words out, Porter stems); numbers count in digits or words, and a number of the answer is enough alone."""
+    def words(text: str) -> set[str]:
+        text = re.sub(r"(?<=\d),(?=\d{3})", "", text)
+        return {NUMBER_WORDS.get(w, w) for w in analyze(text)}
+
+    def test(sentence_words: set[str], answer: str) -> bool:
+        wanted = words(answer)
+        numbers = {w for w in wanted if w.isdigit()}
+        rest = wanted - numbers
+        return bool(numbers & sentence_words) or (bool(rest) and 2 * len(rest & sentence_words) >= len(rest))
+    return words, test
 
 
 def read_run(path: Path, depth: int) -> dict[str, list[str]]:
@@ -80,7 +103,10 @@ def added_pools(build: Path, sources: list[str]) -> dict[tuple, dict]:
             item = json.loads(line)
             answers[item["qid"]].append(item["answer"])
             article_of[item["qid"]] = item["article"]
-        runs = {source: runs_of(build, dataset, source) for source in sources if source != "strings"}
+        runs = {source: runs_of(build, dataset, source) for source in sources if source not in ("strings", "answer-words")}
+        if "answer-words" in sources:
+            words, stated = answer_words(lucene_analyzer())
+            sentence_words = {}
         for qid, text in queries.items():
             key = (qfile, article_of[qid], question_key(text))
             pooled = set(first.get(key, []))
@@ -89,6 +115,12 @@ def added_pools(build: Path, sources: list[str]) -> dict[tuple, dict]:
                 for cid in by_title[article_of[qid]]:
                     if any(states(sentences[cid]["sentence"], answer) for answer in answers[qid]):
                         found[cid].add("strings")
+            if "answer-words" in sources:
+                for cid in by_title[article_of[qid]]:
+                    if cid not in sentence_words:
+                        sentence_words[cid] = words(sentences[cid]["sentence"])
+                    if any(stated(sentence_words[cid], answer) for answer in answers[qid]):
+                        found[cid].add("answer-words")
             for source, source_runs in runs.items():
                 for run in source_runs:
                     for cid in run.get(qid, []):
@@ -97,6 +129,15 @@ def added_pools(build: Path, sources: list[str]) -> dict[tuple, dict]:
             out[key] = {"qid": qid, "set": qfile, "article": article_of[qid], "question": text, "added": added,
                         "from": {c: sorted(found[c]) for c in added}, "sentences": sentences}
     return out
+
+
+def lucene_analyzer():
+    from towers.retrieval.bm25 import start_jvm
+
+    start_jvm()
+    from pyserini.analysis import Analyzer, get_lucene_analyzer
+
+    return Analyzer(get_lucene_analyzer()).analyze
 
 
 def write_pools(pools: dict, path: Path) -> None:

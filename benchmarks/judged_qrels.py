@@ -5,8 +5,9 @@ figures of one build's runs.
     .venv/bin/python benchmarks/judged_qrels.py [--build DIR] [--no-record]
 
 Reads data/enwiki-mini/{pools,judgements,judgements-second}.tsv, their deeper pools' counterparts
-({pools,judgements}-deep.tsv, {pools,judgements}-deep-second.tsv), the audit (audit-deep.tsv: every answering
-sentence of the question's article, for a seeded sample of 40 passage-test questions) and the question files;
+({pools,judgements}-deep.tsv, {pools,judgements}-deep-second.tsv), two audits (audit-deep.tsv, audit-deep-2.tsv: every
+answering sentence of the question's article, each for a seeded sample of 40 passage-test questions, the second
+drawn after the deeper pools were final) and the question files;
 the run comparison needs a built tree (`make reproduce`; DIR, default this checkout): BM25's and
 all-MiniLM-L6-v2's runs over every question of each set (split "all"), and each paper's trained models' runs over a
 split's test questions. Each run is scored three times with the same evaluation code (towers.retrieval.evaluate):
@@ -82,11 +83,12 @@ def twice_judged(pools_path: Path, first_path: Path, second_path: Path, every_po
     return judging.agreement(judging.read_grades(first_path), second, pools, second_path)
 
 
-def audited() -> dict:
-    """The audit of a seeded sample of passage-test questions: each answering sentence of the question's article
-    (auditor's grade 2) that no pool put before a judge, counted by sentence and by question."""
-    grades = judging.read_grades(DATA / "audit-deep.tsv")
-    sample = judging.read_pools(DATA / "audit-deep-sample.tsv")   # the sampled questions (their pools: none)
+def audited(name: str) -> dict:
+    """An audit of a seeded sample of passage-test questions (`<name>.tsv`, `<name>-sample.tsv`): each answering
+    sentence of the question's article (auditor's grade 2) that no pool put before a judge, counted by sentence
+    and by question."""
+    grades = judging.read_grades(DATA / f"{name}.tsv")
+    sample = judging.read_pools(DATA / f"{name}-sample.tsv")   # the sampled questions (their pools: none)
     pooled = judging.pooled_sentences([DATA / "pools.tsv", DATA / "pools-deep.tsv"])
     first_only = judging.pooled_sentences([DATA / "pools.tsv"])
     answering = [(key, doc) for key in sample for doc, grade in grades.get(key, {}).items() if grade == 2]
@@ -109,7 +111,8 @@ def measure() -> dict:
     result = {"agreement": twice_judged(DATA / "pools.tsv", DATA / "judgements.tsv", DATA / "judgements-second.tsv"),
               "agreement, deeper pools": twice_judged(DATA / "pools-deep-second.tsv", DATA / "judgements-deep.tsv",
                                                        DATA / "judgements-deep-second.tsv", every_pooled=True),
-              "audit of the deeper pools": audited()}
+              "audit of the deeper pools": audited("audit-deep"),
+              "second audit, a fresh sample": audited("audit-deep-2")}
     articles_path = ART / "enwiki-mini/corpus/articles.jsonl"
     if not articles_path.is_file():
         raise StageError(articles_path, "not built; run `make reproduce` (or .venv/bin/snakemake "

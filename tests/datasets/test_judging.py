@@ -1,8 +1,13 @@
 """Pools, two judges' agreement and the writers' labels against the judge (towers.datasets.judging)."""
+import re
+from pathlib import Path
+
 import pytest
 
 from towers.datasets import judging
 from towers.io import StageError
+
+DATA = Path(__file__).resolve().parents[2] / "data/enwiki-mini"
 
 
 def test_agreement_counts_every_pooled_sentence_and_matches_cohens_kappa():
@@ -105,3 +110,29 @@ def test_questions_asking_one_fact_are_one_group_and_expose_each_other():
     groups = judging.fact_groups(answers, qrels)
     assert groups == {"q1": "q1", "q2": "q1", "q3": "q3", "q4": "q3", "q5": "q5"}
     assert judging.unexposed_by_fact(["q2", "q4", "q5"], ["q1", "q3"], groups) == ["q5"]
+
+
+def test_answer_words_find_an_answer_stated_in_other_words():
+    import deeper_pools   # benchmarks/ (pytest's pythonpath)
+
+    def analyze(text):   # Lucene's English analyzer stands in: lower case, no stop words, a crude stem
+        return [w.rstrip("s") for w in re.findall(r"\w+", text.lower()) if w not in ("the", "a", "of", "his")]
+    words, stated = deeper_pools.answer_words(analyze)
+    assert stated(words("The committee voted to use a seven-bit code."), "seven-bit integers")     # half the words
+    assert stated(words("He won six of his eight majors on hardcourt."), "eight-time Grand Slam champion")  # a number
+    assert stated(words("It uses 7 bits."), "seven")                                                  # digits for words
+    assert stated(words("The Chandogya Upanishad mattered most."), "the Upanishads")                  # a stem
+    assert not stated(words("He won six of his majors."), "eight-time Grand Slam champion")
+    assert not stated(words("The committee voted."), "1,000 integers")
+
+
+def test_no_answering_sentence_of_the_fresh_audit_went_unjudged():
+    """The second audit's sample was drawn after the deeper pools were final: every sentence its auditor found to
+    answer was in a pool, so a judge graded it."""
+    grades = judging.read_grades(DATA / "audit-deep-2.tsv")
+    sample = judging.read_pools(DATA / "audit-deep-2-sample.tsv")
+    pooled = judging.pooled_sentences([DATA / "pools.tsv", DATA / "pools-deep.tsv"])
+    answering = [(key, doc) for key in sample for doc, grade in grades.get(key, {}).items() if grade == 2]
+    missed = [(key, doc) for key, doc in answering if doc not in pooled.get(key, set())]
+    assert len(sample) == 40 and len(answering) >= 40
+    assert len(missed) / len(answering) < 0.03, missed
