@@ -48,22 +48,23 @@ def build_commands(build: Path) -> tuple[list[str], str]:
 
 
 def moved(command: str, seed: int, out: Path) -> tuple[str, str, str]:
-    """A build command re-pointed at another seed and at `out` (its model, state and step log there)."""
+    """A build command re-pointed at another seed and at `out` (its model, state and step log there): the
+    command, the build's step log and the moved one."""
     log = re.search(r"--log (\S+)", command).group(1)
-    name = Path(log).name
-    command = re.sub(r"--seed \d+", f"--seed {seed}", command)
-    for flag in ("--out", "--state-dir", "--log"):
-        command = re.sub(rf"{flag} \S+", f"{flag} {out}/{name}.{flag[2:]}", command)
-    return re.sub(r"2>&1 \| tee \S+", f"> {out}/{name}.txt 2>&1", command), log, f"{out}/{name}.log"
+    stem = out / Path(log).stem
+    for flag, path in (("--seed", seed), ("--out", f"{stem}/model"), ("--state-dir", f"{stem}/state"),
+                       ("--log", f"{stem}.jsonl")):
+        command = re.sub(rf"{flag} \S+", f"{flag} {path}", command)
+    return re.sub(r"2>&1 \| tee \S+", f"> {stem}.txt 2>&1", command), log, f"{stem}.jsonl"
 
 
-def run_seed(build: Path, seed: int, out: Path) -> Path:
-    training, figure = build_commands(build)
+def run_seed(build: Path, commands: tuple[list[str], str], seed: int, out: Path) -> Path:
+    training, figure = commands
     folder = out / f"seed-{seed}"
     folder.mkdir(parents=True, exist_ok=True)
     for command in training:
         command, log, moved_log = moved(command, seed, folder)
-        if not Path(moved_log).is_file():
+        if not Path(moved_log[:-len(".jsonl")], "model").is_dir():   # a run cut short is run again
             print(f"seed {seed}: {Path(log).name}", flush=True)
             subprocess.run(command, shell=True, cwd=build, check=True)
         figure = figure.replace(log, moved_log)
@@ -107,7 +108,8 @@ def main(argv=None) -> None:
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args(argv)
     build = args.build.resolve()
-    files = [run_seed(build, seed, args.out.resolve()) for seed in args.seeds]
+    commands = build_commands(build)
+    files = [run_seed(build, commands, seed, args.out.resolve()) for seed in args.seeds]
     result = spread(build / "results/expected-values.csv", files)
     result["build"] = str(build.name)
     result["seed list"] = args.seeds

@@ -116,24 +116,28 @@ def push_build(folder: Path | None, url: str | None) -> None:
 
 
 def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Path] = (),
-                  tables: list[str] = ()) -> Path:
+                  tables: list[str] = (), seeds: list[Path] = ()) -> Path:
     """Copy `built` (results/expected-values.csv) over the expected-values file of the profile that params.yaml
     and the overlay name (check.expected); a profile whose expected values are the papers' own refuses. `also`:
     expected values of the same profile built on other machines, combined with this build's
     (towers.verdicts.checks.across_builds). `tables`: only these tables' rows are replaced (a rebuild of one
-    paper's jobs), every other row of the committed file kept as it is."""
+    paper's jobs), every other row of the committed file kept as it is. `seeds`: expected values of some cells at
+    other seeds (benchmarks/figure3_seeds.py): those cells' tolerances widened to the spread over seeds
+    (towers.verdicts.checks.across_seeds)."""
     from .verdicts import checks
 
     config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
     target = Path(config["check"]["expected"])
     if target.suffix != ".csv":
         sys.exit(f"error: {target}: a policy of paper values, not written from a build")
-    if not also and not tables:
+    if not also and not tables and not seeds:
         shutil.copyfile(built, target)
         return target
     try:
         builds = [checks.read_expected(path) for path in (built, *also)]
         combined = checks.across_builds(builds) if also else builds[0]
+        if seeds:
+            combined = checks.across_seeds(combined, [checks.read_expected(path) for path in seeds], len(builds))
         if tables:
             unknown = sorted(set(tables) - set(combined["table"]))
             if unknown:
@@ -355,6 +359,8 @@ def main(argv=None) -> None:
     keep.add_argument("--configfile", type=Path, help="the overlay the build ran with, if any")
     keep.add_argument("--also", type=Path, nargs="+", default=[],
                       help="expected values of the same profile built on other machines, to combine with this build's")
+    keep.add_argument("--seeds", type=Path, nargs="+", default=[],
+                      help="expected values of some cells at other seeds: their tolerances sized by the seeds' spread")
     keep.add_argument("--tables", nargs="+", default=[],
                       help="replace only these tables' rows (e.g. table1 table2: a rebuild of one paper's jobs)")
     targets = sub.add_parser("paper-targets", help="a paper's tables and figures, one a line")
@@ -393,7 +399,8 @@ def main(argv=None) -> None:
             sys.exit("error: dvc.yaml: not what data/papers/papers.yaml makes; run `make dvc-yaml`")
         print("dvc.yaml: up to date" if fresh else "dvc.yaml: written from data/papers/papers.yaml")
     elif args.command == "keep-expected":
-        print(f"{args.built} -> {keep_expected(args.built, args.params, args.configfile, args.also, args.tables)}")
+        target = keep_expected(args.built, args.params, args.configfile, args.also, args.tables, args.seeds)
+        print(f"{args.built} -> {target}")
     elif args.command == "cache-pull":
         pull_build(args.folder, args.remote_url)
     elif args.command == "cache-push":

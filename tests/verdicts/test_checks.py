@@ -1,6 +1,9 @@
 """The expected-value check (towers.verdicts.checks) on hand-made cells: each status, both directions, and the line that
 names a failing cell (the end-to-end version, a changed learning rate failing `snakemake check`, is in
 test_workflow.py under make test-extended)."""
+import math
+
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -91,6 +94,23 @@ def test_a_count_that_differs_between_builds_is_refused():
     other = _expected([("t", "c", "pairs", "count", 11.0, 1e-6, "exact: deterministic")])
     with pytest.raises(ValueError, match="t, c, pairs: a count that differs"):
         checks.across_builds([one, other])
+
+
+def test_a_trajectory_that_another_seed_moves_is_held_to_the_seeds_spread():
+    build = _expected([("f", "async", "R@200", "metric", 0.10, 0.01, "bootstrap over 60 steps"),
+                       ("f", "ltre", "R@200", "metric", 0.90, 0.05, "bootstrap over 60 steps"),
+                       ("f", "ltre", "steps", "count", 300.0, 1e-6, "exact: deterministic"),
+                       ("t", "other", "R@1", "metric", 0.3, 0.02, "bootstrap over 700 queries")])
+    seeds = [_expected([("f", "async", "R@200", "metric", v, 0.01, "x"), ("f", "ltre", "R@200", "metric", w, 0.01, "x"),
+                        ("f", "ltre", "steps", "count", 300.0, 1e-6, "x")]) for v, w in ((0.20, 0.91), (0.30, 0.89))]
+    wide = checks.across_seeds(build, seeds, builds=2).set_index("row")
+    sd = float(np.std([0.10, 0.20, 0.30], ddof=1))
+    assert wide.loc["async", "tolerance"] == pytest.approx(2 * sd * math.sqrt(1.5), abs=1e-6)
+    assert wide.loc["async", "basis"] == "spread over 3 seeds"
+    assert wide.loc["ltre", "tolerance"].tolist() == [0.05, 1e-6]           # its own is wider; a count stays exact
+    assert wide.loc["other", "tolerance"] == 0.02                            # a cell no seed holds is as it was
+    with pytest.raises(ValueError, match="fewer than three seeds"):
+        checks.across_seeds(build, seeds[:1])
 
 
 # --- an expected-values file the check cannot judge by is refused, naming the file and the cell ---------------

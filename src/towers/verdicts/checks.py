@@ -126,6 +126,24 @@ def across_builds(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def across_seeds(frame: pd.DataFrame, seeds: list[pd.DataFrame], builds: int = 2, z: float = 2.0) -> pd.DataFrame:
+    """`frame`'s cells that the `seeds` (expected values of the same cells at other seeds) also hold, each
+    tolerance widened to what another seed would move it: z standard deviations over the seeds (the build's own
+    value one of them) times sqrt(1 + 1/builds), as the expected value is a mean over `builds` builds. For
+    trajectories that float noise sends elsewhere (LTRe Figure 3's asynchronous refresh), where a rebuild on
+    another machine is as far off as another seed."""
+    key = ["table", "row", "column"]
+    values = pd.concat([f.set_index(key)["expected"] for f in (frame, *seeds)], axis=1, join="inner")
+    if values.shape[1] < 3:
+        raise ValueError("fewer than three seeds: a spread needs the build and two others")
+    sd = values.std(axis=1, ddof=1) * z * math.sqrt(1 + 1 / builds)
+    out = frame.set_index(key)
+    wider = (sd.reindex(out.index).fillna(0.0) > out["tolerance"]) & (out["kind"] == "metric")
+    out.loc[wider, "tolerance"] = sd[wider[wider].index].round(6)
+    out.loc[wider, "basis"] = f"spread over {values.shape[1]} seeds"
+    return out.reset_index()[COLUMNS]
+
+
 def as_numbers(column: pd.Series, finite: bool = False) -> tuple[pd.Series, object]:
     """A column of a file read as numbers, and the index of its first entry that is not one (with `finite`: nor
     nan or inf), or None; empty entries stay empty."""
