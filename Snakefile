@@ -104,4 +104,4 @@ rule report:
         + " > {output.rulegraph} 2> {log} && {TOWERS} report {params.papers} {params.tables}"
         " --claims {input.claims} --check {input.check} --rulegraph {output.rulegraph} --dag-png {output.dag}"
         " --title {params.title:q} --profile {params.profile} --note {params.note:q}"
-        " --out {output.html} 2>&1 | tee -a {log}"
+        " --build-record benchmarks/results.json --out {output.html} 2>&1 | tee -a {log}"

@@ -51,6 +51,35 @@ def test_claims_block_leads_with_the_verdict(tmp_path):
     assert "A 8.3 vs B 7.5; p (Holm) 0.001" in rows[0]
 
 
+def test_claim_details_print_numbers_as_the_tables_do():
+    claims = pd.DataFrame([{"paper": "p", "claim": "p-1", "statement": "A beats B", "source": "Table 1",
+                            "part": "t, R@1", "verdict": "holds", "claim verdict": "holds", "claim parts": "1 holds",
+                            "higher": "A", "lower": "B", "value higher": 8.3, "value lower": 7.5, "n": 701.0,
+                            "p": 3.014e-144, "p (Holm)": 0.0123456}])
+    detail = report.claims_block(claims).split("<details>")[1]
+    assert "<td>701</td>" in detail and "<td>3e-144</td>" in detail and "<td>0.012</td>" in detail
+    assert "e+" not in detail and "701.0" not in detail and "3.014000e-144" not in detail
+
+
+def test_a_paper_column_without_a_value_column_of_its_own_is_shown():
+    table = pd.DataFrame({"method": ["flat"], "index bytes": ["3835040"], "memory GB paper": ["4.2"],
+                          "RR@10": ["0.142"], "RR@10 paper": ["0.329"]})
+    layout = report.paper_layout(table, lambda i, c: "")
+    assert "<th>memory GB paper</th>" in layout and "4.2" in layout
+    assert "<th>RR@10 paper</th>" not in layout and '0.142 <span class="paper">(0.329)</span>' in layout
+
+
+def test_the_page_opens_with_its_commit_and_the_timed_build(tmp_path):
+    record = tmp_path / "results.json"
+    record.write_text(json.dumps({"reproduce": {"commit": "abc1234", "date": "2026-11-29", "cores": 2,
+                                                "clean_run_seconds": 6069.0}}))
+    line = report.build_line(str(record))
+    assert "from commit" in line and "UTC" in line
+    assert "The complete build of commit abc1234 (2026-11-29) took 101.2 minutes on 2 cores" in line
+    assert "complete build" not in report.build_line("")
+    assert all(f">{v}<" in report.legend() for v in report.VERDICT_STYLE)
+
+
 def test_the_rule_graph_is_drawn_either_way(tmp_path, monkeypatch):
     dot = 'digraph snakemake_dag {\n    0[label = "all"];\n    1[label = "table"];\n    1 -> 0\n}\n'
     monkeypatch.setattr(report.shutil, "which", lambda name: None)

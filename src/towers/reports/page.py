@@ -82,7 +82,8 @@ def is_number(text: str) -> bool:
 def paper_layout(table: pd.DataFrame, status_of) -> str:
     """The table (its printed text) with each reproduced value and the paper's in one cell ('12.40 (77.00)', std as
     '± 2.10'), the cells the check flags shaded (`status_of(row number, column)`: the check's status of that cell)."""
-    columns = [c for c in table.columns if not c.endswith((" paper", " std"))]
+    paired = {f"{c} paper" for c in table.columns} | {f"{c} std" for c in table.columns}
+    columns = [c for c in table.columns if c not in paired]   # a paper column with no value of its own stays
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
     for i, (_, row) in enumerate(table.iterrows()):
@@ -188,7 +189,9 @@ def claims_block(claims: pd.DataFrame) -> str:
                              "effect size", "n", "test", "p", "p (Holm)", "verdict", "detectable",
                              "detectable clustered", "articles", "paper difference",
                              "paper agrees", "reason") if c in parts]
-        detail = parts[shown].to_html(index=False, na_rep="", escape=True)
+        detail = parts[shown].to_html(index=False, na_rep="", escape=True, formatters={
+            c: (lambda v: f"{v:.2g}" if isinstance(v, float) else fmt(v)) if c in ("p", "p (Holm)") else
+            (lambda v: f"{v:.0f}" if isinstance(v, float) and v == int(v) else fmt(v)) for c in shown})
         rows.append(f"<tr><td>{badge(first['claim verdict'])}</td><td>{html.escape(claim_id)}</td>"
                     f"<td>{html.escape(first['statement'])}<div class='note'>{html.escape(first['source'])}; "
                     f"{html.escape(first['claim parts'])}</div>"
@@ -196,6 +199,34 @@ def claims_block(claims: pd.DataFrame) -> str:
                     f"<td class='note'>{evidence}</td></tr>")
     return ("<table><tr><th>verdict</th><th>claim</th><th>finding (source; parts)</th>"
             f"<th>weakest comparison</th></tr>{''.join(rows)}</table>")
+
+
+LEGEND = ("<p class='note'>Verdicts: {badges}. In the tables each cell is the reproduced value, ± its standard "
+          "deviation over seeds where the row has several, and the paper's value in grey brackets; a cell shaded "
+          "<span style='{okish}'>&nbsp;amber&nbsp;</span> is within 1.5 times its tolerance of this profile's expected "
+          "value, <span style='{fail}'>&nbsp;red&nbsp;</span> beyond it or missing (results/check.csv): the shading "
+          "says the build moved, not how far it is from the paper.</p>")
+
+
+def legend() -> str:
+    return LEGEND.format(badges=" ".join(badge(v) for v in VERDICT_STYLE), okish=CHECK_STYLE["OKish"],
+                         fail=CHECK_STYLE["FAIL"])
+
+
+def build_line(results_json: str) -> str:
+    """When and from which commit the page was written, and how long the complete build recorded in
+    benchmarks/results.json (key `reproduce`) took."""
+    import datetime
+
+    record = read_json(results_json).get("reproduce") if results_json and Path(results_json).is_file() else None
+    env = environment()
+    line = (f"Written {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC from commit "
+            f"{env['git commit']}.")
+    if record and record.get("clean_run_seconds"):
+        line += (f" The complete build of commit {record.get('commit', '?')} ({record.get('date', '?')}) took "
+                 f"{record['clean_run_seconds'] / 60:.1f} minutes on {record.get('cores', '?')} cores "
+                 f"(benchmarks/results.json, key reproduce).")
+    return f"<p class='note'>{html.escape(line)}</p>"
 
 
 def summary_block(claims: pd.DataFrame, check: pd.DataFrame | None, papers: list[dict]) -> str:
@@ -304,14 +335,16 @@ def read_check(path: Path | None) -> tuple[pd.DataFrame | None, dict[tuple, str]
 
 
 def write(papers: list[dict], tables: list[Path], figures: list[Path], claims_csv: Path, check_csv: Path | None,
-          dag_png: Path, drawn_by: str, out: Path, title: str, profile: str, profile_note: str) -> None:
+          dag_png: Path, drawn_by: str, out: Path, title: str, profile: str, profile_note: str,
+          build_record: str = "") -> None:
     """The page. papers: each {'id', 'title', 'tables', 'figures'} (paths), in their order; tables and figures:
-    those of no paper (the zero-shot tables)."""
+    those of no paper (the zero-shot tables); build_record: benchmarks/results.json (its key `reproduce`: the
+    timed complete build)."""
     claims = pd.read_csv(claims_csv)
     check, statuses = read_check(check_csv)
     verdicts = Counter(claims.drop_duplicates(["paper", "claim"])["claim verdict"])
     lead = ", ".join(f"{verdicts[v]} {v}" for v in VERDICT_STYLE if verdicts[v])
-    body = [f"<h1>{html.escape(title)}</h1>",
+    body = [f"<h1>{html.escape(title)}</h1>", build_line(build_record),
             f"<div class='profile'><b>Profile: {html.escape(profile)}.</b> {html.escape(profile_note)}</div>",
             "<h2>Did it reproduce?</h2>",
             f"<p>{sum(verdicts.values())} claims of {in_words(len(papers))} papers, tested on this profile's tables: "
@@ -319,7 +352,7 @@ def write(papers: list[dict], tables: list[Path], figures: list[Path], claims_cs
             "holds when every comparison it makes is significant in the paper's direction (paired over queries, "
             "Holm-corrected within each paper); its verdict is that of its weakest comparison. Table cells are "
             "checked against this profile's expected values (results/check.csv).</p>",
-            summary_block(claims, check, papers)]
+            summary_block(claims, check, papers), legend()]
     for paper in papers:
         body.append(f"<h2 id='{html.escape(paper['id'])}'>{html.escape(paper['title'])}</h2>")
         own = claims[claims["paper"] == paper["id"]]

@@ -321,8 +321,8 @@ def ltre_figure(a):
        arg("--figure", action="append", default=[], help="a results PNG of no paper (repeatable)"),
        arg("--claims", required=True, help="results/claims.csv"), arg("--check", default="", help="results/check.csv"),
        arg("--rulegraph", required=True, help="`snakemake --rulegraph` output (Graphviz dot text)"),
-       arg("--dag-png", required=True), arg("--title", required=True), arg("--profile", required=True),
-       arg("--note", required=True), arg("--out", required=True))
+       arg("--dag-png", required=True), arg("--title", required=True), arg("--profile", required=True), arg("--note",
+       required=True), arg("--out", required=True), arg("--build-record", default="", help="benchmarks/results.json"))
 def report(a):
     """One page: the claims' verdicts, every table laid out like the paper's, figures, the rule graph, versions."""
     from ..reports import page as html_report
@@ -338,7 +338,7 @@ def report(a):
         raise StageError(a.rulegraph, "no rules in it (expected `snakemake --rulegraph` output)")
     drawn_by = html_report.draw_rulegraph(dot, Path(a.dag_png))
     html_report.write(papers, tables, figures, require_file(a.claims), Path(a.check) if a.check else None,
-                      Path(a.dag_png), drawn_by, Path(a.out), a.title, a.profile, a.note)
+                      Path(a.dag_png), drawn_by, Path(a.out), a.title, a.profile, a.note, a.build_record)
     shown = [*tables, *figures, *(f for p in papers for f in p["tables"] + p["figures"]), a.claims, a.check]
     return a.out, {"papers": len(papers), "tables": len(tables) + sum(len(p["tables"]) for p in papers),
                    "figures": len(figures) + sum(len(p["figures"]) for p in papers), "rule graph": drawn_by,
