@@ -189,6 +189,7 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
 
     from .io import read_json, write_json
     from .plan.verdicts import named_tables, question_files, unexposed_stats
+    from .reports.common import write_metrics
     from .verdicts import checks
     from .verdicts.claims import verdict_counts
 
@@ -224,7 +225,7 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
             write_json(f"{target}.meta.json", {"stage": "paper-verdicts", "paper": paper_id, "rows": len(frame),
                                                 "rebuilt": read_json(tmp / f"{fresh}.meta.json"),
                                                 "kept": "every other row as the committed file had it"})
-        write_json("results/claims.json", verdict_counts(claims, config["profile"]))
+        write_metrics("results/claims.json", verdict_counts(claims))
 
 
 DVC_HEADER = """\

@@ -184,9 +184,9 @@ def main(argv=None, warm_start: bool = False) -> int:
         raise
     if parallel:
         runtime.finish()   # a stage that returned without training: only the leader writes its record
-    # a table's numbers and their sources (towers.verdicts.cells.cell), its note and what every row shares: the
-    # record's own fields, beside the counts
-    table = {k: counts.pop(k) for k in ("cells", "note", "context") if k in counts}
+    # a table's numbers and their sources (towers.verdicts.cells.cell), its note, what every row shares and its
+    # metrics file's labels: the record's own fields, beside the counts
+    table = {k: counts.pop(k) for k in ("cells", "note", "context", "labels") if k in counts}
     meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
             "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
             # start-up before main; whether the stage loaded torch (its import is inside "seconds" unless the

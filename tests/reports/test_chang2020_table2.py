@@ -156,10 +156,12 @@ def test_table_stage_end_to_end(tmp_path):
     table = pd.read_csv(csv)
     assert list(table["queries paper"]) == [97888, 74097] and list(table["queries"]) == [2, 2]
     assert all(isinstance(v, (int, float)) for row in read_json(twin)["rows"].values() for v in row.values())
-    # the note and the profile said once, in the twin and the record, not in the rows
-    assert "note" not in table and "profile" not in table
-    assert read_json(twin)["note"].startswith("note; enwiki-mini stands in for SQuAD")
-    assert read_json(twin)["context"] == {"profile": "mini", "dataset": "enwiki-mini"}
+    # the note and the profile said once, in the record, not in the rows; the twin holds numbers only
+    assert "note" not in table and "profile" not in table and list(read_json(twin)) == ["rows"]
+    record = read_json(f"{csv}.meta.json")
+    assert record["note"].startswith("note; enwiki-mini stands in for SQuAD")
+    assert record["context"] == {"profile": "mini", "dataset": "enwiki-mini"}
+    assert record["labels"] == {"table": "table2", "profile": "mini"}
     bad = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
                     spec("enwiki-mini", "triviaqa"), "--csv", tmp_path / "bad.csv", "--json", tmp_path / "bad.json")
     assert bad.returncode == 1 and "chang2020_table2.csv: no values for dataset 'triviaqa'" in bad.stderr

@@ -208,7 +208,7 @@ def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
     assert table["model"].tolist() == ["bm25", "ckpt-minilm"] and set(table["split"]) == {"all"}
     assert (table["queries"] == 12).all()   # every question, not a split's test side
     assert table[["nDCG@10", "R@100", "RR@10"]].stack().between(0, 1).all()
-    note = json.loads((tiny_run / "results/zeroshot/enwiki-mini.json").read_text())["note"]   # caveats said once
+    note = json.loads((tiny_run / "results/zeroshot/enwiki-mini.csv.meta.json").read_text())["note"]   # said once
     assert "all-MiniLM-L6-v2: retrieval-trained checkpoint" in note and "contaminated" in note
     assert "Success@k" in note and "nDCG@10 published" not in table
     # one model folder and one encoding of the corpus serve every split: Table 3's 50-50 row searched it
@@ -220,7 +220,7 @@ def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
     assert towers["checkpoint"]["read_from"]["pooling"] == "1_Pooling/config.json"
     beir = read_table(tiny_run / "results/zeroshot/beir-tiny.csv")
     assert beir["split"].tolist() == ["test", "test"] and (beir["queries"] == 2).all()   # BEIR's qrels/test.tsv
-    beir_note = json.loads((tiny_run / "results/zeroshot/beir-tiny.json").read_text())["note"]
+    beir_note = json.loads((tiny_run / "results/zeroshot/beir-tiny.csv.meta.json").read_text())["note"]
     assert beir["nDCG@10 published"].tolist()[1] == 0.5 and "ir-measures R@k" in beir_note
     # nothing is trained for a zero-shot table: its note is not the profile's (a small BERT trained here)
     assert beir_note.startswith("zero-shot: ") and "1-layer BERT" not in beir_note
@@ -273,7 +273,8 @@ def test_tiny_claims_cover_every_claims_file_with_a_verdict_each(tiny_run):
     assert len(measured) > 50 and measured["p"].between(0, 1).all() and (measured["profile"] == "tiny").all()
     # the 50%/50% split is the only one: claims about the 1% and 5% splits cannot be tested here
     assert claims.loc[claims["claim"] == "chang-7", "verdict"].eq("not measurable").all()
-    assert json.loads((tiny_run / "results/claims.json").read_text())["profile"] == "tiny"
+    assert json.loads((tiny_run / "results/claims.csv.meta.json").read_text())["labels"] == {"profile": "tiny"}
+    assert list(json.loads((tiny_run / "results/claims.json").read_text())) == ["papers"]   # numbers only
 
 
 @pytest.mark.slow

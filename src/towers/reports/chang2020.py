@@ -35,7 +35,7 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
         records.append(record)
         twin["rows"]["/".join(key)] = twin_row
     frame = pd.DataFrame(records)
-    frame["note"] = note   # said once, in the record and the twin (stages.tables.write_table)
+    frame["note"] = note   # said once, in the record (stages.tables.write_table)
     return frame, twin, cells
 
 

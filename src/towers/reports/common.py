@@ -6,7 +6,7 @@ import re
 
 import pandas as pd
 
-from ..io import StageError, read_json
+from ..io import StageError, read_json, write_json
 
 # the printed name of a row label where its field name differs (one spelling of each header: words and spaces)
 LABELS = {"paper_dataset": "paper dataset", "emb_dim": "emb dim"}
@@ -111,8 +111,8 @@ def decimals(column: str, percent: bool) -> int | None:
 
 def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.DataFrame, dict]:
     """The table a reader sees, and its context: a column that holds one value in every row (the profile, a
-    dataset, one split, a margin, a step count) leaves the rows for the context, said once in the record, the
-    twin and the report's caption; a measured column (a cell's, counts aside) and the values beside it always
+    dataset, one split, a margin, a step count) leaves the rows for the context, said once in the record and the
+    report's caption; a measured column (a cell's, counts aside) and the values beside it always
     stay. Numbers get their column's fixed decimals. A comma inside a cell would break `column -s, -t`, so none
     may hold one."""
     measured = {c["column"] for c in cells if c["kind"] != "count"}
@@ -148,6 +148,22 @@ def read_table(csv_path) -> pd.DataFrame:
     for column, value in (record.get("context") or {}).items():
         frame[column] = value
     return frame
+
+
+def non_numbers(value, key: str = "") -> list[str]:
+    """The keys (dotted) of a metrics file's values that are not numbers: text, lists, true or false. Null, a cell
+    without a value, is none (`dvc metrics` skips it)."""
+    if isinstance(value, dict):
+        return [bad for k, v in value.items() for bad in non_numbers(v, f"{key}.{k}" if key else str(k))]
+    return [] if value is None or isinstance(value, (int, float)) and not isinstance(value, bool) else [key or "."]
+
+
+def write_metrics(path, values: dict) -> None:
+    """A metrics file (`dvc metrics`): nested objects of numbers only, so `dvc metrics diff` prints numbers. Its
+    text (note, context, labels) belongs in the stage's record; a value that is not a number is refused."""
+    if bad := (non_numbers(values) if isinstance(values, dict) else ["."]):
+        raise ValueError(f"{path}: a metrics file holds numbers only, not {', '.join(bad[:3])}")
+    write_json(path, values)
 
 
 SCREEN = 240   # characters: one screen width (a full-screen terminal on a 1920-pixel display), for `column -s, -t`

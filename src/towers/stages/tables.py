@@ -71,13 +71,11 @@ def rows_help(*fields: str) -> str:
 
 
 def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path, percent: bool = False):
-    """A paper table as CSV, printed as the paper prints it (towers.reports.common.printed: measures with fixed
-    decimals, columns of one value and the note said once, with what its query count can resolve), and its
-    numeric JSON twin for `dvc metrics`, which carries the note and that context too; its cells (what each
-    number is and where its per-query values come from: towers.verdicts.cells.cell) go to the stage's meta
-    record, where the claims and the expected-value check read them. `percent`: the measures are in percent
-    (printed with 2 decimals, else 3)."""
-    from ..reports.common import printed
+    """A paper table as CSV, printed as the paper prints it (reports.common.printed: fixed decimals, columns of one
+    value and the note, with what its query count resolves, said once), and its numbers alone as the JSON twin
+    `dvc metrics` reads; the stage's record holds its text: note, context, the twin's labels (table, profile...)
+    and cells (verdicts.cells.cell), which the claims and the expected check read. `percent`: 2 decimals, else 3."""
+    from ..reports.common import printed, write_metrics
     from ..verdicts.significance import power_note
 
     notes = frame.pop("note").dropna().unique().tolist() if "note" in frame else []
@@ -85,8 +83,9 @@ def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path, perce
     shown, context = printed(frame, cells, percent)
     with atomic_path(csv_path) as tmp:
         shown.to_csv(tmp, index=False)
-    write_json(json_path, {**twin, "note": note, "context": context})
-    return csv_path, {"rows": len(frame), "note": note, "context": context, "cells": cells}
+    labels = {k: v for k, v in twin.items() if isinstance(v, str)}
+    write_metrics(json_path, {k: v for k, v in twin.items() if k not in labels})
+    return csv_path, {"rows": len(frame), "labels": labels, "note": note, "context": context, "cells": cells}
 
 
 @stage("chang2020-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
@@ -375,6 +374,7 @@ def claims(a):
     import pandas as pd
 
     from ..datasets import reqa
+    from ..reports.common import write_metrics
     from ..verdicts import claims as checker
     from ..verdicts.cells import load_cells
 
@@ -393,12 +393,12 @@ def claims(a):
         checker.add_subset_reading(records, checker.evaluate(documents, cells, a.test, a.alpha, only, articles),
                                    "unexposed")
     (frame := pd.DataFrame(records)).insert(2, "profile", a.profile)
-    twin = checker.verdict_counts(frame, a.profile)
+    twin = checker.verdict_counts(frame)
     with atomic_path(a.csv) as tmp:
         frame.to_csv(tmp, index=False)
-    write_json(a.json, twin)
-    return a.csv, {"claims": int(frame.groupby(["paper", "claim"]).ngroups), "parts": len(frame),
-                   **{f"claims {v}": sum(c[v] for c in twin["papers"].values()) for v in checker.VERDICTS}}
+    write_metrics(a.json, twin)
+    return a.csv, {"claims": int(frame.groupby(["paper", "claim"]).ngroups), "parts": len(frame), "labels": {
+        "profile": a.profile}, **{f"claims {v}": sum(c[v] for c in twin["papers"].values()) for v in checker.VERDICTS}}
 
 
 @stage("expected", TABLES_ARG, arg("--basis", default="estimate", choices=["estimate", "exact"],

@@ -51,10 +51,10 @@ def add_subset_reading(records: list[dict], subset: list[dict], name: str) -> No
             r[f"{name} claim verdict"] = ""
 
 
-def verdict_counts(frame, profile: str) -> dict:
-    """claims.json (`dvc metrics`): per paper, how many claims got each verdict (a claim's verdict is on each of
-    its rows)."""
-    twin = {"profile": profile, "papers": {}}
+def verdict_counts(frame) -> dict:
+    """claims.json (`dvc metrics`, numbers only): per paper, how many claims got each verdict (a claim's verdict is
+    on each of its rows)."""
+    twin = {"papers": {}}
     for (paper, _), part in frame.groupby(["paper", "claim"], sort=False):
         counts = twin["papers"].setdefault(paper, {v: 0 for v in VERDICTS})
         counts[part["claim verdict"].iloc[0]] += 1
