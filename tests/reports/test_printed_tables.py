@@ -21,7 +21,7 @@ def test_decimals_follow_the_papers_precision():
     assert decimals("R@10", percent=True) == 2 and decimals("R@10 paper", percent=True) == 2
     assert decimals("RR@10", percent=False) == 3 and decimals("nDCG@10 paper", percent=False) == 3
     assert decimals("R@100 5-95", percent=True) == 2 and decimals("quality RR@10", percent=False) == 3
-    assert decimals("R@1 p", percent=True) is None and decimals("R@1 std", percent=True) == 2
+    assert decimals("R@1 p", percent=True) is None and decimals("R@1 sd", percent=True) == 2
     assert decimals("queries", percent=True) == 0 and decimals("avg doc tokens paper", percent=True) == 2
     assert decimals("model", percent=True) is None
 

@@ -10,7 +10,7 @@ from towers.reports import page as report
 def write_table(tmp_path, name="t.csv"):
     path = tmp_path / "results" / name
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("model,R@1,R@1 std,R@1 paper,R@10,R@10 paper\n"
+    path.write_text("model,R@1,R@1 sd,R@1 paper,R@10,R@10 paper\n"
                     "A,8.30,2.40,1.13,16.30,5.28\n"
                     "B,7.50,2.70,6.28,15.20,9.59\n")
     cells = [{"row": {"split": "5-95", "model": m}, "column": c, "value": v, "kind": "metric", "paper": p}

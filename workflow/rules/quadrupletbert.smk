@@ -25,14 +25,12 @@ rule quadrupletbert_table:
         metrics=lambda w: plan.quadrupletbert.command(w.table)["metrics"],
         profile=config["profile"],
         note=lambda w: plan.quadrupletbert.note(w.table),
-        test=lambda w: plan.quadrupletbert.command(w.table)["test"],  # paired, QuadrupletBERT against Three-T BERT
-        alpha=lambda w: plan.quadrupletbert.command(w.table)["alpha"],
         exact=lambda w: plan.quadrupletbert.command(w.table)["exact"],  # the exact index of a quantized one's row
         rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
     shell:
         "{TOWERS} quadrupletbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --note {params.note:q} --metrics {params.metrics} {params.rows} --compare QuadrupletBERT 'Three-T BERT'"
-        " --test {params.test} --alpha {params.alpha} --exact-index {params.exact} --csv {output.csv}"
+        " --note {params.note:q} --metrics {params.metrics} {params.rows} --exact-index {params.exact}"
+        " --csv {output.csv}"
         " --json {output.json} 2>&1 | tee {log}"
 
 

@@ -53,10 +53,8 @@ class QuadrupletBert(Tables):
         return self.plan.evaluation.table_note(self.settings["datasets"][0]["name"], self.model("QuadrupletBERT", 0, 0))
 
     def command(self, table):
-        """The metrics, the paired test against Three-T BERT (test, alpha) and the exact index."""
-        significance = self.settings["significance"]
-        return {"metrics": " ".join(map(q, self.settings["metrics"])), "test": significance["test"],
-                "alpha": significance["alpha"], "exact": self.settings["index"]}
+        """The metrics and the exact index."""
+        return {"metrics": " ".join(map(q, self.settings["metrics"])), "exact": self.settings["index"]}
 
     def row(self, dataset, split, label, margin, index, seeds=None):
         evals = [eval_json(dataset["name"], self.model(label, margin, seed), split, index)

@@ -88,7 +88,7 @@ MEASURE = re.compile(r"^(quality )?(R|RR|nDCG|P|AP|Success)@\d+( \S+)?$")   # ir
 COUNTS = {"pairs", "tokens", "queries", "candidates", "tuples", "index bytes", "steps", "seeds", "depth", "layers",
           "emb dim", "index"}
 ONE_DECIMAL = {"ms/query", "train seconds", "hours", "memory GB", "speed-up", "vs first alone (%)"}
-SIDES = (" paper", " std", " published", " p")   # what sits beside a value: the paper's, its spread, a p-value
+SIDES = (" paper", " sd", " published", " p")   # what sits beside a value: the paper's, its spread, a p-value
 
 
 def decimals(column: str, percent: bool) -> int | None:

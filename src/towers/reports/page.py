@@ -80,9 +80,9 @@ def is_number(text: str) -> bool:
 
 
 def paper_layout(table: pd.DataFrame, status_of) -> str:
-    """The table (its printed text) with each reproduced value and the paper's in one cell ('12.40 (77.00)', std as
+    """The table (its printed text) with each reproduced value and the paper's in one cell ('12.40 (77.00)', sd as
     '± 2.10'), the cells the check flags shaded (`status_of(row number, column)`: the check's status of that cell)."""
-    paired = {f"{c} paper" for c in table.columns} | {f"{c} std" for c in table.columns}
+    paired = {f"{c} paper" for c in table.columns} | {f"{c} sd" for c in table.columns}
     columns = [c for c in table.columns if c not in paired]   # a paper column with no value of its own stays
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
     body = []
@@ -90,8 +90,8 @@ def paper_layout(table: pd.DataFrame, status_of) -> str:
         cells = []
         for c in columns:
             shown = html.escape(row[c])
-            if row.get(f"{c} std", ""):
-                shown += f" ± {html.escape(row[f'{c} std'])}"
+            if row.get(f"{c} sd", ""):
+                shown += f" ± {html.escape(row[f'{c} sd'])}"
             if row.get(f"{c} paper", ""):
                 shown += f' <span class="paper">({html.escape(row[f"{c} paper"])})</span>'
             state = status_of(i, c)

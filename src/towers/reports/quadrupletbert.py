@@ -1,5 +1,5 @@
 """QuadrupletBERT's Tables 1 and 2 (results/table1.csv, results/table2.csv): every cell the mean over seeds with
-its standard deviation, and a paired test of QuadrupletBERT against Three-T BERT over queries."""
+its standard deviation over seeds and the paper's value (the comparisons are the claims')."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,6 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from ..verdicts.significance import paired_p
 from .common import labels, paper_values
 
 def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
@@ -24,65 +23,60 @@ def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int
     return mean, std, per_query, len(qids)
 
 
-def paired_p_value(a: np.ndarray, b: np.ndarray, test: str) -> float:
-    """Two-sided paired test over per-query values (the claims' test: verdicts.significance.paired_p); 1.0 when
-    the two never differ."""
-    if np.allclose(a, b):
-        return 1.0
-    return paired_p(a - b, test)
-
-
 SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]
 
 
 def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, note: str,
-                 compare: tuple[str, str] | None, test: str, alpha: float,
                  exact_index: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: SEEDED_KEY fields plus 'evals' (one evaluation JSON per seed).
 
-    Each metric gets the mean over seeds, its standard deviation and the paper's value; rows of
-    model compare[0] get the p-value of a paired test against compare[1] on the same dataset,
-    split and index; rows on another index than `exact_index` get the recall lost against it."""
+    Each metric gets the mean over seeds, its standard deviation (`<measure> sd`) and the paper's value; a row is
+    named by the paper's dataset (the profile's stand-in in the note), and by its margin only where the margins
+    are what the table sweeps (Table 2; Table 1's margins are settings, said in the note). Rows on another index
+    than `exact_index` have no paper value (the paper reports exact search) and their twin the recall lost against
+    it. Significance is the claims' (results/claims.csv: paired over queries, Holm-corrected)."""
     paper = paper_values(paper_csv, table)
     paper["margin"] = paper["margin"].map(lambda m: "" if pd.isna(m) else f"{float(m):g}")
     by_margin = paper["margin"].ne("").any()   # Table 2's rows are margins; Table 1's are not
     paper = paper.set_index(["dataset", "split", "model", "margin"])
+    shown_key = ["paper_dataset", "split", "model", *(["margin"] if by_margin else []), "index"]
     summaries = {tuple(r[k] for k in SEEDED_KEY): seed_summary(r["evals"], metrics) for r in rows}
     by_model = {(k[0], k[2], k[3], k[4], k[5]): v for k, v in summaries.items()}
     records, twin, cells = [], {"table": table, "profile": profile, "rows": {}}, []
-    spread = any(len(r["evals"]) > 1 for r in rows)   # one seed a row (Table 2's sweep): no std columns
+    spread = any(len(r["evals"]) > 1 for r in rows)   # one seed a row (Table 2's sweep): no sd columns
     # the metrics twin names a row without its margin unless the margin is what tells rows apart
     # (Table 2), so `dvc metrics diff` pairs a row with itself when Table 1's margin is edited
     unmargined = {tuple(r[k] for k in SEEDED_KEY if k != "margin") for r in rows}
     twin_fields = [k for k in SEEDED_KEY if k != "margin" or len(unmargined) < len(rows)]
     for r in rows:
         key = tuple(r[k] for k in SEEDED_KEY)
-        mean, std, per_query, queries = summaries[key]
-        record = labels(r, SEEDED_KEY)
-        record.update(seeds=len(r["evals"]), queries=queries, profile=profile)
+        mean, std, _, queries = summaries[key]
+        row = {("dataset" if k == "paper_dataset" else k): r[k] for k in shown_key}
+        record = {**row, "seeds": len(r["evals"]), "queries": queries, "profile": profile}
         paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if by_margin else "")
-        other = by_model.get((r["dataset"], r["split"], compare[1], r["margin"], r["index"])) if compare else None
         exact = by_model.get((r["dataset"], r["split"], r["model"], r["margin"], exact_index))
         twin_row = {}
         for m in metrics:
             record[m] = twin_row[m] = round(mean[m], 2)
             if spread:
-                record[f"{m} std"] = round(std[m], 2)
-            record[f"{m} paper"] = float(paper.loc[paper_key, m]) if paper_key in paper.index else None
-            cells.append(cell(labels(r, SEEDED_KEY), m, record[m], record[f"{m} paper"],
-                              query_samples(r["evals"], m, 100)))
-            if compare and other is not None:
-                record[f"{m} p"] = paired_p_value(per_query[m], other[2][m], test) \
-                    if r["model"] == compare[0] else None
+                record[f"{m} sd"] = round(std[m], 2)
+            record[f"{m} paper"] = float(paper.loc[paper_key, m]) \
+                if paper_key in paper.index and r["index"] == exact_index else None
+            cells.append(cell(row, m, record[m], record[f"{m} paper"], query_samples(r["evals"], m, 100)))
             if r["index"] != exact_index and exact is not None:   # the recall a compressed index loses: the twin's
                 twin_row[f"{m} lost to quantization"] = round(exact[0][m] - mean[m], 2)
         records.append(record)
         twin["rows"]["/".join(str(r[k]) for k in twin_fields if r[k] != "")] = twin_row
     frame = pd.DataFrame(records)
-    tested = f"; <measure> p: {test} test (two-sided, paired over queries) of {compare[0]} against {compare[1]} " \
-             f"on the same dataset, split and index, alpha {alpha}" if compare else ""
-    seeds = "; <measure> std: standard deviation over seeds" if spread else "; one seed a row"
-    frame["note"] = f"{note}{seeds}{tested}"
+    parts = [f"{note}; <measure> sd: standard deviation over seeds" if spread else f"{note}; one seed a row"]
+    parts += sorted({f"{r['paper_dataset']}: {r['dataset']}" for r in rows if r["dataset"] != r["paper_dataset"]})
+    if not by_margin:
+        parts.append("margins: " + ", ".join(sorted({f"{r['model']} {r['margin']} on {r['paper_dataset']}"
+                                                     for r in rows})))
+    quantized = sorted({r["index"] for r in rows} - {exact_index})
+    if quantized:
+        parts.append(f"rows through {', '.join(quantized)}: no paper value (the paper reports {exact_index} search)")
+    frame["note"] = "; ".join(parts)
     return frame, twin, cells
 
 

@@ -167,12 +167,10 @@ def ablation_table(a):
        arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
        arg("--row", required=True, action="append",
            help=rows_help("dataset", "paper_dataset", "split", "model", "margin", "index", "evals (a list: one a seed)")),
-       arg("--compare", nargs=2, metavar=("A", "B"), help="paired test of model A against model B"),
-       arg("--test", default="wilcoxon", choices=["wilcoxon", "ttest"]), arg("--alpha", type=float, default=0.05),
        arg("--exact-index", default="flat"), arg("--csv", required=True), arg("--json", required=True))
 def quadrupletbert_table(a):
-    """QuadrupletBERT's Tables 1-2: cells that are means over seeds, with standard deviations and paired
-    significance tests (towers.reports.quadrupletbert)."""
+    """QuadrupletBERT's Tables 1-2: cells that are means over seeds, with standard deviations
+    (towers.reports.quadrupletbert)."""
     from ..reports.quadrupletbert import SEEDED_KEY, seeded_table as build
 
     rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"], lists=["evals"])
@@ -181,9 +179,8 @@ def quadrupletbert_table(a):
             row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
         except ValueError:
             raise StageError("--row", f"margin {bounded(row['margin'], 80)!r} is not a number") from None
-    compare = tuple(a.compare) if a.compare else None
-    return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, compare, a.test, a.alpha,
-                              a.exact_index), a.csv, a.json, percent=True)
+    return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, a.exact_index), a.csv, a.json,
+                       percent=True)
 
 
 @stage("quadrupletbert-phase2", arg("--run", required=True, action="append",
