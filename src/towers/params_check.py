@@ -192,7 +192,8 @@ def reference_problems(config: dict) -> list[tuple[list, str]]:
         if local:
             wanted = [f["name"] for f in spec.get("files", [])] + [spec[k] for k in ("queries", "qrels") if spec.get(k)]
             if not os.path.isdir(local):
-                problems.append(([*where, "local_dir"], f"no such folder: {local!r}"))
+                problems.append(([*where, "local_dir"], f"no such folder: {local!r}" + ("" if os.path.isabs(local) else
+                                 f" (a relative path is read against the repository root, {os.getcwd()})")))
             elif missing := [w for w in wanted if not os.path.exists(os.path.join(local, w))]:
                 problems.append(([*where, "local_dir"], f"{local!r} holds no {missing[0]!r}"
                                  + (f" (nor {len(missing) - 1} more of its files)" if len(missing) > 1 else "")))

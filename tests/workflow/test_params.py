@@ -1,6 +1,7 @@
 """params.yaml and its profiles against the schema and each other: unknown keys anywhere, names that reach the
 shell, and names one section gives another, each refused in one line naming the file and the key."""
 import copy
+import os
 
 import pytest
 import yaml
@@ -156,7 +157,8 @@ def test_files_and_folders_params_name_must_exist():
                                "no such file: 'data/enwiki-mini/questions.tsv;touch x'")
     config = merged([PARAMS])
     config["datasets"]["squad"]["local_dir"] = "nowhere"
-    assert problem(config) == "params.yaml: datasets.squad.local_dir: no such folder: 'nowhere'"
+    assert problem(config) == ("params.yaml: datasets.squad.local_dir: no such folder: 'nowhere' (a relative path is "
+                               f"read against the repository root, {os.getcwd()})")
     config["datasets"]["squad"]["local_dir"] = "data"
     assert problem(config) == "params.yaml: datasets.squad.local_dir: 'data' holds no 'dev-v1.1.json'"
 
