@@ -68,6 +68,25 @@ from towers.reports import papers as paper_list  # noqa: E402
 from workflow_harness import RESULTS, keep_result, read_results, watched  # noqa: E402
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo; the platform's processor name elsewhere)."""
+    import platform
+
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def kernels_of(folder: Path) -> str:
+    """The vector kernels torch computed with in a build (its stage records name them)."""
+    for meta in sorted((folder / "artifacts").glob("*/dense/*/*/model.meta.json")):
+        kernels = json.loads(meta.read_text()).get("torch_cpu_kernels")
+        if kernels:
+            return kernels
+    return "unknown"
+
+
 def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False,
         targets: list[str] = ()) -> None:
     record = folder / "reproduce-times.json"
@@ -78,7 +97,8 @@ def run(folder: Path, cores: int, commit: str | None = None, resume: bool = Fals
         if commit:
             subprocess.run(["git", "checkout", "-q", commit], cwd=folder, check=True)
         times = {"commit": subprocess.run(["git", "rev-parse", "HEAD"], cwd=folder, capture_output=True, text=True,
-                                          check=True).stdout.strip(), "cores": cores, "steps": [], "whole": whole,
+                                          check=True).stdout.strip(), "cores": cores, "cpu": cpu_model(),
+                 "steps": [], "whole": whole,
                  "targets": list(targets)}
     done_steps = {s["name"] for s in times["steps"] if not s["rc"] and not s.get("interrupted")}
     snakemake = [str(folder / ".venv/bin/snakemake"), "--cores", str(cores)]
@@ -281,6 +301,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
     not_rebuilt = [f for f in tracked if (folder / f).stat().st_mtime < built_after]
     measured = {
         "commit": times["commit"], "cores": times["cores"],
+        "cpu": f"{times.get('cpu') or cpu_model()}, {kernels_of(folder)} kernels",
         "date": datetime.fromtimestamp(steps["setup"]["began"], tz=timezone.utc).strftime("%Y-%m-%d"),
         "targets": times.get("targets") or [],   # --target: the targets of its one step; else every table
         "clean_run_seconds": round(sum(s["seconds"] for s in build), 1),

@@ -47,6 +47,7 @@ def params() -> dict:
 SOURCED = {
     r"([\d.]+)\s+minutes\s+on\s+\d+\s+cores": lambda: round(reproduce()["clean_run_seconds"] / 60, 1),
     r"minutes\s+on\s+(\d+)\s+cores": lambda: reproduce()["cores"],
+    r"cores\s+\(([^)]*kernels)\)": lambda: reproduce()["cpu"],
     r"clean\s+run\s+of\s+`([0-9a-f]{7,40})`": lambda: reproduce()["commit"],
     r"on\s+(\d{4}-\d{2}-\d{2})": lambda: reproduce()["date"],
     r"simulated\s+([\d.]+)\s+minutes\s+on\s+eight\s+cores": lambda: simulated()["simulated_minutes"]["8"],
@@ -227,6 +228,7 @@ def test_first_screen_numbers_match_their_sources():
 
 
 @pytest.mark.parametrize("stated, wrong", [("101.2 minutes", "96.2 minutes"), ("on 2 cores", "on 4 cores"),
+                                           ("AMD EPYC, AVX512 kernels", "Intel Xeon, AVX2 kernels"),
                                            ("25.35 minutes on eight", "20.35 minutes on eight"), ("`459bd49`", "`44b82e4`"),
                                            ("32-token queries", "64-token queries"),
                                            ("pre-training: 800 steps", "pre-training: 400 steps")])
@@ -239,6 +241,21 @@ def test_a_wrong_first_screen_number_fails(stated, wrong):
         check_sourced(readme.replace(stated, wrong, 1))
     with pytest.raises(AssertionError):
         check_sourced(readme.replace(stated, "", 1))
+
+
+def headline_verdict(readme: str) -> str:
+    found = re.search(r"\(`qb-3`\)[^*]*?on\s+this\s+profile\s+it\s+is\s+\*\*([a-z ,]+)\*\*", readme)
+    assert found, "the first screen no longer says what Table 1's headline claim (qb-3) comes to"
+    assert found.start() < len("\n".join(readme.splitlines()[:FIRST_SCREEN])), "qb-3's verdict is below the first screen"
+    return found.group(1)
+
+
+def test_the_first_screen_says_table_1s_verdict_as_the_claims_do():
+    claims = pd.read_csv(ROOT / "results/claims.csv")
+    verdict = claims.loc[claims["claim"] == "qb-3", "claim verdict"].iloc[0]
+    assert headline_verdict(text()) == verdict
+    other = "holds" if verdict != "holds" else "contradicted"
+    assert headline_verdict(text().replace(f"**{verdict}**", f"**{other}**")) != verdict
 
 
 def test_a_stray_number_fails():
