@@ -9,6 +9,8 @@ file, or a folder holding it). The simulation starts, whenever cores are free, t
 `priority`, then the longest remaining path to the end of the build (as Snakemake's own priorities and a
 critical-path-first list scheduler would), each job taking its `threads` (at most the cores). Its answer at the
 build's own cores is checked against the build's measured wall: the ratio says how far the model is off.
+`uncontended`: the same with each job's time less what its stage record shows it waiting for a core (a build that
+shared its machine with other work), an estimate of the build on a machine of its own.
 Prints a JSON summary; `--record KEY` also writes it to benchmarks/results.json under KEY, replacing what KEY held
 (naming the key is the purpose, as reproduce.py's --record). A log of a build that did not finish (fewer jobs
 finished than its plan's total) is refused: its wall is not a whole build's."""
@@ -23,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduce import jobs_of, positive, save  # noqa: E402
+from reproduce import jobs_of, positive, record_of, save  # noqa: E402
 from workflow_harness import read_results, refuse  # noqa: E402
 
 PROGRESS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done$", re.M)
@@ -131,11 +133,25 @@ def critical_path(jobs: list[dict], before: list[set[int]]) -> list[str]:
     return [f"{jobs[k]['rule']} ({jobs[k]['wall']:.0f} s)" for k in chain]
 
 
+def uncontended(build: Path, jobs: list[dict]) -> list[dict]:
+    """The jobs as they would run with a core each to themselves: a job whose stage record shows it computing for
+    less of its wall than it ran (CPU seconds under seconds: it waited for a core that something else held) loses
+    the difference. Multi-threaded stages (CPU seconds over seconds) and jobs without a record keep their wall.
+    An estimate for a build that shared its machine; a build that did not is its own answer."""
+    out = []
+    for job in jobs:
+        record = record_of(build, job["outputs"]) or {}
+        waited = record.get("seconds", 0.0) - record.get("cpu_seconds", record.get("seconds", 0.0))
+        out.append({**job, "wall": max(1.0, job["wall"] - waited) if waited > 0 else job["wall"]})
+    return out
+
+
 def measure(build: Path, log: Path, cores_list: list[int], built_cores: int) -> dict:
     jobs, wall = log_jobs(log)
     before = parents(jobs)
     priority = rule_priorities(build)
     simulated = {str(c): round(simulate(jobs, before, c, priority) / 60, 2) for c in sorted({*cores_list, built_cores})}
+    alone = uncontended(build, jobs)
     times = build / "reproduce-times.json"   # benchmarks/reproduce.py --run: the commit it built
     commit = (json.loads(times.read_text())["commit"] if times.is_file() else
               subprocess.run(["git", "rev-parse", "HEAD"], cwd=build, capture_output=True, text=True).stdout.strip())
@@ -150,6 +166,10 @@ def measure(build: Path, log: Path, cores_list: list[int], built_cores: int) -> 
         "critical_path": critical_path(jobs, before),
         "simulated_minutes": simulated,
         "simulated_over_measured": round(simulated[str(built_cores)] * 60 / wall, 3),
+        "uncontended": {"job_seconds": round(sum(j["wall"] for j in alone), 1),
+                        "critical_path_minutes": round(max(tails(alone, before)) / 60, 2),
+                        "simulated_minutes": {str(c): round(simulate(alone, before, c, priority) / 60, 2)
+                                              for c in sorted({*cores_list, built_cores})}},
     }
 
 

@@ -69,6 +69,15 @@ def test_the_simulation_waits_for_cores_and_for_parents(tmp_path):
     assert cores.critical_path(found, before) == ["parse (10 s)", "train (60 s)", "table (5 s)"]
 
 
+def test_uncontended_takes_away_what_a_job_waited_for_a_core(tmp_path):
+    found, _ = jobs(tmp_path)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/run.txt.meta.json").write_text(json.dumps({"seconds": 18.0, "cpu_seconds": 8.0}))   # waited 10 s
+    (tmp_path / "a/model.meta.json").write_text(json.dumps({"seconds": 59.0, "cpu_seconds": 110.0}))  # two threads
+    alone = cores.uncontended(tmp_path, found)
+    assert [j["wall"] for j in alone] == [10, 10.0, 60, 5]   # no record: its wall; more CPU than wall: its wall
+
+
 def test_a_priority_starts_its_rule_first(tmp_path):
     found, _ = jobs(tmp_path)
     found[2]["threads"] = 1
