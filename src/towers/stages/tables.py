@@ -269,7 +269,7 @@ def repbert_figure(a):
             report.curve_cells(reranked, "RR@10", lambda m, d: query_samples([by_depth[m, d]], "RR@10"))
     else:
         rows = parse_rows(a.consistency, ["method", "json"], flag="--consistency")
-        frame = pd.DataFrame([{"method": r["method"], "depth": int(n), "C": value}
+        frame = pd.DataFrame([{"method": r["method"], "depth": int(n), "C": round(value, 4)}
                               for r in rows for n, value in read_json(r["json"])["depths"].items()])
         panels = [(frame, "depth", "C", "consistency with BM25's top 1000")]
         sources = {r["method"]: r["json"] for r in rows}
