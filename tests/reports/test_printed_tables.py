@@ -52,6 +52,15 @@ def test_a_column_every_row_shares_is_said_once_and_measures_stay():
     assert kept == {"profile": "mini"} and "split" in one and "queries" in one
 
 
+def test_a_paper_column_no_row_has_is_not_printed():
+    frame = pd.DataFrame({"model": ["A", "B"], "R@1000": [0.5, 0.6], "R@1000 paper": [0.9, None],
+                          "R@2000": [0.7, 0.8], "R@2000 paper": [None, None]})
+    cells = cells_of([{"model": m} for m in "AB"], ["R@1000", "R@2000"])
+    shown, _ = printed(frame, cells, percent=False)
+    assert list(shown.columns) == ["model", "R@1000", "R@1000 paper", "R@2000"]
+    assert shown["R@1000 paper"].tolist() == ["0.900", ""]
+
+
 def test_a_cell_holding_a_comma_is_refused():
     frame = pd.DataFrame({"method": ["LTRe, index flat", "ANCE"], "RR@10": [0.1, 0.2]})
     with pytest.raises(ValueError, match="column 'method' holds a comma"):

@@ -113,7 +113,7 @@ def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.D
     """The table a reader sees, and its context: a column that holds one value in every row (the profile, a
     dataset, one split, a margin, a step count) leaves the rows for the context, said once in the record and the
     report's caption; a measured column (a cell's, counts aside) and the values beside it always
-    stay. Numbers get their column's fixed decimals. A comma inside a cell would break `column -s, -t`, so none
+    stay, but for a paper column empty in every row. Numbers get their column's fixed decimals. A comma inside a cell would break `column -s, -t`, so none
     may hold one."""
     measured = {c["column"] for c in cells if c["kind"] != "count"}
     counted = {c["column"] for c in cells if c["kind"] == "count"}
@@ -127,6 +127,8 @@ def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.D
                 and not (column in counted and sides):
             context[column] = values[0].item() if hasattr(values[0], "item") else values[0]
             shown = shown.drop(columns=column)
+    empty = [c for c in shown.columns if c.endswith((" paper", " published")) and shown[c].isna().all()]
+    shown = shown.drop(columns=empty)   # a paper value no row has (RepBERT's R@2000) is no column
     for column in shown.columns:
         places = decimals(column, percent)
         if column.endswith(" p") and pd.api.types.is_numeric_dtype(shown[column]):   # down to 1e-30: 2 digits
