@@ -120,7 +120,7 @@ def across_builds(frames: list[pd.DataFrame]) -> pd.DataFrame:
         widest = group.loc[tolerances.idxmax()]
         tolerance = max(float(widest["tolerance"]), spread)
         basis = widest["basis"] if tolerance == widest["tolerance"] or first["kind"] == "timing" else \
-            f"spread over {len(values)} builds on different machines"
+            f"spread over {len(values)} builds (another CPU or its other vector kernels)"
         rows.append({**entry, "expected": round(float(values.mean()), 6), "tolerance": round(tolerance, 6),
                      "basis": basis})
     return pd.DataFrame(rows, columns=COLUMNS)
