@@ -182,7 +182,7 @@ def claims_block(claims: pd.DataFrame) -> str:
         evidence = ""
         if weakest is not None and "higher" in parts:
             evidence = (f"{fmt(weakest['higher'])} {fmt(weakest['value higher'])} vs {fmt(weakest['lower'])} "
-                        f"{fmt(weakest['value lower'])}; p (Holm) {fmt(weakest['p (Holm)'])}")
+                        f"{fmt(weakest['value lower'])}; p (Holm) {weakest['p (Holm)']:.2g}")
         elif len(parts):
             evidence = fmt(first.get("reason", ""))
         shown = [c for c in ("part", "bound", "higher", "lower", "value higher", "value lower", "difference",
@@ -223,7 +223,7 @@ def build_line(results_json: str) -> str:
     line = (f"Written {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC from commit "
             f"{env['git commit']}.")
     if record and record.get("clean_run_seconds"):
-        line += (f" The complete build of commit {record.get('commit', '?')} ({record.get('date', '?')}) took "
+        line += (f" The complete build of commit {str(record.get('commit', '?'))[:7]} ({record.get('date', '?')}) took "
                  f"{record['clean_run_seconds'] / 60:.1f} minutes on {record.get('cores', '?')} cores "
                  f"(benchmarks/results.json, key reproduce).")
     return f"<p class='note'>{html.escape(line)}</p>"
