@@ -39,7 +39,7 @@ def test_quadrupletbert_rows_hold_every_seeds_evaluation():
     assert all(len(row["evals"]) == len(settings["sweep_seeds"]) for row in sweep)   # Table 2: one run a cell
     settings["sweep_seeds"] = []
     assert all(len(row["evals"]) == len(settings["seeds"]) for row in qb.rows("table2"))
-    assert set(qb.command("table1")) == {"metrics", "test", "alpha", "exact"}
+    assert set(qb.command("table1")) == {"metrics", "exact"}
 
 
 def test_quadrupletberts_models_count_recall_as_its_paper_does_on_a_question_set():

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from .common import labels, paper_values
+from .common import paper_values
 
 def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
     """Mean and sample standard deviation over seeds (in %), and each query's value averaged over seeds."""
