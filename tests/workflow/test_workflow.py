@@ -82,7 +82,8 @@ def test_tiny_dag_builds_the_table(tiny_run):
         ("all-MiniLM-L6-v2", "retrieval-trained checkpoint (not a BERT init)")]   # chang2020.table3.checkpoints
     assert set(table["split"]) == {"50-50"} and set(table["profile"]) == {"tiny"}
     for metric in ["R@1", "R@5", "R@10", "R@50", "R@100"]:
-        assert table[metric].between(0, 100).all() and f"{metric} paper" in table
+        # the paper has no 50%/50% split: a paper column no row has is not printed
+        assert table[metric].between(0, 100).all() and f"{metric} paper" not in table
     assert (table["queries"] == 6).all()
     # BM25 answers these lexical questions well even on a toy corpus
     assert table.loc[0, "R@10"] >= 50
@@ -109,7 +110,7 @@ def test_tiny_dag_builds_the_ablation_and_open_domain_tables(tiny_run):
     assert table5.loc[3, "R@10 50-50"] == table3.loc[5, "R@10"]
     table6 = pd.read_csv(tiny_run / "results/chang2020/table6.csv")
     assert table6["pretraining"].tolist() == ["No Pretraining", "ICT", "ICT+BFS+WLP"]
-    assert table6["R@1 paper"].notna().sum() == 0      # the paper has no 50%/50% split
+    assert "R@1 paper" not in table6      # the paper has no 50%/50% split
     pretrained = sorted(p.parent.name for p in (tiny_run / "artifacts/enwiki-mini/pretrained").glob("*/model"))
     assert pretrained == ["bowmlp-ict+bfs+wlp-d8", "transformer-ict+bfs+wlp-l1-d16", "transformer-ict-l1-d16",
                           "transformer-ict-l1-d8"]
@@ -121,9 +122,9 @@ def test_tiny_dag_builds_the_quadrupletbert_tables(tiny_run):
     assert list(table1[["model", "index"]].itertuples(index=False, name=None)) == [
         ("Three-T Emb", "flat"), ("Three-T BERT", "flat"), ("QuadrupletBERT", "flat"), ("QuadrupletBERT", "ivf")]
     assert (table1["seeds"] == 1).all() and (table1["queries"] == 6).all()
-    assert table1["R@1 paper"].isna().all()   # the paper has no 50%/50% split
+    assert "R@1 paper" not in table1   # the paper has no 50%/50% split
     assert table1["R@10"].between(0, 100).all()
-    assert table1.loc[2, "R@1 p"] <= 1 and table1["R@1 p"].isna().sum() == 3   # QuadrupletBERT against Three-T BERT
+    assert not [c for c in table1 if c.endswith(" p")]   # significance is the claims' (Holm-corrected)
     twin = json.loads((tiny_run / "results/table1.json").read_text())
     assert "R@1 lost to quantization" in twin["rows"]["enwiki-mini/squad/50-50/QuadrupletBERT/ivf"]
     table2 = read_table(tiny_run / "results/table2.csv")
