@@ -120,22 +120,22 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
                                  "avg_doc_tokens": 200.0}))
     rows = [{"dataset": "enwiki-mini", "paper_dataset": p, "stats": stats} for p in ("squad", "nq")]
     frame, twin, _ = reqa_table(rows, PAPER, "mini", "embedded default")
-    assert list(frame["paper dataset"]) == ["squad", "nq"]
-    for label in ["queries", "candidates", "tuples", "avg query tokens", "avg doc tokens"]:
+    assert list(frame["dataset"]) == ["squad", "nq"] and "paper dataset" not in frame   # the paper's name
+    for label in ["queries", "candidates", "tuples", "query tokens", "doc tokens"]:
         assert list(frame.columns).index(f"{label} paper") == list(frame.columns).index(label) + 1
     squad, nq = frame.to_dict("records")
     assert (squad["queries"], squad["queries paper"], squad["candidates paper"], squad["tuples paper"]) == (
         708, 97888, 101951, 99024)
-    assert (squad["avg query tokens"], squad["avg query tokens paper"], squad["avg doc tokens paper"]) == (
+    assert (squad["query tokens"], squad["query tokens paper"], squad["doc tokens paper"]) == (
         12.35, 11.55, 291.35)
-    assert (nq["queries paper"], nq["candidates paper"], nq["tuples paper"], nq["avg doc tokens paper"]) == (
+    assert (nq["queries paper"], nq["candidates paper"], nq["tuples paper"], nq["doc tokens paper"]) == (
         74097, 239008, 74097, 352.67)
     assert set(frame["profile"]) == {"mini"}
     note, = frame["note"].unique()   # said once for the table
     assert "enwiki-mini stands in for SQuAD" in note and "enwiki-mini stands in for Natural Questions" in note
     assert "sentence + paragraph" in note
     assert twin["rows"]["enwiki-mini/nq"] == {"queries": 708, "candidates": 17018, "tuples": 708,
-                                              "avg query tokens": 12.35, "avg doc tokens": 200.0}
+                                              "query tokens": 12.35, "doc tokens": 200.0}
     # a dataset that is the paper's own says nothing about standing in
     own, _, _ = reqa_table([{"dataset": "squad", "paper_dataset": "squad", "stats": stats}], PAPER, "paper", "paper")
     assert "stands in" not in own.loc[0, "note"]
@@ -160,7 +160,7 @@ def test_table_stage_end_to_end(tmp_path):
     assert "note" not in table and "profile" not in table and list(read_json(twin)) == ["rows"]
     record = read_json(f"{csv}.meta.json")
     assert record["note"].startswith("note; enwiki-mini stands in for SQuAD")
-    assert record["context"] == {"profile": "mini", "dataset": "enwiki-mini"}
+    assert record["context"] == {"profile": "mini"} and list(table["dataset"]) == ["squad", "nq"]
     assert record["labels"] == {"table": "table2", "profile": "mini"}
     bad = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
                     spec("enwiki-mini", "triviaqa"), "--csv", tmp_path / "bad.csv", "--json", tmp_path / "bad.json")

@@ -66,22 +66,22 @@ def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[
 
 
 REQA_COLUMNS = {"queries": "queries", "candidates": "candidates", "tuples": "tuples",
-                "avg_query_tokens": "avg query tokens", "avg_doc_tokens": "avg doc tokens"}
+                "avg_query_tokens": "query tokens", "avg_doc_tokens": "doc tokens"}
 
 
 REQA_COUNTS = ("queries", "candidates", "tuples")
 
 
-REQA_DOC_TOKENS_NOTE = ("tokens: WordPiece of the dataset's tokenizer (the profile's vocabulary), no special tokens;"
-                        " doc tokens = sentence + paragraph tokens of each candidate (the pair the doc tower reads),"
-                        " averaged over candidates")
+REQA_DOC_TOKENS_NOTE = ("query tokens, doc tokens: averages, in WordPiece of the dataset's tokenizer (the profile's"
+                        " vocabulary), no special tokens; doc tokens = sentence + paragraph tokens of each candidate"
+                        " (the pair the doc tower reads)")
 
 
 def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
-    """Chang et al. Table 2: one row per (dataset, paper dataset), each ReQA statistic beside the paper's.
+    """Chang et al. Table 2: one row per paper dataset, each ReQA statistic beside the paper's.
 
-    rows: {'dataset', 'paper_dataset', 'stats': a reqa-statistics JSON}. A dataset standing in for
-    another one of the paper (the embedded default for both SQuAD and NQ) says so in its note."""
+    rows: {'dataset', 'paper_dataset', 'stats': a reqa-statistics JSON}; a row is named by the paper's dataset,
+    and a dataset standing in for it (the embedded default for both SQuAD and NQ) says so in the note."""
     paper = read_paper(paper_csv)
     missing = [c for c in ["dataset", "name", *REQA_COLUMNS] if c not in paper]
     if missing:
@@ -96,12 +96,12 @@ def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd
         if row["paper_dataset"] not in paper.index:
             raise StageError(paper_csv, f"no values for dataset {row['paper_dataset']!r}")
         values = paper.loc[row["paper_dataset"]]
-        record = {**labels(row, ["dataset", "paper_dataset"]), "profile": profile}
+        name = {"dataset": row["paper_dataset"]}
+        record = {**name, "profile": profile}
         for key, label in REQA_COLUMNS.items():
             record[label] = int(stats[key]) if key in REQA_COUNTS else round(float(stats[key]), 2)
             record[f"{label} paper"] = int(values[key]) if key in REQA_COUNTS else float(values[key])
-            cells.append(cell(labels(row, ["dataset", "paper_dataset"]), label, record[label],
-                              record[f"{label} paper"], kind="count"))
+            cells.append(cell(name, label, record[label], record[f"{label} paper"], kind="count"))
         if row["dataset"] != row["paper_dataset"]:
             stands_in.append(f"{row['dataset']} stands in for {values['name']}")
         records.append(record)

@@ -102,7 +102,7 @@ def decimals(column: str, percent: bool) -> int | None:
         return 0
     if base in ONE_DECIMAL:
         return 1
-    if base.startswith("avg ") or base == "C":
+    if base.startswith("avg ") or base in ("C", "query tokens", "doc tokens"):
         return 2
     if MEASURE.match(base):
         return 2 if percent else 3
