@@ -61,6 +61,17 @@ def test_a_paper_column_no_row_has_is_not_printed():
     assert shown["R@1000 paper"].tolist() == ["0.900", ""]
 
 
+def test_fractions_beside_published_values_print_four_decimals():
+    frame = pd.DataFrame({"model": ["bm25", "minilm"], "nDCG@10": [0.67891, 0.6412], "nDCG@10 published": [0.6789, None],
+                          "R@100": [0.92531, 0.9]})
+    shown, _ = printed(frame, cells_of([{"model": m} for m in ("bm25", "minilm")], ["nDCG@10", "R@100"]), percent=False)
+    assert shown["nDCG@10"].tolist() == ["0.6789", "0.6412"] and shown["nDCG@10 published"].tolist() == ["0.6789", ""]
+    assert shown["R@100"].tolist() == ["0.9253", "0.9000"]
+    plain, _ = printed(frame.drop(columns="nDCG@10 published"), cells_of([{"model": "bm25"}, {"model": "minilm"}],
+                                                                        ["nDCG@10"]), percent=False)
+    assert plain["nDCG@10"].tolist() == ["0.679", "0.641"]
+
+
 def test_a_cell_holding_a_comma_is_refused():
     frame = pd.DataFrame({"method": ["LTRe, index flat", "ANCE"], "RR@10": [0.1, 0.2]})
     with pytest.raises(ValueError, match="column 'method' holds a comma"):

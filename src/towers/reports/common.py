@@ -129,8 +129,11 @@ def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.D
             shown = shown.drop(columns=column)
     empty = [c for c in shown.columns if c.endswith((" paper", " published")) and shown[c].isna().all()]
     shown = shown.drop(columns=empty)   # a paper value no row has (RepBERT's R@2000) is no column
+    # beside values published to 4 decimals (Pyserini's regressions), fractions print 4, so both can be compared
+    published = any(c.endswith(" published") for c in shown.columns)
     for column in shown.columns:
         places = decimals(column, percent)
+        places = 4 if published and places == 3 else places
         if column.endswith(" p") and pd.api.types.is_numeric_dtype(shown[column]):   # down to 1e-30: 2 digits
             shown[column] = [("" if pd.isna(v) else f"{float(v):.2g}") for v in shown[column]]
         elif places is not None and pd.api.types.is_numeric_dtype(shown[column]):
