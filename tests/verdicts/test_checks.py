@@ -194,7 +194,7 @@ def _edit_cell(record, field, value):
     import json
 
     meta = json.loads(record.read_text())
-    meta["cells"][0][field] = value   # good's R@1: 0.75 in the table, published 0.7
+    meta["cells"][0][field] = value   # good's R@1: 0.75 in the table (printed 0.7500 beside the published 0.7)
     record.write_text(json.dumps(meta))
 
 
@@ -209,7 +209,7 @@ def test_check_and_claims_refuse_a_record_whose_cells_disagree_with_its_table(tm
     assert check().returncode == 0 and verdicts().returncode == 0
     record = tmp_path / "results/t.csv.meta.json"
     _edit_cell(record, "value", 0.5)   # before: check FAILed this cell, the table still showing 0.75
-    expected = (f"error: {record}: cell [model=good] R@1 is 0.5 here but 0.750 in {table}; the record was edited or "
+    expected = (f"error: {record}: cell [model=good] R@1 is 0.5 here but 0.7500 in {table}; the record was edited or "
                 "is stale: rebuild the table")
     assert _one_line(check()) == expected
     assert _one_line(verdicts()) == expected
