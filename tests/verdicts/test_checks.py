@@ -215,7 +215,7 @@ def test_check_and_claims_refuse_a_record_whose_cells_disagree_with_its_table(tm
     assert _one_line(verdicts()) == expected
     _edit_cell(record, "value", 0.75)
     _edit_cell(record, "paper", 0.9)   # the paper profile's check reads paper values as the expected ones
-    assert _one_line(check()) == (f"error: {record}: cell [model=good] R@1 has paper value 0.9 here but 0.700 in "
+    assert _one_line(check()) == (f"error: {record}: cell [model=good] R@1 has paper value 0.9 here but 0.7000 in "
                                   f"{table}; the record was edited or is stale: rebuild the table")
     _edit_cell(record, "paper", 0.7)
     _edit_cell(record, "row", {"model": "best"})
