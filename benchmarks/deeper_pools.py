@@ -88,6 +88,9 @@ def added_pools(build: Path, sources: list[str]) -> dict[tuple, dict]:
     """(question file, article, question_key) -> {question, article, added: [sentence ids], from: {id: sources}}."""
     first = judging.read_pools(DATA / "pools.tsv")
     out = {}
+    if "answer-words" in sources:   # the sets share their articles: each sentence analysed once
+        words, stated = answer_words(lucene_analyzer())
+        sentence_words = {}
     for dataset, qfile in SETS.items():
         collection = build / "artifacts" / dataset / "collection"
         sentences, by_title = {}, collections.defaultdict(list)
@@ -104,9 +107,6 @@ def added_pools(build: Path, sources: list[str]) -> dict[tuple, dict]:
             answers[item["qid"]].append(item["answer"])
             article_of[item["qid"]] = item["article"]
         runs = {source: runs_of(build, dataset, source) for source in sources if source not in ("strings", "answer-words")}
-        if "answer-words" in sources:
-            words, stated = answer_words(lucene_analyzer())
-            sentence_words = {}
         for qid, text in queries.items():
             key = (qfile, article_of[qid], question_key(text))
             pooled = set(first.get(key, []))

@@ -65,17 +65,8 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
+from towers.retrieval.latency import cpu_model  # noqa: E402
 from workflow_harness import RESULTS, keep_result, read_results, watched  # noqa: E402
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo; the platform's processor name elsewhere)."""
-    import platform
-
-    try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def kernels_of(folder: Path) -> str:

@@ -210,9 +210,16 @@ rule passages:
                   " --out-dir {params.out_dir} --split-dir {params.split_dir} 2>&1 | tee {log}")
 
 # fmt: on
+EVALUATION_QRELS = (
+    "{TOWERS} evaluation-qrels --articles {input.articles} {params.flags} --judgements {input.judgements:q}"
+    " --pools {input.pools:q} --qrels {input.qrels} --out {output.qrels} --sources {output.sources} 2>&1 | tee {log}"
+)
+
+
 rule evaluation_qrels:
     # the qrels a question set's tables are scored on (datasets.<name>.evaluation_qrels): the judge's grade
-    # stands over the writer's label, over the first and the deeper pools; what trains keeps qrels.txt
+    # stands over the writer's label, over the first and the deeper pools; what trains keeps qrels.txt.
+    # EVALUATION_QRELS is both rules' command: a passage set's flags add its paragraphs and unexposed.json
     input:
         unpack(plan.data.evaluation_inputs),
     output:
@@ -227,8 +234,7 @@ rule evaluation_qrels:
     params:
         flags=plan.data.evaluation_flags,
     shell:
-        "{TOWERS} evaluation-qrels --articles {input.articles} {params.flags} --judgements {input.judgements:q}"
-        " --pools {input.pools:q} --qrels {input.qrels} --out {output.qrels} --sources {output.sources} 2>&1 | tee {log}"
+        EVALUATION_QRELS
 
 
 rule evaluation_qrels_passages:
@@ -249,8 +255,7 @@ rule evaluation_qrels_passages:
     params:
         flags=plan.data.evaluation_flags,
     shell:
-        "{TOWERS} evaluation-qrels --articles {input.articles} {params.flags} --judgements {input.judgements:q}"
-        " --pools {input.pools:q} --qrels {input.qrels} --out {output.qrels} --sources {output.sources} 2>&1 | tee {log}"
+        EVALUATION_QRELS
 
 
 rule passages_graded:

@@ -109,12 +109,17 @@ def decimals(column: str, percent: bool) -> int | None:
     return None
 
 
+def p_text(value) -> str:
+    """A p-value as tables and the report print it: two significant digits, however small; empty for none."""
+    return "" if value is None or pd.isna(value) else f"{float(value):.2g}"
+
+
 def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.DataFrame, dict]:
     """The table a reader sees, and its context: a column that holds one value in every row (the profile, a
     dataset, one split, a margin, a step count) leaves the rows for the context, said once in the record and the
-    report's caption; a measured column (a cell's, counts aside) and the values beside it always
-    stay, but for a paper column empty in every row. Numbers get their column's fixed decimals. A comma inside a cell would break `column -s, -t`, so none
-    may hold one."""
+    report's caption; a measured column (a cell's, counts aside) and the values beside it always stay, but for a
+    paper column empty in every row. Numbers get their column's fixed decimals, p-values two significant digits
+    (p_text). A comma inside a cell would break `column -s, -t`, so none may hold one."""
     measured = {c["column"] for c in cells if c["kind"] != "count"}
     counted = {c["column"] for c in cells if c["kind"] == "count"}
     shown, context = frame.copy(), {}
@@ -135,7 +140,7 @@ def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.D
         places = decimals(column, percent)
         places = 4 if published and places == 3 else places
         if column.endswith(" p") and pd.api.types.is_numeric_dtype(shown[column]):   # down to 1e-30: 2 digits
-            shown[column] = [("" if pd.isna(v) else f"{float(v):.2g}") for v in shown[column]]
+            shown[column] = [p_text(v) for v in shown[column]]
         elif places is not None and pd.api.types.is_numeric_dtype(shown[column]):
             shown[column] = [("" if pd.isna(v) else f"{float(v):.{places}f}") for v in shown[column]]
         texts = shown[column].dropna().astype(str)

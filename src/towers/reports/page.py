@@ -18,12 +18,14 @@ import re
 import shutil
 import subprocess
 from collections import Counter
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 
 import pandas as pd
 
 from ..io import atomic_path, read_json
+from .common import p_text
 from .papers import in_words
 
 PACKAGES = ["torch", "transformers", "tokenizers", "faiss-cpu", "faiss-gpu", "pyserini", "ir_measures",
@@ -173,6 +175,13 @@ def table_block(path: Path, statuses: dict, profile_note: str) -> str:
 
 # --- claims -------------------------------------------------------------------------------------------
 
+def detail_text(value, column: str) -> str:
+    """A comparison's cell as the tables print numbers: p-values to two digits, whole numbers (n) without '.0'."""
+    if isinstance(value, float) and column in ("p", "p (Holm)"):
+        return p_text(value)
+    return f"{value:.0f}" if isinstance(value, float) and value.is_integer() else fmt(value)
+
+
 def claims_block(claims: pd.DataFrame) -> str:
     rows = []
     for claim_id, parts in claims.groupby("claim", sort=False):
@@ -182,16 +191,15 @@ def claims_block(claims: pd.DataFrame) -> str:
         evidence = ""
         if weakest is not None and "higher" in parts:
             evidence = (f"{fmt(weakest['higher'])} {fmt(weakest['value higher'])} vs {fmt(weakest['lower'])} "
-                        f"{fmt(weakest['value lower'])}; p (Holm) {weakest['p (Holm)']:.2g}")
+                        f"{fmt(weakest['value lower'])}; p (Holm) {p_text(weakest['p (Holm)'])}")
         elif len(parts):
             evidence = fmt(first.get("reason", ""))
         shown = [c for c in ("part", "bound", "higher", "lower", "value higher", "value lower", "difference",
                              "effect size", "n", "test", "p", "p (Holm)", "verdict", "detectable",
                              "detectable clustered", "articles", "paper difference",
                              "paper agrees", "reason") if c in parts]
-        detail = parts[shown].to_html(index=False, na_rep="", escape=True, formatters={
-            c: (lambda v: f"{v:.2g}" if isinstance(v, float) else fmt(v)) if c in ("p", "p (Holm)") else
-            (lambda v: f"{v:.0f}" if isinstance(v, float) and v == int(v) else fmt(v)) for c in shown})
+        detail = parts[shown].to_html(index=False, na_rep="", escape=True,
+                                      formatters={c: partial(detail_text, column=c) for c in shown})
         rows.append(f"<tr><td>{badge(first['claim verdict'])}</td><td>{html.escape(claim_id)}</td>"
                     f"<td>{html.escape(first['statement'])}<div class='note'>{html.escape(first['source'])}; "
                     f"{html.escape(first['claim parts'])}</div>"
@@ -213,15 +221,14 @@ def legend() -> str:
                          fail=CHECK_STYLE["FAIL"])
 
 
-def build_line(results_json: str) -> str:
-    """When and from which commit the page was written, and how long the complete build recorded in
-    benchmarks/results.json (key `reproduce`) took."""
+def build_line(results_json: str, commit: str = "") -> str:
+    """When and from which commit (default: this checkout's) the page was written, and how long the complete
+    build recorded in benchmarks/results.json (key `reproduce`) took."""
     import datetime
 
     record = read_json(results_json).get("reproduce") if results_json and Path(results_json).is_file() else None
-    env = environment()
     line = (f"Written {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC from commit "
-            f"{env['git commit']}.")
+            f"{commit or git_revision()}.")
     if record and record.get("clean_run_seconds"):
         line += (f" The complete build of commit {str(record.get('commit', '?'))[:7]} ({record.get('date', '?')}) took "
                  f"{record['clean_run_seconds'] / 60:.1f} minutes on {record.get('cores', '?')} cores "
@@ -314,15 +321,18 @@ def environment() -> dict[str, str]:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-        revision = commit.stdout.strip() if commit.returncode == 0 else "not a git checkout"
-    except OSError:
-        revision = "git is not installed"
     return {"python": platform.python_version(), **versions,
             "machine": f"{platform.platform()}, {os.cpu_count()} CPU cores ({platform.processor() or platform.machine()}), "
                        f"torch computing with {torch.backends.cpu.get_cpu_capability()} kernels",
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "git commit": revision}
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none", "git commit": git_revision()}
+
+
+def git_revision() -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        return commit.stdout.strip() if commit.returncode == 0 else "not a git checkout"
+    except OSError:
+        return "git is not installed"
 
 
 # --- the page -----------------------------------------------------------------------------------------
@@ -344,7 +354,8 @@ def write(papers: list[dict], tables: list[Path], figures: list[Path], claims_cs
     check, statuses = read_check(check_csv)
     verdicts = Counter(claims.drop_duplicates(["paper", "claim"])["claim verdict"])
     lead = ", ".join(f"{verdicts[v]} {v}" for v in VERDICT_STYLE if verdicts[v])
-    body = [f"<h1>{html.escape(title)}</h1>", build_line(build_record),
+    machine = environment()
+    body = [f"<h1>{html.escape(title)}</h1>", build_line(build_record, machine["git commit"]),
             f"<div class='profile'><b>Profile: {html.escape(profile)}.</b> {html.escape(profile_note)}</div>",
             "<h2>Did it reproduce?</h2>",
             f"<p>{sum(verdicts.values())} claims of {in_words(len(papers))} papers, tested on this profile's tables: "
@@ -366,7 +377,7 @@ def write(papers: list[dict], tables: list[Path], figures: list[Path], claims_cs
                     "BERT init, and its numbers on data it was trained on are contaminated).</p>")
         body += [table_block(t, statuses, profile_note) for t in tables]
     body += [image_html(f, table_name(f)) for f in figures]
-    env = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in environment().items())
+    env = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in machine.items())
     body += ["<h2>Workflow</h2>", image_html(dag_png, f"the rule graph ({drawn_by})"),
              f"<h2>Software and hardware</h2><table>{env}</table>"]
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"

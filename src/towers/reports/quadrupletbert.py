@@ -9,8 +9,9 @@ from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
 from .common import paper_values
 
-def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int]:
-    """Mean and sample standard deviation over seeds (in %), and each query's value averaged over seeds."""
+
+def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, int]:
+    """Mean and sample standard deviation over seeds (in %), and the query count the seeds share."""
     results = [read_json(p) for p in paths]
     values = {m: [100 * r["metrics"][m] for r in results] for m in metrics}
     mean = {m: float(np.mean(v)) for m, v in values.items()}
@@ -19,8 +20,7 @@ def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, dict, int
     for path, r in zip(paths, results):
         if sorted(r["per_query"]) != qids:
             raise StageError(path, "evaluated on other queries than the other seeds")
-    per_query = {m: np.array([np.mean([r["per_query"][q][m] for r in results]) for q in qids]) for m in metrics}
-    return mean, std, per_query, len(qids)
+    return mean, std, len(qids)
 
 
 SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]
@@ -50,7 +50,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     twin_fields = [k for k in SEEDED_KEY if k != "margin" or len(unmargined) < len(rows)]
     for r in rows:
         key = tuple(r[k] for k in SEEDED_KEY)
-        mean, std, _, queries = summaries[key]
+        mean, std, queries = summaries[key]
         row = {("dataset" if k == "paper_dataset" else k): r[k] for k in shown_key}
         record = {**row, "seeds": len(r["evals"]), "queries": queries, "profile": profile}
         paper_key = (r["paper_dataset"], r["split"], r["model"], r["margin"] if by_margin else "")

@@ -13,17 +13,21 @@ import numpy as np
 WARMUP = 5
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo; elsewhere the platform's processor name)."""
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
+    except OSError:
+        return cpu
+
+
 def hardware(threads: int) -> dict:
     """What the numbers were measured on."""
     import torch
 
-    cpu = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            cpu = next((line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": threads,
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads,
             "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"}
 
 

@@ -136,10 +136,10 @@ def across_seeds(frame: pd.DataFrame, seeds: list[pd.DataFrame], builds: int = 2
     values = pd.concat([f.set_index(key)["expected"] for f in (frame, *seeds)], axis=1, join="inner")
     if values.shape[1] < 3:
         raise ValueError("fewer than three seeds: a spread needs the build and two others")
-    sd = values.std(axis=1, ddof=1) * z * math.sqrt(1 + 1 / builds)
+    by_seeds = values.std(axis=1, ddof=1) * z * math.sqrt(1 + 1 / builds)   # a tolerance a cell
     out = frame.set_index(key)
-    wider = (sd.reindex(out.index).fillna(0.0) > out["tolerance"]) & (out["kind"] == "metric")
-    out.loc[wider, "tolerance"] = sd[wider[wider].index].round(6)
+    wider = (by_seeds.reindex(out.index).fillna(0.0) > out["tolerance"]) & (out["kind"] == "metric")
+    out.loc[wider, "tolerance"] = by_seeds[wider[wider].index].round(6)
     out.loc[wider, "basis"] = f"spread over {values.shape[1]} seeds"
     return out.reset_index()[COLUMNS]
 
