@@ -43,19 +43,11 @@ class Zeroshot(Tables):
                 f" checkpoint's caveat in its row); {self.plan.evaluation.metrics_note(dataset)}")
 
     def command(self, dataset):
-        """The split as the dataset names it, the metrics, and the values published elsewhere (--published)."""
-        return {"split": self.split(dataset), "metrics": " ".join(map(q, self.settings["metrics"])),
+        """The split, the metrics, and the values published elsewhere (--published). The split is the project's
+        one name ("all" for a question set, "dev" for a passage set, as in paths); the source's own file (BEIR's
+        qrels/test.tsv, MS MARCO's queries.dev.small.tsv) is named in the note's evaluation queries."""
+        return {"split": self.plan.checkpoints.split(dataset), "metrics": " ".join(map(q, self.settings["metrics"])),
                 "published": row_flags(self.published(dataset), "--published")}
-
-    def split(self, dataset):
-        """The evaluation split as the dataset names it (a BEIR folder's qrels/<split>.tsv, MS MARCO's
-        queries.<dev>.tsv); "all" for a question set (every question)."""
-        cfg = self.plan.data.dataset_cfg(dataset)
-        if cfg["kind"] == "beir":
-            return cfg.get("eval_split", "test")
-        if cfg["kind"] in ("msmarco-passage", "msmarco-tsv"):
-            return cfg.get("dev", "dev.small")
-        return self.plan.checkpoints.split(dataset)
 
     def published(self, dataset):
         """Values published elsewhere (model, metric, value, source) for this dataset."""

@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from .common import LABELS, labels, paper_values, read_paper
+from .common import LABELS, labels, measure_names, paper_values, read_paper
 
 KEY = ["split", "encoder", "pretraining"]
 
@@ -16,8 +16,10 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
                 note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'split','encoder','pretraining','eval': path to an evaluation JSON}.
 
-    Metrics are reported in percent, like the paper; the paper's value sits in '<metric> paper'."""
+    Metrics are reported in percent, like the paper, each under the ir-measures name it was computed as
+    (measure_names: ReQA's R@k is Success@k); the paper's value sits in '<name> paper'."""
     paper = paper_values(paper_csv, table).set_index(KEY)
+    names = measure_names([row["eval"] for row in rows], metrics)
     records, twin, cells = [], {"table": table, "profile": profile, "dataset": dataset, "rows": {}}, []
     for row in rows:
         result = read_json(row["eval"])
@@ -26,17 +28,24 @@ def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pro
         key = (row["split"], row["encoder"], row["pretraining"])
         twin_row = {}
         for metric in metrics:
-            value = round(100 * result["metrics"][metric], 2)
-            record[metric] = value
-            record[f"{metric} paper"] = paper.loc[key, metric] if key in paper.index and metric in paper else None
-            twin_row[metric] = value
-            cells.append(cell({k: row[k] for k in KEY}, metric, value, record[f"{metric} paper"],
+            value, name = round(100 * result["metrics"][metric], 2), names[metric]
+            record[name] = value
+            record[f"{name} paper"] = paper.loc[key, metric] if key in paper.index and metric in paper else None
+            twin_row[name] = value
+            cells.append(cell({k: row[k] for k in KEY}, name, value, record[f"{name} paper"],
                               query_samples([row["eval"]], metric, 100)))
         records.append(record)
         twin["rows"]["/".join(key)] = twin_row
     frame = pd.DataFrame(records)
     frame["note"] = note   # said once, in the record (stages.tables.write_table)
     return frame, twin, cells
+
+
+def as_printed(count: int | None) -> str | None:
+    """A count as Chang et al.'s Table 1 prints it: one decimal of millions or billions (50.2M, 11.2B)."""
+    if count is None or count < 1e6:
+        return None if count is None else str(count)
+    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
 
 
 PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg query tokens",
@@ -56,8 +65,10 @@ def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[
         for key, label in PAIR_COLUMNS.items():
             record[label] = round(s[key], 2)
             value = paper.loc[task, key] if task in paper.index else None
-            record[f"{label} paper"] = None if value is None else int(value) if key in ("pairs", "tokens") else float(value)
-            cells.append(cell({"task": task}, label, record[label], record[f"{label} paper"], kind="count"))
+            value = None if value is None else int(value) if key in ("pairs", "tokens") else float(value)
+            # printed as the paper prints its counts (50.2M pairs, 11.2B tokens); the cell keeps the number
+            record[f"{label} paper"] = as_printed(value) if key in ("pairs", "tokens") else value
+            cells.append(cell({"task": task}, label, record[label], value, kind="count"))
         records.append(record)
         twin["rows"][task] = {label: record[label] for label in PAIR_COLUMNS.values()}
     frame = pd.DataFrame(records)
@@ -124,8 +135,9 @@ def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, datas
     if "index" not in paper:
         raise StageError(paper_csv, "no 'index' column")
     paper = paper.set_index(paper["index"].astype(str))
+    name = measure_names([row["eval"] for row in rows], [metric])[metric]   # as build_table names it
     records: dict[str, dict] = {}
-    twin = {"table": "table5", "profile": profile, "dataset": dataset, "metric": metric, "rows": {}}
+    twin = {"table": "table5", "profile": profile, "dataset": dataset, "metric": name, "rows": {}}
     cells = []
     for row in rows:
         record = records.setdefault(row["index"], {**labels(row, ABLATION_KEY), "profile": profile,
@@ -133,14 +145,14 @@ def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, datas
         if row["index"] in paper.index:
             for field in ("layers", "pretraining", "emb_dim"):
                 record[f"{LABELS.get(field, field)} paper"] = paper.loc[row["index"], field]
-        value = round(100 * read_json(row["eval"])["metrics"][metric], 2)
-        record[f"{metric} {row['split']}"] = value
+        value, column = round(100 * read_json(row["eval"])["metrics"][metric], 2), f"{name} {row['split']}"
+        record[column] = value
         has_paper = row["index"] in paper.index and row["split"] in paper
-        record[f"{metric} {row['split']} paper"] = float(paper.loc[row["index"], row["split"]]) if has_paper else None
-        cells.append(cell(labels(row, ABLATION_KEY), f"{metric} {row['split']}", value,
-                          record[f"{metric} {row['split']} paper"], query_samples([row["eval"]], metric, 100)))
+        record[f"{column} paper"] = float(paper.loc[row["index"], row["split"]]) if has_paper else None
+        cells.append(cell(labels(row, ABLATION_KEY), column, value, record[f"{column} paper"],
+                          query_samples([row["eval"]], metric, 100)))
         twin["rows"].setdefault(f"{row['index']}/{row['layers']}/{row['pretraining']}/{row['emb_dim']}", {})[
-            f"{metric} {row['split']}"] = value
+            column] = value
     frame = pd.DataFrame(list(records.values()))
     frame["note"] = note
     return frame, twin, cells

@@ -40,6 +40,21 @@ def paper_value(paper: pd.DataFrame, table: str, **key) -> float | None:
     return float(rows["value"].iloc[0]) if len(rows) else None
 
 
+def measure_names(evaluations: list, metrics: list[str]) -> dict[str, str]:
+    """Each asked metric's ir-measures name as the evaluations computed it (their `computed_as`, less a graded
+    set's parameter: 'Success(rel=2)@1' is Success@1): the name a table prints, so R@k asked under the success
+    convention is shown as Success@k. Evaluations of one table that computed a metric two ways are refused."""
+    names: dict[str, tuple[str, object]] = {}
+    for path in evaluations:
+        computed = read_json(path).get("computed_as") or {}
+        for m in metrics:
+            name = re.sub(r"\([^)]*\)", "", computed.get(m, m))
+            if names.setdefault(m, (name, path))[0] != name:
+                raise StageError(path, f"{m} computed as {name}, but as {names[m][0]} in {names[m][1]}: one "
+                                       "column cannot hold both (one recall convention a table)")
+    return {m: names.get(m, (m, None))[0] for m in metrics}
+
+
 def metric(path, name: str) -> float:
     result = read_json(path)
     if name not in result["metrics"]:
@@ -85,9 +100,12 @@ def save_figure(panels: list[tuple[pd.DataFrame, str, str, str]], csv_path, png_
 # --- a table as the paper prints it -------------------------------------------------------------------------
 
 MEASURE = re.compile(r"^(quality )?(R|RR|nDCG|P|AP|Success)@\d+( \S+)?$")   # ir_measures names, Table 5's '<m> <split>'
-COUNTS = {"pairs", "tokens", "queries", "candidates", "tuples", "index bytes", "steps", "seeds", "depth", "layers",
+COUNTS = {"pairs", "tokens", "queries", "candidates", "tuples", "steps", "seeds", "depth", "layers",
           "emb dim", "index"}
-ONE_DECIMAL = {"ms/query", "train seconds", "hours", "memory GB", "speed-up", "vs first alone (%)"}
+ONE_DECIMAL = {"ms/query", "speed-up", "vs first alone (%)"}
+# LTRe Table 3 in the paper's units: an embedded index is kilobytes (6 decimals of GB), a run seconds (5 of hours)
+PLACES = {"memory GB": 6, "train hours": 5}
+SCREEN = 160   # characters: one screen width (a terminal beside an editor, a 1366-pixel window), for `column -s, -t`
 SIDES = (" paper", " sd", " published", " p")   # what sits beside a value: the paper's, its spread, a p-value
 
 
@@ -100,6 +118,8 @@ def decimals(column: str, percent: bool) -> int | None:
     base = next((column[:-len(s)] for s in SIDES if column.endswith(s)), column)
     if base in COUNTS:
         return 0
+    if base in PLACES:
+        return PLACES[base]
     if base in ONE_DECIMAL:
         return 1
     if base.startswith("avg ") or base in ("C", "query tokens", "doc tokens"):
@@ -147,7 +167,31 @@ def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.D
         if texts.str.contains(",").any():
             raise ValueError(f"column {column!r} holds a comma ({texts[texts.str.contains(',')].iloc[0]!r}): "
                              "a printed table's cells may not")
+    if printed_width(shown) > SCREEN:
+        shown = long_form(shown, {c["column"] for c in cells}, measured)
     return shown, context
+
+
+def printed_width(frame: pd.DataFrame) -> int:
+    """How wide `column -s, -t` prints a table: each column its widest text (header or cell), two spaces between."""
+    widths = [max([len(str(c)), *(len("" if pd.isna(v) else str(v)) for v in frame[c])]) for c in frame.columns]
+    return sum(widths) + 2 * (len(widths) - 1)
+
+
+def long_form(shown: pd.DataFrame, cell_columns: set, measured: set) -> pd.DataFrame:
+    """A table too wide for one screen, one row a (row, measure): the row's labels, the measure's name in
+    'measure', its value in 'value' and what sits beside it in 'paper', 'sd', 'published', 'p' (a figure's
+    layout; the report lays it out wide again). A measure is a measured column or a count with the paper's
+    value beside it; other counts (a row's queries) stay labels."""
+    melted = [c for c in shown.columns if c in cell_columns
+              and (c in measured or any(f"{c}{s}" in shown.columns for s in SIDES))]
+    sides = [s for s in SIDES if any(f"{c}{s}" in shown.columns for c in melted)]
+    beside = {f"{c}{s}" for c in melted for s in SIDES}
+    keys = [c for c in shown.columns if c not in melted and c not in beside]
+    rows = [{**{k: row[k] for k in keys}, "measure": c, "value": row[c],
+             **{s.strip(): row.get(f"{c}{s}", "") for s in sides}}
+            for _, row in shown.iterrows() for c in melted]
+    return pd.DataFrame(rows, columns=[*keys, "measure", "value", *(s.strip() for s in sides)])
 
 
 def read_table(csv_path) -> pd.DataFrame:
@@ -176,7 +220,6 @@ def write_metrics(path, values: dict) -> None:
     write_json(path, values)
 
 
-SCREEN = 240   # characters: one screen width (a full-screen terminal on a 1920-pixel display), for `column -s, -t`
 MEASURE_NAMES = {"MRR@10": "RR@10", "test_queries": "queries", "dev_queries": "queries"}   # spelt otherwise once
 
 
@@ -193,13 +236,19 @@ def layout_problems(csv_path, width: int = SCREEN) -> list[str]:
     problems += [f"column {c!r} is spelt {MEASURE_NAMES[c]!r} elsewhere" for c in header if c in MEASURE_NAMES]
     problems += [f"column {c!r} has an underscore" for c in header if "_" in c]
     problems += [f"row {i + 2} holds a comma" for i, row in enumerate(body) if any("," in cell for cell in row)]
+    # a long table (long_form) prints each measure in 'value' and its sides: decimals are a measure's own
+    named = header.index("measure") if "measure" in header else None
     for j, column in enumerate(header):
-        texts = [row[j] for row in body if row[j]]
-        measure = decimals(column, percent=True) is not None   # a label (a margin, a depth) prints as it is named
-        if measure and texts and all(re.fullmatch(r"-?\d+(\.\d+)?", t) for t in texts):
-            places = {len(t.partition(".")[2]) for t in texts}
-            if len(places) > 1:
-                problems.append(f"column {column!r} is printed with {sorted(places)} decimals")
+        grouped = named is not None and column in ("value", "paper", "sd", "published")
+        for measure in sorted({row[named] for row in body}) if grouped else [column]:
+            texts = [row[j] for row in body if row[j] and (not grouped or row[named] == measure)]
+            # a label (a margin, a depth) prints as it is named
+            if decimals(measure, percent=True) is not None and texts \
+                    and all(re.fullmatch(r"-?\d+(\.\d+)?", t) for t in texts):
+                places = {len(t.partition(".")[2]) for t in texts}
+                if len(places) > 1:
+                    problems.append(f"column {column!r} is printed with {sorted(places)} decimals"
+                                    + (f" for {measure}" if named is not None else ""))
     widths = [max(len(row[j]) for row in rows) for j in range(len(header))]
     wide = sum(widths) + 2 * (len(widths) - 1)   # `column -t` puts two spaces between columns
     if wide > width:

@@ -112,11 +112,11 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
         before = row.get("before") or (start_eval if kind == "async" else row["eval"])
         record = {"method": {"start": label(name), "async": label(name)}.get(kind, f"LTRe with {name}"),
                   "key": row["key"], "profile": profile,
-                  "index bytes": size, "memory GB paper": paper(row["key"], "memory GB"),
+                  "memory GB": round(size / 1e9, 6), "memory GB paper": paper(row["key"], "memory GB"),
                   "quality RR@10": round(metric(before, "RR@10"), 4),
                   "quality RR@10 paper": paper(row["key"], "quality RR@10"),
-                  "steps": steps, "train seconds": round(seconds, 1) if kind != "start" else None,
-                  "hours paper": paper(row["key"], "hours"),
+                  "steps": steps, "train hours": round(seconds / 3600, 5) if kind != "start" else None,
+                  "train hours paper": paper(row["key"], "hours"),
                   "speed-up": (round(anchor_seconds / seconds, 2) if anchor_seconds and kind != "start" else None),
                   "speed-up paper": paper(row["key"], "speed-up")}
         for name_ in METRICS:
@@ -124,22 +124,24 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
             record[f"{name_} paper"] = paper(row["key"], name_)
         records.append(record)
         key = {"key": row["key"]}
-        cells += [cell(key, "index bytes", size, kind="count"),
+        cells += [cell(key, "memory GB", record["memory GB"], record["memory GB paper"], kind="count"),
                   cell(key, "quality RR@10", record["quality RR@10"], record["quality RR@10 paper"],
                        query_samples([before], "RR@10")),
                   cell(key, "steps", steps, kind="count"),
                   *metric_cells(key, {"eval": row["eval"]}, record)]
         if kind != "start":   # the start's step log trained it, but the table times only what follows it
-            cells += [cell(key, "train seconds", record["train seconds"], record["hours paper"],
-                           {"kind": "steps", "file": str(row["steps"]), "field": "step_s"}, kind="timing"),
+            cells += [cell(key, "train hours", record["train hours"], record["train hours paper"],
+                           {"kind": "steps", "file": str(row["steps"]), "field": "step_s", "scale": 1 / 3600},
+                           kind="timing"),
                       cell(key, "speed-up", record["speed-up"], record["speed-up paper"], kind="timing")]
-        twin["rows"][row["key"]] = {k: record[k] for k in ("index bytes", "quality RR@10", "train seconds", "speed-up",
+        twin["rows"][row["key"]] = {k: record[k] for k in ("memory GB", "quality RR@10", "train hours", "speed-up",
                                                            *METRICS)}
     frame = pd.DataFrame(records)
     frame["note"] = (note + "; quality = RR@10 of the start model searched through the index, before training "
-                     "(ANCE: its start through the exact index; BM25 Neg: BM25 through its Lucene index); train seconds: the step log's wall time on this "
-                     "machine (ANCE's includes its re-encoding and re-indexing); speed-up = ANCE's seconds over "
-                     "the row's; after-training metrics through the exact index")
+                     "(ANCE: its start through the exact index; BM25 Neg: BM25 through its Lucene index); memory GB: the "
+                     "index file's size; train hours: the step log's wall time on this machine (ANCE's includes "
+                     "its re-encoding and re-indexing), in the paper's unit; speed-up = ANCE's time over the "
+                     "row's; after-training metrics through the exact index")
     return frame, twin, cells
 
 

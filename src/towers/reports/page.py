@@ -103,6 +103,21 @@ def paper_layout(table: pd.DataFrame, status_of) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
+def wide_again(table: pd.DataFrame) -> pd.DataFrame:
+    """A table printed long for the terminal (reports.common.long_form: a row a measure) laid out wide again, as
+    the paper prints it: a column a measure, its paper value and spread beside it; rows in their first order."""
+    if not {"measure", "value"} <= set(table.columns):
+        return table
+    sides = [c for c in ("paper", "sd", "published", "p") if c in table.columns]
+    keys = [c for c in table.columns if c not in ("measure", "value", *sides)]
+    rows: dict[tuple, dict] = {}
+    for _, long in table.iterrows():
+        row = rows.setdefault(tuple(long[k] for k in keys), {k: long[k] for k in keys})
+        row[long["measure"]] = long["value"]
+        row.update({f"{long['measure']} {side}": long[side] for side in sides})
+    return pd.DataFrame(list(rows.values())).fillna("")
+
+
 def row_texts(path: Path) -> list[str]:
     """Each CSV row's labels as the check names them (from the table's cells, in row order)."""
     from ..verdicts.checks import row_text
@@ -156,7 +171,7 @@ def table_block(path: Path, statuses: dict, profile_note: str) -> str:
     """A table laid out like the paper's, under its caption: what its rows share (the record's context) and its
     note, less the profile's note the page opens with."""
     name = table_name(path)
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    table = wide_again(pd.read_csv(path, dtype=str, keep_default_na=False))
     meta = Path(f"{path}.meta.json")
     record = read_json(meta) if meta.exists() else {}
     note = record.get("note", "")

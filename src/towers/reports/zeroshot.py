@@ -6,6 +6,8 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
+from .common import measure_names
+
 
 def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split: str, metrics: list[str],
                    profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
@@ -21,6 +23,7 @@ def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split:
             raise StageError("--published", f"metric {value['metric']!r} is not one of {', '.join(metrics)}")
     given = {(p["model"], p["metric"]): p for p in published}
     published_metrics = [m for m in metrics if any(metric == m for _, metric in given)]
+    names = measure_names([row["eval"] for row in rows], metrics)   # R@100 on a question set: Success@100
     records, said, cells = [], [], []
     twin = {"table": "zeroshot", "dataset": dataset, "split": split, "profile": profile, "rows": {}}
     for row in rows:
@@ -31,16 +34,16 @@ def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split:
         record = {"dataset": dataset, "split": split, "model": row["model"], "label": row["label"],
                   "queries": result["queries"]}
         for m in metrics:
-            record[m] = round(result["metrics"][m], 4)
+            record[names[m]] = round(result["metrics"][m], 4)
             if m in published_metrics:
                 value = given.get((row["model"], m))
-                record[f"{m} published"] = float(value["value"]) if value else None
-        sources = [f"{p['metric']} published in {p['source']}" for (model, _), p in given.items() if model == row["model"]]
+                record[f"{names[m]} published"] = float(value["value"]) if value else None
+        sources = [f"{names[p['metric']]} published in {p['source']}" for (model, _), p in given.items() if model == row["model"]]
         said += [f"{row['label']}: {text}" for text in [row["caveat"], *sources] if text]
         record["profile"] = profile
         records.append(record)
-        twin["rows"][row["model"]] = {m: record[m] for m in metrics}
-        cells += [cell({"model": row["model"]}, m, record[m], given[(row["model"], m)]["value"]
+        twin["rows"][row["model"]] = {names[m]: record[names[m]] for m in metrics}
+        cells += [cell({"model": row["model"]}, names[m], record[names[m]], given[(row["model"], m)]["value"]
                        if (row["model"], m) in given else None, query_samples([row["eval"]], m)) for m in metrics]
     frame = pd.DataFrame(records)
     frame["note"] = "; ".join([note, *said])   # caveats and sources said once, not in a column

@@ -94,7 +94,8 @@ def _read_samples(source: dict) -> dict[str, float]:
         if source["field"] not in log:
             raise StageError(source["file"], f"no {source['field']} in this step log")
         chosen = log[window_steps(log["step"], source.get("window", "all"))]
-        return {str(int(s)): float(v) for s, v in zip(chosen["step"], chosen[source["field"]])}
+        scale = source.get("scale", 1.0)   # a step's seconds as hours, the table's unit
+        return {str(int(s)): scale * float(v) for s, v in zip(chosen["step"], chosen[source["field"]])}
     raise StageError("cells", f"unknown kind of samples {kind!r}")
 
 
@@ -127,6 +128,9 @@ def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
     return found
 
 
+SCALES = {"K": 1e3, "M": 1e6, "B": 1e9}   # thousands, millions, billions: Chang et al.'s Table 1 (50.2M pairs)
+
+
 def _same(text: str, value, rounded: bool = False) -> bool:
     """A table's text against a recorded label or number: equal (as text, or as numbers to float noise), or both
     empty; `rounded`: a value the table prints rounded, equal at the decimals it shows."""
@@ -134,21 +138,25 @@ def _same(text: str, value, rounded: bool = False) -> bool:
         return text.strip().lower() in ("", "nan")
     if isinstance(value, str) and text == value:
         return True
+    digits = text.strip()
+    scale = SCALES.get(digits[-1:], 1.0) if rounded else 1.0   # '50.2M': a count as the paper prints it
+    digits = digits[:-1] if scale != 1.0 else digits
     try:
-        shown, recorded = float(text), float(value)
+        shown, recorded = float(digits) * scale, float(value)
     except (TypeError, ValueError):
         return False
-    places = len(text.strip().partition(".")[2]) if rounded and "e" not in text.lower() else None
+    places = len(digits.partition(".")[2]) if rounded and "e" not in digits.lower() else None
     # half a unit of the last printed decimal, and float noise
-    slack = 0.5 * 10.0 ** -places if places is not None else 0.0
+    slack = 0.5 * 10.0 ** -places * scale if places is not None else 0.0
     return abs(shown - recorded) <= slack + 1e-9 * max(1.0, abs(recorded))
 
 
 def disagreement(frame: pd.DataFrame, found: dict, context: dict | None = None) -> str:
     """Why a recorded cell is not what the table shows ('' when it is); '{table}' stands for the table's path.
-    The cell is the table's row with its labels in its column (a figure's: the 'value' of the row whose 'measure'
-    is its column), its paper value in '<column> paper' (or '<column> published'). A label the table says once for all rows (its `context`) is checked there, not in the
-    rows. Rows a profile repeats (one dataset standing in for two) may each hold it."""
+    The cell is the table's row with its labels in its column (a figure's or a long table's: the 'value' of the
+    row whose 'measure' is its column, the paper's in 'paper'), its paper value in '<column> paper' (or '<column>
+    published'). A label the table says once for all rows (its `context`) is checked there, not in the rows.
+    Rows a profile repeats (one dataset standing in for two) may each hold it."""
     context = context or {}
     if found["column"] in context and found["column"] not in frame.columns:   # a count every row shares
         shown = context[found["column"]]
@@ -163,9 +171,10 @@ def disagreement(frame: pd.DataFrame, found: dict, context: dict | None = None) 
     column = value_column = found["column"]
     # the paper's value, or one published elsewhere (zero-shot table)
     paper_column = next((c for c in (f"{column} paper", f"{column} published") if c in frame.columns), "")
-    if column not in frame.columns:   # a figure's data: one row a point, its measure named in 'measure'
+    if column not in frame.columns:   # a figure's data or a long table: one row a measure, named in 'measure'
         rows = rows[rows["measure"] == column] if {"measure", "value"} <= set(frame.columns) else rows.iloc[:0]
         value_column = "value"
+        paper_column = next((c for c in ("paper", "published") if c in frame.columns), "")
     if rows.empty:
         return steps_disagreement(found) if (found.get("samples") or {}).get("kind") == "steps" else \
             "is not in {table}"
