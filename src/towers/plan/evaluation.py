@@ -6,9 +6,9 @@ from pathlib import Path
 
 from .paths import ART
 
-RECALL_NOTE = {"success": "R@k = Success@k: a query counts as found when any of its relevant documents is in its top k"
-                          " (ReQA's Recall@k as Chang et al. count it)",
-               "fraction": "R@k = ir-measures R@k: the share of a query's relevant documents in its top k"
+RECALL_NOTE = {"success": "Success@k (ir-measures): a query counts as found when any of its relevant documents is in its"
+                          " top k (ReQA's Recall@k, which Chang et al. print as R@k)",
+               "fraction": "R@k (ir-measures): the share of a query's relevant documents in its top k"
                            " (QuadrupletBERT's eq. 5, RepBERT's and LTRe's R@1000)"}
 
 

@@ -118,8 +118,8 @@ def decimals(column: str, percent: bool) -> int | None:
     base = next((column[:-len(s)] for s in SIDES if column.endswith(s)), column)
     if base in COUNTS:
         return 0
-    if base in PLACES:
-        return PLACES[base]
+    if base in PLACES:   # the paper's own values as it prints them: one decimal
+        return 1 if column.endswith(" paper") else PLACES[base]
     if base in ONE_DECIMAL:
         return 1
     if base.startswith("avg ") or base in ("C", "query tokens", "doc tokens"):
@@ -182,7 +182,8 @@ def long_form(shown: pd.DataFrame, cell_columns: set, measured: set) -> pd.DataF
     """A table too wide for one screen, one row a (row, measure): the row's labels, the measure's name in
     'measure', its value in 'value' and what sits beside it in 'paper', 'sd', 'published', 'p' (a figure's
     layout; the report lays it out wide again). A measure is a measured column or a count with the paper's
-    value beside it; other counts (a row's queries) stay labels."""
+    value beside it; other counts (a row's queries) stay labels. A measure a row has no value of, here or in the
+    paper (LTRe's training time of the start model), is no row."""
     melted = [c for c in shown.columns if c in cell_columns
               and (c in measured or any(f"{c}{s}" in shown.columns for s in SIDES))]
     sides = [s for s in SIDES if any(f"{c}{s}" in shown.columns for c in melted)]
@@ -190,7 +191,8 @@ def long_form(shown: pd.DataFrame, cell_columns: set, measured: set) -> pd.DataF
     keys = [c for c in shown.columns if c not in melted and c not in beside]
     rows = [{**{k: row[k] for k in keys}, "measure": c, "value": row[c],
              **{s.strip(): row.get(f"{c}{s}", "") for s in sides}}
-            for _, row in shown.iterrows() for c in melted]
+            for _, row in shown.iterrows() for c in melted
+            if any(not pd.isna(v) and v != "" for v in [row[c], *(row.get(f"{c}{s}", "") for s in sides)])]
     return pd.DataFrame(rows, columns=[*keys, "measure", "value", *(s.strip() for s in sides)])
 
 
