@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from towers.reports import papers as paper_list
-from towers.reports.common import SCREEN, decimals, layout_problems, non_numbers, printed, read_table
+from towers.reports.common import SCREEN, decimals, layout_problems, non_numbers, printed, read_table, wide_again
 from towers.verdicts.cells import disagreement
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,8 +103,11 @@ def test_every_committed_table_reads_like_the_papers(table):
     assert record["note"].startswith(("embedded default", "zero-shot")) and record["context"]["profile"] == "mini"
     assert record["labels"]["profile"] == "mini"
     assert record["labels"]["table"] == ("zeroshot" if table.startswith("results/zeroshot/") else path.stem)
-    full = read_table(path)   # the shared columns put back for a reader who wants them
-    assert set(record["context"]) <= set(full.columns) and len(full) == len(pd.read_csv(path))
+    full = read_table(path)   # the shared columns put back for a reader who wants them, a long table wide
+    rows = pd.read_csv(path)
+    assert set(record["context"]) <= set(full.columns)
+    assert len(full) == (len(rows) if "measure" not in rows else len(rows.drop(columns=["measure", "value", "paper"])
+                                                                          .drop_duplicates()))
 
 
 @pytest.mark.skipif(not shutil.which("column"), reason="no `column` here (util-linux)")
@@ -113,3 +116,71 @@ def test_column_keeps_the_widest_committed_table_in_one_screen():
     shown = subprocess.run(["column", "-s", ",", "-t", str(widest)], capture_output=True, text=True, check=True)
     lines = shown.stdout.splitlines()
     assert max(len(line.rstrip()) for line in lines) <= SCREEN and len(lines) == len(pd.read_csv(widest)) + 1
+
+
+def wide_frame():
+    """Two rows, eight measures with the paper's beside each: wider than a screen."""
+    measures = [f"Success@{k}" for k in (1, 5, 10, 20, 50, 100, 200, 500)]
+    frame = pd.DataFrame({"split": ["1-99", "1-99"], "encoder": ["Transformer", "BoW-MLP"], "queries": [701, 701]})
+    for i, m in enumerate(measures):
+        frame[m] = [10.0 + i, 20.0 + i]
+        frame[f"{m} paper"] = [30.0 + i, None]
+    return frame, measures
+
+
+def test_a_table_wider_than_a_screen_is_printed_a_row_a_measure():
+    frame, measures = wide_frame()
+    cells = [{"row": {"split": "1-99", "encoder": e}, "column": m, "value": v, "paper": p, "kind": "metric"}
+             for e, values in (("Transformer", frame.iloc[0]), ("BoW-MLP", frame.iloc[1]))
+             for m in measures for v, p in [(values[m], None if pd.isna(values[f"{m} paper"]) else values[f"{m} paper"])]]
+    cells += [{"row": {"split": "1-99", "encoder": e}, "column": "queries", "value": 701, "kind": "count"}
+              for e in ("Transformer", "BoW-MLP")]
+    shown, context = printed(frame, cells, percent=True)
+    # labels and a count without a paper value stay columns; each measure a row, the paper's value beside it
+    assert list(shown.columns) == ["encoder", "measure", "value", "paper"] and context["queries"] == 701
+    assert len(shown) == 16 and shown["measure"].tolist()[:2] == ["Success@1", "Success@5"]
+    assert shown.iloc[0][["value", "paper"]].tolist() == ["10.00", "30.00"] and shown.iloc[8]["paper"] == ""
+    assert all(disagreement(shown, c, context) == "" for c in cells)
+    assert "is 12.0 here" in disagreement(shown, {**cells[0], "value": 12.0}, context)
+    assert "paper value 31.0" in disagreement(shown, {**cells[0], "paper": 31.0}, context)
+    # the report and read_table lay it out wide again, as the paper prints it
+    wide = wide_again(shown)
+    assert list(wide.columns[:4]) == ["encoder", "Success@1", "Success@1 paper", "Success@5"]
+    assert wide["Success@1"].tolist() == ["10.00", "20.00"] and wide["Success@1 paper"].tolist() == ["30.00", ""]
+
+
+def test_a_long_table_is_held_to_each_measures_decimals(tmp_path):
+    long = tmp_path / "long.csv"
+    long.write_text("method,measure,value,paper\nA,memory GB,0.003835,4.2\nA,RR@10,0.142,0.329\n"
+                    "B,memory GB,0.001775,26.0\nB,RR@10,0.14,0.329\n")
+    assert layout_problems(long) == ["column 'value' is printed with [2, 3] decimals for RR@10"]
+
+
+def test_ltre_table3_prints_the_papers_units():
+    assert decimals("memory GB", percent=False) == 6 and decimals("memory GB paper", percent=False) == 1
+    assert decimals("train hours", percent=False) == 5 and decimals("train hours paper", percent=False) == 1
+
+
+# Every measure a committed table names, and what it counts: one name, one measure (ir-measures' names).
+NAMES = {"Success": "a query is found when any relevant document is in its top k (ReQA's Recall@k)",
+         "R": "the share of a query's relevant documents in its top k",
+         "RR": "the reciprocal rank of the first relevant document within the top k (the papers' MRR@10)",
+         "nDCG": "graded discounted cumulative gain at k, normalised"}
+NOTES = {"Success": "Success@k (ir-measures): a query counts as found when any",
+         "R": "R@k (ir-measures): the share of a query's relevant documents"}
+
+
+def test_one_name_a_measure_in_every_committed_table():
+    """A measured column's name is one of NAMES, and a table that prints Success@k or R@k says in its note which
+    it counts; a question-set table (ReQA's recall, Chang et al.'s and zero-shot) prints Success@k, never R@k."""
+    import re
+
+    for table in COMMITTED:
+        record = json.loads(Path(f"{ROOT / table}.meta.json").read_text())
+        names = {m[2] for c in record["cells"] if c["kind"] == "metric"
+                 if (m := re.match(r"^(quality )?(\w+)@\d+", c["column"]))}
+        assert names <= set(NAMES), (table, names - set(NAMES))
+        for name in names & set(NOTES):
+            assert NOTES[name] in record["note"], (table, name)
+        if table.startswith(("results/chang2020/table", "results/zeroshot/enwiki-mini")) and names:
+            assert "Success" in names and "R" not in names, table

@@ -196,11 +196,27 @@ def long_form(shown: pd.DataFrame, cell_columns: set, measured: set) -> pd.DataF
     return pd.DataFrame(rows, columns=[*keys, "measure", "value", *(s.strip() for s in sides)])
 
 
+def wide_again(table: pd.DataFrame) -> pd.DataFrame:
+    """A table printed long for the terminal (reports.common.long_form: a row a measure) laid out wide again, as
+    the paper prints it: a column a measure, its paper value and spread beside it; rows in their first order
+    (a measure a row lacks: NaN)."""
+    if not {"measure", "value"} <= set(table.columns):
+        return table
+    sides = [c for c in ("paper", "sd", "published", "p") if c in table.columns]
+    keys = [c for c in table.columns if c not in ("measure", "value", *sides)]
+    rows: dict[tuple, dict] = {}
+    for _, long in table.iterrows():
+        row = rows.setdefault(tuple(long[k] for k in keys), {k: long[k] for k in keys})
+        row[long["measure"]] = long["value"]
+        row.update({f"{long['measure']} {side}": long[side] for side in sides})
+    return pd.DataFrame(list(rows.values()))
+
+
 def read_table(csv_path) -> pd.DataFrame:
-    """A printed table with the columns its rows share put back (its record's context), for a reader who wants
-    every label in the frame."""
+    """A printed table wide (a long one laid out wide again: wide_again) with the columns its rows share put back
+    (its record's context), for a reader who wants every label in the frame."""
     record = read_json(f"{csv_path}.meta.json")
-    frame = pd.read_csv(csv_path, dtype={"split": str})
+    frame = wide_again(pd.read_csv(csv_path, dtype={"split": str}))
     for column, value in (record.get("context") or {}).items():
         frame[column] = value
     return frame

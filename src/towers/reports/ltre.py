@@ -112,10 +112,10 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
         before = row.get("before") or (start_eval if kind == "async" else row["eval"])
         record = {"method": {"start": label(name), "async": label(name)}.get(kind, f"LTRe with {name}"),
                   "key": row["key"], "profile": profile,
-                  "memory GB": round(size / 1e9, 6), "memory GB paper": paper(row["key"], "memory GB"),
+                  "memory GB": size / 1e9, "memory GB paper": paper(row["key"], "memory GB"),
                   "quality RR@10": round(metric(before, "RR@10"), 4),
                   "quality RR@10 paper": paper(row["key"], "quality RR@10"),
-                  "steps": steps, "train hours": round(seconds / 3600, 5) if kind != "start" else None,
+                  "steps": steps, "train hours": seconds / 3600 if kind != "start" else None,
                   "train hours paper": paper(row["key"], "hours"),
                   "speed-up": (round(anchor_seconds / seconds, 2) if anchor_seconds and kind != "start" else None),
                   "speed-up paper": paper(row["key"], "speed-up")}

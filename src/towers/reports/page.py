@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import atomic_path, read_json
-from .common import p_text
+from .common import p_text, wide_again
 from .papers import in_words
 
 PACKAGES = ["torch", "transformers", "tokenizers", "faiss-cpu", "faiss-gpu", "pyserini", "ir_measures",
@@ -103,21 +103,6 @@ def paper_layout(table: pd.DataFrame, status_of) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
-def wide_again(table: pd.DataFrame) -> pd.DataFrame:
-    """A table printed long for the terminal (reports.common.long_form: a row a measure) laid out wide again, as
-    the paper prints it: a column a measure, its paper value and spread beside it; rows in their first order."""
-    if not {"measure", "value"} <= set(table.columns):
-        return table
-    sides = [c for c in ("paper", "sd", "published", "p") if c in table.columns]
-    keys = [c for c in table.columns if c not in ("measure", "value", *sides)]
-    rows: dict[tuple, dict] = {}
-    for _, long in table.iterrows():
-        row = rows.setdefault(tuple(long[k] for k in keys), {k: long[k] for k in keys})
-        row[long["measure"]] = long["value"]
-        row.update({f"{long['measure']} {side}": long[side] for side in sides})
-    return pd.DataFrame(list(rows.values())).fillna("")
-
-
 def row_texts(path: Path) -> list[str]:
     """Each CSV row's labels as the check names them (from the table's cells, in row order)."""
     from ..verdicts.checks import row_text
@@ -171,7 +156,8 @@ def table_block(path: Path, statuses: dict, profile_note: str) -> str:
     """A table laid out like the paper's, under its caption: what its rows share (the record's context) and its
     note, less the profile's note the page opens with."""
     name = table_name(path)
-    table = wide_again(pd.read_csv(path, dtype=str, keep_default_na=False))
+    as_printed = pd.read_csv(path, dtype=str, keep_default_na=False)
+    table = wide_again(as_printed).fillna("")
     meta = Path(f"{path}.meta.json")
     record = read_json(meta) if meta.exists() else {}
     note = record.get("note", "")
@@ -182,7 +168,7 @@ def table_block(path: Path, statuses: dict, profile_note: str) -> str:
     rows = rows if len(rows) == len(table) else []
     layout = paper_layout(table, lambda i, column: statuses.get((name, rows[i], column), "") if rows else "")
     plot = scatter(record.get("cells", []), f"{name}: reproduced vs paper")
-    raw = table.to_html(index=False, na_rep="", classes="raw")
+    raw = as_printed.to_html(index=False, na_rep="", classes="raw")
     return (f"<h3>{html.escape(name)}</h3><p class=\"note\">{html.escape(caption)}</p>"
             f"<div class='grid'><div>{layout}</div>{plot}</div>"
             f"<details><summary>raw CSV ({html.escape(str(path))})</summary>{raw}</details>")
