@@ -60,12 +60,12 @@ def cell(text) -> str:
 
 
 def number(value) -> str:
-    """A cell with two decimals, or two significant digits below 0.01 (0 stays 0.00)."""
+    """A cell with two decimals, or two significant digits below 0.1 (0.049, LTRe's 0.0049 hours; 0 stays 0.00)."""
     if isinstance(value, str):
         return value
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"
+    return f"{value:.2f}" if abs(value) >= 0.1 or value == 0 else f"{value:.2g}"
 
 
 def p_value(value) -> str:

@@ -383,7 +383,10 @@ def _significant(p):
 
 
 def _round(value, places: int = 4):
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else round(float(value), places)
+    """`places` decimals; below 0.01, three significant digits (LTRe's per-step hours would round to 0)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), places) if abs(value) >= 0.01 or value == 0 else float(f"{float(value):.3g}")
 
 
 # --- claims files -------------------------------------------------------------------------------------
