@@ -81,17 +81,17 @@ def test_tiny_dag_builds_the_table(tiny_run):
         ("Transformer", "No Pretraining"), ("Transformer", "MLM"), ("Transformer", "ICT+BFS+WLP"),
         ("all-MiniLM-L6-v2", "retrieval-trained checkpoint (not a BERT init)")]   # chang2020.table3.checkpoints
     assert set(table["split"]) == {"50-50"} and set(table["profile"]) == {"tiny"}
-    for metric in ["R@1", "R@5", "R@10", "R@50", "R@100"]:
+    for metric in ["Success@1", "Success@5", "Success@10", "Success@50", "Success@100"]:   # ReQA's R@k
         # the paper has no 50%/50% split: a paper column no row has is not printed
         assert table[metric].between(0, 100).all() and f"{metric} paper" not in table
     assert (table["queries"] == 6).all()
     # BM25 answers these lexical questions well even on a toy corpus
-    assert table.loc[0, "R@10"] >= 50
+    assert table.loc[0, "Success@10"] >= 50
     assert (tiny_run / "results/chang2020/table3.json").exists()
     # Table 4 is the same models on NQ's paper values (one dataset stands in for both here)
-    table4 = pd.read_csv(tiny_run / "results/chang2020/table4.csv", dtype={"split": str})
+    table4 = read_table(tiny_run / "results/chang2020/table4.csv")
     trained = table[table["encoder"] != "all-MiniLM-L6-v2"]   # the checkpoint row is Table 3's only
-    assert table4["R@10"].tolist() == trained["R@10"].tolist()
+    assert table4["Success@10"].tolist() == trained["Success@10"].tolist()
 
 
 @pytest.mark.slow
@@ -102,15 +102,15 @@ def test_every_tiny_table_is_printed_as_the_papers_are(tiny_run):
 
 @pytest.mark.slow
 def test_tiny_dag_builds_the_ablation_and_open_domain_tables(tiny_run):
-    table5 = pd.read_csv(tiny_run / "results/chang2020/table5.csv")
-    assert table5["index"].tolist() == [1, 4, 5, 9] and table5["R@10 50-50"].between(0, 100).all()
+    table5 = read_table(tiny_run / "results/chang2020/table5.csv")
+    assert table5["index"].tolist() == [1, 4, 5, 9] and table5["Success@10 50-50"].between(0, 100).all()
     assert table5["layers paper"].tolist() == [4, 12, 12, 12]
     # index 9 is Table 3's Transformer ICT+BFS+WLP: the same model, the same number
-    table3 = pd.read_csv(tiny_run / TARGET)
-    assert table5.loc[3, "R@10 50-50"] == table3.loc[5, "R@10"]
-    table6 = pd.read_csv(tiny_run / "results/chang2020/table6.csv")
+    table3 = read_table(tiny_run / TARGET)
+    assert table5.loc[3, "Success@10 50-50"] == table3.loc[5, "Success@10"]
+    table6 = read_table(tiny_run / "results/chang2020/table6.csv")
     assert table6["pretraining"].tolist() == ["No Pretraining", "ICT", "ICT+BFS+WLP"]
-    assert "R@1 paper" not in table6      # the paper has no 50%/50% split
+    assert "Success@1 paper" not in table6      # the paper has no 50%/50% split
     pretrained = sorted(p.parent.name for p in (tiny_run / "artifacts/enwiki-mini/pretrained").glob("*/model"))
     assert pretrained == ["bowmlp-ict+bfs+wlp-d8", "transformer-ict+bfs+wlp-l1-d16", "transformer-ict-l1-d16",
                           "transformer-ict-l1-d8"]
@@ -140,7 +140,7 @@ def test_tiny_dag_builds_the_quadrupletbert_tables(tiny_run):
 def test_tiny_dag_builds_the_pair_statistics(tiny_run):
     table = pd.read_csv(tiny_run / PAIRS_TABLE)
     assert list(table["task"]) == ["ICT", "BFS", "WLP"] and (table["pairs"] > 0).all()
-    assert list(table["pairs paper"]) == [50_200_000, 17_500_000, 24_900_000]
+    assert list(table["pairs paper"]) == ["50.2M", "17.5M", "24.9M"]   # as the paper prints them
     ict = [json.loads(line) for line in (tiny_run / "artifacts/enwiki-mini/pairs/ict.jsonl").read_text().splitlines()]
     assert len(ict) == table.loc[0, "pairs"] and all(p["query"] not in p["doc"] for p in ict)
 
@@ -210,7 +210,7 @@ def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
     table = read_table(tiny_run / "results/zeroshot/enwiki-mini.csv")
     assert table["model"].tolist() == ["bm25", "ckpt-minilm"] and set(table["split"]) == {"all"}
     assert (table["queries"] == 12).all()   # every question, not a split's test side
-    assert table[["nDCG@10", "R@100", "RR@10"]].stack().between(0, 1).all()
+    assert table[["nDCG@10", "Success@100", "RR@10"]].stack().between(0, 1).all()   # a question set: ReQA's
     note = json.loads((tiny_run / "results/zeroshot/enwiki-mini.csv.meta.json").read_text())["note"]   # said once
     assert "all-MiniLM-L6-v2: retrieval-trained checkpoint" in note and "contaminated" in note
     assert "Success@k" in note and "nDCG@10 published" not in table
@@ -222,9 +222,10 @@ def test_tiny_dag_builds_the_zeroshot_tables(tiny_run):
     assert towers["pooling"] == "mean" and towers["normalize"] and towers["doc_text"] == "sentence"
     assert towers["checkpoint"]["read_from"]["pooling"] == "1_Pooling/config.json"
     beir = read_table(tiny_run / "results/zeroshot/beir-tiny.csv")
-    assert beir["split"].tolist() == ["test", "test"] and (beir["queries"] == 2).all()   # BEIR's qrels/test.tsv
+    assert beir["split"].tolist() == ["dev", "dev"] and (beir["queries"] == 2).all()   # the project's split name
     beir_note = json.loads((tiny_run / "results/zeroshot/beir-tiny.csv.meta.json").read_text())["note"]
-    assert beir["nDCG@10 published"].tolist()[1] == 0.5 and "ir-measures R@k" in beir_note
+    assert beir["nDCG@10 published"].tolist()[1] == 0.5 and "R@k (ir-measures)" in beir_note
+    assert "qrels/test.tsv" in beir_note and "R@100" in beir   # BEIR's own file, named once; a passage set's R@k
     # nothing is trained for a zero-shot table: its note is not the profile's (a small BERT trained here)
     assert beir_note.startswith("zero-shot: ") and "1-layer BERT" not in beir_note
     assert json.loads((tiny_run / "results/zeroshot/beir-tiny.json").read_text())["rows"]["ckpt-minilm"]["RR@10"] >= 0
