@@ -69,11 +69,11 @@ test-reference: setup
 # One paper's jobs rebuilt (PAPER=quadrupletbert, chang2020, repbert or ltre): its tables and figures, its rows of
 # results/claims.csv and results/check.csv renewed (every other paper's kept as committed: their per-query files are
 # not built), the report, then the check. EXPECTED_OUT=<file>: also this build's expected values of its tables,
-# for `towers.ci keep-expected --built <file> --tables ...` (docs/verdicts.md)
+# for `towers.ops.ci keep-expected --built <file> --tables ...` (docs/verdicts.md)
 PAPER ?=
 paper: setup
-	$(VENV)/bin/snakemake $$($(PY) -m towers.ci paper-targets $(PAPER)) --cores $(CORES)
-	$(PY) -m towers.ci paper-verdicts --paper $(PAPER) $(if $(EXPECTED_OUT),--expected-out $(EXPECTED_OUT))
+	$(VENV)/bin/snakemake $$($(PY) -m towers.ops.ci paper-targets $(PAPER)) --cores $(CORES)
+	$(PY) -m towers.ops.ci paper-verdicts --paper $(PAPER) $(if $(EXPECTED_OUT),--expected-out $(EXPECTED_OUT))
 	$(VENV)/bin/snakemake results/report.html --cores 1 --allowed-rules report --forcerun report
 	$(VENV)/bin/snakemake check --cores 1 --allowed-rules check
 
@@ -86,18 +86,18 @@ dry-run-paper: setup
 # exactly this, between `make cache-pull` and `make cache-push`.
 BASE ?= main
 metrics-diff: setup
-	$(PY) -m towers.ci metrics-diff --base $(BASE) --cores $(CORES)
+	$(PY) -m towers.ops.ci metrics-diff --base $(BASE) --cores $(CORES)
 
 # dvc.yaml is written from data/papers/papers.yaml (one stage per paper table, one for its figures): run this
 # after adding a paper or a target there (tests/workflow/test_ci_reuse.py fails while the two disagree)
 dvc-yaml: setup
-	$(PY) -m towers.ci dvc-yaml
+	$(PY) -m towers.ops.ci dvc-yaml
 
 # dvc.lock recorded from a clean copy of the tracked files (bytecode and untracked files never hashed), so `dvc status`
 # in a fresh clone calls no stage changed: run this after changing code, params or a table (tests/workflow/test_ci_reuse.py
 # fails while a fresh clone would find a stage changed)
 dvc-lock: setup
-	$(PY) -m towers.ci dvc-lock
+	$(PY) -m towers.ops.ci dvc-lock
 
 # Share artifacts/ (encoders, models, embeddings, indexes) with their Snakemake provenance through a DVC remote:
 # the environment's DVC_REMOTE_URL if set, else the default one (`dvc remote add -d NAME URL` first); push, then commit
@@ -105,10 +105,10 @@ dvc-lock: setup
 # pushed build there instead, and the remote too when no other is named.
 CI_CACHE ?=
 cache-push: setup
-	$(PY) -m towers.ci cache-push $(if $(CI_CACHE),--folder $(CI_CACHE))
+	$(PY) -m towers.ops.ci cache-push $(if $(CI_CACHE),--folder $(CI_CACHE))
 
 cache-pull: setup
-	$(PY) -m towers.ci cache-pull $(if $(CI_CACHE),--folder $(CI_CACHE))
+	$(PY) -m towers.ops.ci cache-pull $(if $(CI_CACHE),--folder $(CI_CACHE))
 
 bench: setup
 	$(PY) benchmarks/run.py
@@ -123,7 +123,7 @@ ALSO ?=
 TABLES ?=
 expected: setup
 	$(VENV)/bin/snakemake results/expected-values.csv --cores $(CORES) $(if $(CONFIG),--configfile $(CONFIG))
-	$(PY) -m towers.ci keep-expected $(if $(CONFIG),--configfile $(CONFIG)) $(if $(ALSO),--also $(ALSO)) \
+	$(PY) -m towers.ops.ci keep-expected $(if $(CONFIG),--configfile $(CONFIG)) $(if $(ALSO),--also $(ALSO)) \
 		$(if $(TABLES),--tables $(TABLES))
 
 clean:

@@ -6,7 +6,7 @@ import sys
 
 from snakemake.utils import min_version
 
-from towers.params_check import ParamsError, check as check_params, load_sources, read_yaml
+from towers.config.params_check import ParamsError, check as check_params, load_sources, read_yaml
 from towers.plan import Plan, q, row_flags
 from towers.reports import papers as paper_list
 

@@ -38,8 +38,8 @@ def tower_of(tmp: Path, rows: list[dict], shape: str, vocab: int):
     import torch
     from transformers import AutoModel, AutoTokenizer
 
-    from towers.models import Tower, random_encoder
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.models import Tower, random_encoder
+    from towers.modeling.tokenizer import train_wordpiece
 
     train_wordpiece([r["contents"] for r in rows[:50_000]], tmp / "tok", vocab_size=vocab, min_frequency=2, lowercase=True)
     random_encoder(tmp / "tok", tmp / "enc", {**SHAPES[shape], "max_positions": 512}, seed=0)

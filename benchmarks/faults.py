@@ -39,7 +39,7 @@ from pathlib import Path
 
 import yaml
 
-from towers.params_check import merge_configs as merged
+from towers.config.params_check import merge_configs as merged
 from workflow_harness import spaced_python
 
 ROOT = Path(__file__).resolve().parents[1]

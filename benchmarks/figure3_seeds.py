@@ -9,7 +9,7 @@ own inputs with each other seed (the commands are the build's own, taken from `s
 benchmarks/results.json under `figure3_seeds`, one entry a cell family (method and measure).
 
 An asynchronous refresh turns float noise into another trajectory, so a rebuild on another float path is no
-closer to the build than another seed is: `towers.ci keep-expected --seeds <out>/expected-*.csv` sizes Figure 3's
+closer to the build than another seed is: `towers.ops.ci keep-expected --seeds <out>/expected-*.csv` sizes Figure 3's
 tolerances from this spread (towers.verdicts.checks.across_seeds)."""
 from __future__ import annotations
 

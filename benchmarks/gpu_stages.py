@@ -147,7 +147,7 @@ def world(folder: Path, passages: int, shape: dict, vocab: int) -> None:
     from synthetic_msmarco import Text
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.tokenizer import train_wordpiece
 
     text = Text(13)
     docs = [" ".join(text.vocab[p]) for p in text.passages(passages)]
@@ -314,7 +314,7 @@ def encoding(folder: Path, dry: bool) -> dict:
 
     from gpu_hours import GpuBusy
     from towers.cli import main
-    from towers.models import Tower, TwoTower
+    from towers.modeling.models import Tower, TwoTower
 
     rows = sum(1 for _ in open(folder / "candidates.jsonl", encoding="utf-8"))
     out = {}

@@ -40,7 +40,7 @@ def ids(batch: int, length: int) -> dict:
 
 
 def training(query_length: int, doc_length: int, batch: int) -> dict:
-    from towers.models import Tower, TwoTower
+    from towers.modeling.models import Tower, TwoTower
 
     torch.manual_seed(0)
     model = TwoTower(Tower(bert("base"), "cls", 768), Tower(bert("base"), "cls", 768), {}).cuda().train()

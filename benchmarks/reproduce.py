@@ -13,12 +13,12 @@ that is process start-up.
                                              `reproduce` of benchmarks/results.json (--key another;
                                              --before KEY sets an earlier run's totals beside it)
     benchmarks/reproduce.py --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
-                                             with warm starts off, then on, twice over (`warm_start`, towers.warm):
+                                             with warm starts off, then on, twice over (`warm_start`, towers.launch.warm):
                                              wall seconds of each, and whether every output came back
                                              byte-identical (key `warm_start`); --configfile F: a
                                              fresh_copy built on that profile (the tiny one), its src/ used;
                                              --key K: write under K
-    benchmarks/reproduce.py --scheduler DIR  in a build of a commit before towers.scheduler's fix, Chang et al.'s
+    benchmarks/reproduce.py --scheduler DIR  in a build of a commit before towers.launch.scheduler's fix, Chang et al.'s
                                              dense searches and evaluations rerun with Snakemake's scheduler as
                                              it is and with the fix, alternated: wall seconds, and Snakemake's
                                              own CPU seconds and threads (key `scheduler_load`)
@@ -63,7 +63,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from towers.config_yaml import ParamsError  # noqa: E402
+from towers.config.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 from towers.retrieval.latency import cpu_model  # noqa: E402
 from workflow_harness import RESULTS, keep_result, read_results, watched  # noqa: E402
@@ -523,7 +523,7 @@ def rerun_step(folder: Path, name: str, cores: int) -> dict:
 def scheduler_load(folder: Path, cores: int) -> dict:
     """Snakemake's own load while jobs wait for cores: every dense search of the build's enwiki-mini models and
     its evaluation forced to rerun, with Snakemake's scheduler as it is (the build's own workflow/rules/common.smk,
-    from before the fix) and with towers.scheduler's fix (that file with the fix's two lines added; this checkout's
+    from before the fix) and with towers.launch.scheduler's fix (that file with the fix's two lines added; this checkout's
     common.smk no longer fits an older build's rule files, which took its helpers from it), alternated."""
     runs = sorted((folder / "artifacts/enwiki-mini/dense").glob("*/*/run-flat.trec"))
     targets = [f"artifacts/enwiki-mini/eval/{run.parent.parent.name}/{run.parent.name}/flat.json" for run in runs]
@@ -532,10 +532,10 @@ def scheduler_load(folder: Path, cores: int) -> dict:
     kept = common.read_text()
     as_is = subprocess.run(["git", "show", "HEAD:workflow/rules/common.smk"], cwd=folder, check=True,
                            capture_output=True, text=True).stdout
-    rules = {"as_is": as_is, "fixed": "from towers.scheduler import keep_one_pending_look\nkeep_one_pending_look()\n" + as_is}
+    rules = {"as_is": as_is, "fixed": "from towers.launch.scheduler import keep_one_pending_look\nkeep_one_pending_look()\n" + as_is}
     if "keep_one_pending_look" in rules["as_is"]:
         sys.exit(f"{folder} was built at a commit that has the fix already: build one from before it")
-    shutil.copy(ROOT / "src/towers/scheduler.py", folder / "src/towers/scheduler.py")
+    shutil.copy(ROOT / "src/towers/launch/scheduler.py", folder / "src/towers/launch/scheduler.py")
     command = [str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", "dense_search", "--cores", str(cores)]
     seen: dict[str, list[dict]] = {"as_is": [], "fixed": []}
     try:
@@ -559,7 +559,7 @@ def scheduler_load(folder: Path, cores: int) -> dict:
             "snakemake_cpu_ratio_fixed_to_as_is": round(median("fixed", "cpu") / max(0.1, median("as_is", "cpu")), 3),
             "outputs_byte_identical": True,
             "how": "benchmarks/reproduce.py --scheduler DIR after --run DIR at a commit before the fix: the same jobs "
-                   "forced to rerun with Snakemake's scheduler as it is and with towers.scheduler's fix, alternated; "
+                   "forced to rerun with Snakemake's scheduler as it is and with towers.launch.scheduler's fix, alternated; "
                    "Snakemake's own CPU seconds and threads from psutil"}
 
 

@@ -265,7 +265,7 @@ def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int, r
     import torch
 
     from towers.io import read_jsonl
-    from towers.models import TwoTower
+    from towers.modeling.models import TwoTower
     from towers.retrieval.encode import encode
 
     torch.set_num_threads(threads)
@@ -409,8 +409,8 @@ def pairs(copies: int, repeats: int) -> dict:
 def data_parallel(steps: int = 150) -> dict:
     import yaml
 
-    from towers.models import random_encoder
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.models import random_encoder
+    from towers.modeling.tokenizer import train_wordpiece
 
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     texts = [f"The lighthouse number {i} stands on pier {i % 7} and was lit in {1800 + i}." for i in range(400)]

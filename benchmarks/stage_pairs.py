@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from towers import warm
+from towers.launch import warm
 
 
 def command(record: dict, changes: dict, outputs: tuple, scratch: Path) -> list[str]:

@@ -5,7 +5,7 @@
 DIR is a checkout after `make reproduce` (its artifacts and stage records). Each job below is run again from its
 record into a scratch folder (whole, as the build ran it, except pre-training, cut to 100 of its 400 steps), the
 switch on and off in turn, `--pairs` times:
-- memo: a training run keeps each text's token ids (models.token_memo, the default) against
+- memo: a training run keeps each text's token ids (tokens.token_memo, the default) against
   TOWERS_TOKEN_MEMO=off; the trained weights must be the same bytes (exit 1 if not);
 - fused: AdamW's fused kernel (TOWERS_SPEED='--fused-adamw 1', off in params.yaml) against the loop's own
   AdamW; the weights move by rounding, so only each side's repeatability is checked.

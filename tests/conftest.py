@@ -56,8 +56,8 @@ def run_stage(*args, cwd=None):
 def lighthouse_world(root, texts: list[str], arch: dict, train: int):
     """A tokenizer (root/tok) trained on `texts`, a random encoder of shape `arch` (root/enc, seed 1) and the QA
     world of write_lighthouse_split: what the training tests start from. Returns `root`."""
-    from towers.models import random_encoder
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.models import random_encoder
+    from towers.modeling.tokenizer import train_wordpiece
 
     train_wordpiece(texts, root / "tok", vocab_size=200, min_frequency=1, lowercase=True)
     random_encoder(root / "tok", root / "enc", arch, seed=1)

@@ -15,7 +15,7 @@ import yaml
 from conftest import FIXTURES, ROOT, run_stage
 from workflow_harness import copy_workflow
 
-from towers.params_check import ParamsError, check, load_sources, merge_configs
+from towers.config.params_check import ParamsError, check, load_sources, merge_configs
 
 SCHEMA = ROOT / "workflow/schemas/params.schema.yaml"
 BOUND = 400   # characters of one error line: 300 of a quoted value and the words around it
@@ -267,7 +267,7 @@ def test_byte_order_marks_are_dropped(tmp_path):
 def test_a_deeply_nested_config_file_is_refused_by_the_loader(tmp_path):
     deep = tmp_path / "deep.yaml"
     deep.write_text("bm25: " + "[" * 20000 + "]" * 20000 + "\n")
-    from towers.params_check import read_yaml
+    from towers.config.params_check import read_yaml
 
     with pytest.raises(ParamsError, match="nested more than 64 levels deep") as caught:
         read_yaml(deep)

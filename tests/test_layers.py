@@ -1,15 +1,17 @@
 """The package's layers: every import of the project (module-level or inside a function) runs from a higher layer
 to a lower one, never up and never sideways into another part of the same layer, and no module is over MAX_LINES.
 
-    io, config_yaml             shared file handling, and YAML read within bounds: import nothing of the project
-    ground                      runtime, tokenizer, params_check, settings, digests, cache; scheduler and slurm
-                                (fixes to Snakemake's scheduler and Slurm executor, applied by the workflow)
-    models, losses
-    parts                       checkpoint, datasets, retrieval, verdicts
-    training, reports
+    io                          shared file handling: imports nothing of the project
+    ground                      runtime, digests; config (params.yaml and YAML read within bounds, checked)
+    modeling                    towers, tokenizers, checkpoints: the HF models and what feeds them tokens
+    parts                       datasets, retrieval, verdicts
+    training, reports           the training regimes (with their settings and losses); tables and the report
     stages, plan                `python -m towers <stage>`; the workflow's planning (what each rule reads, writes and
                                 passes its stage, for a config: towers.plan, built by the Snakemake files)
-    entry points                cli, ci; warm (the warm-start server, which runs cli in its forks); __main__
+    entry points                cli; ops (ci: the Makefile's and CI's commands; cache)
+    launch                      warm (the warm-start server, which runs cli in its forks); scheduler and slurm
+                                (fixes to Snakemake's scheduler and Slurm executor, applied by the workflow)
+    __main__
 
 A new top-level module or package has to be given its layer here."""
 from __future__ import annotations
@@ -20,14 +22,14 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "towers"
 MAX_LINES = 450
 LAYERS = [
-    {"towers", "io", "config_yaml"},
-    {"runtime", "tokenizer", "params_check", "settings", "digests", "cache", "scheduler", "slurm"},
-    {"models", "losses"},
-    {"checkpoint", "datasets", "retrieval", "verdicts"},
+    {"towers", "io"},
+    {"runtime", "digests", "config"},
+    {"modeling"},
+    {"datasets", "retrieval", "verdicts"},
     {"training", "reports"},
     {"stages", "plan"},
-    {"cli", "ci"},
-    {"warm"},
+    {"cli", "ops"},
+    {"launch"},
     {"__main__"},
 ]
 RANK = {part: rank for rank, parts in enumerate(LAYERS) for part in parts}

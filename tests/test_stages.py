@@ -120,7 +120,7 @@ def test_download_checks_sha256_and_keeps_nothing_on_mismatch(tmp_path):
 
 
 def test_train_margin_with_corrupt_mined_lists(tmp_path):
-    from towers.models import random_bag_of_words
+    from towers.modeling.models import random_bag_of_words
 
     random_bag_of_words(tmp_path / "bow", buckets=64, dim=4, max_features=16, seed=0)
     (tmp_path / "c.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": "x", "sentence": f"s {i}",

@@ -1,4 +1,4 @@
-"""The warm-start server (towers.warm): a stage forked from it writes what a process of its own writes, exits
+"""The warm-start server (towers.launch.warm): a stage forked from it writes what a process of its own writes, exits
 with its status, dies with its job, and the server stops with the Snakemake it watches."""
 import errno
 import functools
@@ -19,7 +19,7 @@ import pytest
 from conftest import FIXTURES
 from workflow_harness import copy_workflow
 
-from towers import warm
+from towers.launch import warm
 
 pytestmark = pytest.mark.slow   # a server start (torch's import) a test: out of make test-fast
 
@@ -49,7 +49,7 @@ def server(tmp_path):
     name = warm.socket_path()
     snakemake = subprocess.Popen(["sleep", "300"])
     with open(tmp_path / "server.log", "w") as log:
-        process = subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(snakemake.pid),
+        process = subprocess.Popen([sys.executable, "-m", "towers.launch.warm", name, "--watch", str(snakemake.pid),
                                     "--idle", "60"], stderr=log)
     assert wait_for(lambda: listening(name)), "the server never listened"
     yield name, process, snakemake
@@ -209,7 +209,7 @@ def test_without_idle_the_server_outlives_a_quiet_spell_and_stops_with_snakemake
     # idle limit of 60 s once left LTRe's whole step without warm starts (75 jobs paying torch's import)
     name = warm.socket_path()
     snakemake = subprocess.Popen(["sleep", "300"])
-    process = subprocess.Popen([sys.executable, "-m", "towers.warm", name, "--watch", str(snakemake.pid)])
+    process = subprocess.Popen([sys.executable, "-m", "towers.launch.warm", name, "--watch", str(snakemake.pid)])
     try:
         assert wait_for(lambda: listening(name)), "the server never listened"
         time.sleep(3)

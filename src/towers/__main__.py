@@ -1,7 +1,7 @@
 import os
 import sys
 
-from .warm import ENV, forward   # light: the server's heavy imports happen in the server
+from .launch.warm import ENV, forward   # light: the server's heavy imports happen in the server
 
 if os.environ.get(ENV) and len(sys.argv) > 1:   # a local run's warm-start server answers for this stage
     status = forward(os.environ[ENV], sys.argv[1:])

@@ -143,7 +143,7 @@ def keep_freed_memory(stage: str | None = None) -> bool:
 
 
 def main(argv=None, warm_start: bool = False) -> int:
-    """Run one stage; `warm_start`: forked from the warm-start server (towers.warm), torch already imported."""
+    """Run one stage; `warm_start`: forked from the warm-start server (towers.launch.warm), torch already imported."""
     args = parser().parse_args(argv)
     keep_freed_memory(args.stage)
     began, started_for = time.perf_counter(), process_age()

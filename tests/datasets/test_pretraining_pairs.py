@@ -236,7 +236,7 @@ def test_mixture_of_streams_is_uniform_and_stops_when_one_ends():
 def test_pair_statistics_by_hand(tmp_path):
     from transformers import AutoTokenizer
 
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.tokenizer import train_wordpiece
 
     train_wordpiece(["the harbour light burned whale oil", "the keeper lit the lamp"] * 3, tmp_path, 100, 1, True)
     tok = AutoTokenizer.from_pretrained(tmp_path)

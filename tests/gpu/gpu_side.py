@@ -24,7 +24,7 @@ if _SPEED not in ("", "0", "1", "compile"):
 
 
 def _speed():
-    from towers.settings import Speed
+    from towers.training.settings import Speed
 
     on = _SPEED in ("1", "compile")
     return Speed(length_buckets="16,32,48,64,128" if on else "", fused_adamw=int(on), compile=int(_SPEED == "compile"))

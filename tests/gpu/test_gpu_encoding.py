@@ -44,7 +44,7 @@ def synthetic_texts(rng, count: int, words: list[str], shortest: int, longest: i
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.tokenizer import train_wordpiece
 
     rng = np.random.default_rng(7)
     letters = list("abcdefghijklmnopqrstuvwxyz")
@@ -58,7 +58,7 @@ def corpus(tmp_path_factory):
 def bert_base_tower(vocab: int, pooling: str, embedding_dim: int | None):
     from transformers import BertConfig, BertModel
 
-    from towers.models import Tower
+    from towers.modeling.models import Tower
 
     torch.manual_seed(0)
     encoder = BertModel(BertConfig(vocab_size=vocab, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -154,7 +154,7 @@ def test_the_dense_stages_on_the_gpu_give_the_cpus_run(monkeypatch, corpus, tmp_
 
     from conftest import run_stage
     from towers.io import read_run
-    from towers.models import TwoTower
+    from towers.modeling.models import TwoTower
 
     tokenizer = AutoTokenizer.from_pretrained(corpus["tokenizer"])
     config = {"pooling": "cls", "embedding_dim": 128, "shared": True, "query_length": 32, "doc_length": 256,

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from gpu_side import DRY_RUN, SPEED, marks, record as keep, run_on
-from towers.settings import Speed
+from towers.training.settings import Speed
 
 pytestmark = marks
 
@@ -132,8 +132,8 @@ def compare(regime: str, train, tmp_path) -> None:
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from towers.models import load_tokenizer
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.models import load_tokenizer
+    from towers.modeling.tokenizer import train_wordpiece
 
     folder = tmp_path_factory.mktemp("gpu-tokenizer")
     train_wordpiece(PARAGRAPHS + QUERIES, folder, vocab_size=300, min_frequency=1, lowercase=True)
@@ -158,7 +158,7 @@ def towers(tokenizer, config: dict, seed: int = 0):
     """Two towers as TwoTower.from_encoder starts them (one encoder, copied unless shared; new heads)."""
     from transformers import BertModel
 
-    from towers.models import Tower, TwoTower
+    from towers.modeling.models import Tower, TwoTower
 
     torch.manual_seed(seed)
     encoder = BertModel(bert_config(tokenizer))
@@ -190,7 +190,7 @@ CHANG_MINI = {**CHANG_PAPER, "pooling": "mean", "normalize": True}
 
 def test_inbatch_finetune(tokenizer, tmp_path):
     """Chang et al. fine-tuning, paper profile: [CLS] + linear, inner product, temperature 1."""
-    from towers.settings import InBatch
+    from towers.training.settings import InBatch
     from towers.training import inbatch
 
     cands = candidates()
@@ -210,7 +210,7 @@ def test_inbatch_pretrain(tokenizer, tmp_path):
     """Chang et al. pre-training on an ICT (title, passage) / BFS / WLP mixture; the mini profile's unit-length towers
     and temperature 0.05 (cosines x 20: the hardest on bf16's rounding). lr 3e-4: at 1e-3 a batch of 8 at this
     temperature spikes (3.2 to 3.8 and back), and which spike a run takes turns on any rounding (seen: 25%)."""
-    from towers.settings import InBatch
+    from towers.training.settings import InBatch
     from towers.training import inbatch
 
     def pair(i: int, task: str) -> dict:
@@ -238,7 +238,7 @@ def test_margin(tokenizer, tmp_path, hard):
     """QuadrupletBERT: the triplet loss (phase 1, Three-T BERT) and the quadruplet loss with mined negatives.
     Margin 1 (of the paper's Table 2 grid) keeps every example's hinge open, so the loss moves smoothly with the
     weights; at 0.1 the few examples left inside the margin make a loss near 0, and any rounding switches them."""
-    from towers.settings import Margin
+    from towers.training.settings import Margin
     from towers.training import margin
 
     examples = [{"qid": f"q{i}", "query": QUERIES[i], "positives": [i]} for i in range(60)]
@@ -258,7 +258,7 @@ def test_repbert(tokenizer, tmp_path):
     """RepBERT: one shared encoder, mean pooling, MultiLabelMarginLoss with in-batch positives from the qrels.
     lr 3e-4: at 1e-3 the hinges (margin 1 on unnormalised inner products) switch on and off from step to step,
     and the two sides' curves swung up to 12% apart (3e-4: 4%)."""
-    from towers.settings import Schedule
+    from towers.training.settings import Schedule
     from towers.training import repbert
 
     docs = {f"d{i}": p for i, p in enumerate(PARAGRAPHS)}
@@ -296,8 +296,8 @@ def test_ltre(tokenizer, tmp_path, negatives, loss):
     Algorithm 1's top 8 are immune too: a relevant doc just below them is put last, where it would have been."""
     from transformers import BertModel
 
-    from towers.models import Tower
-    from towers.settings import LearningToRetrieve
+    from towers.modeling.models import Tower
+    from towers.training.settings import LearningToRetrieve
     from towers.training import ltre
 
     data, emb, index = ltre_world()
@@ -321,7 +321,7 @@ def test_negative_sampling(tokenizer, tmp_path, negatives):
     (fp16 on CUDA) and searches it every 10 steps; its pool is the whole corpus, so a near-tie bf16 reorders
     swaps two negatives of near-equal score instead of letting the relevant doc in or out of the pool (which
     would shift every later draw of that query)."""
-    from towers.settings import NegativeSampling
+    from towers.training.settings import NegativeSampling
     from towers.training import negatives as baselines
 
     data, _, _ = ltre_world()
@@ -347,7 +347,7 @@ def test_cross_encoder(tokenizer, tmp_path, loss, labels):
     """The reranker: monoBERT's pointwise BCE (a 1-logit head) and the listwise group softmax (2 logits)."""
     from transformers import BertForSequenceClassification
 
-    from towers.settings import CrossEncoder
+    from towers.training.settings import CrossEncoder
     from towers.training import cross_encoder
 
     queries = {f"q{i}": QUERIES[i] for i in range(60)}
@@ -375,7 +375,7 @@ def test_masked_lm(tokenizer, tmp_path, nsp):
     torch's CPU generator, which the loop seeds each step: both sides mask the same tokens."""
     from transformers import BertForMaskedLM, BertForPreTraining
 
-    from towers.settings import MaskedLM
+    from towers.training.settings import MaskedLM
     from towers.training import mlm
 
     torch.manual_seed(0)   # as mlm.new_model, with dropout 0

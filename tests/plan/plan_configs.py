@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from towers.params_check import merge_configs
+from towers.config.params_check import merge_configs
 from towers.plan import Plan
 from towers.reports import papers as paper_list
 

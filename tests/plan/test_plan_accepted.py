@@ -15,7 +15,7 @@ import yaml
 
 from plan_configs import PAPERS, PARAMS, ROOT, plan_of
 
-from towers.params_check import ParamsError, check, load_schema, merge_configs
+from towers.config.params_check import ParamsError, check, load_schema, merge_configs
 from towers.plan import ART
 
 SCHEMA_FILE = str(ROOT / "workflow/schemas/params.schema.yaml")

@@ -26,7 +26,7 @@ QRELS = "q1 0 0_0_0 1\nq2 0 0_0_1 1\nq2 0 0_1_0 0\n"        # a relevance-0 line
 
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory):
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.tokenizer import train_wordpiece
 
     out = tmp_path_factory.mktemp("tok")
     train_wordpiece([P1, P2] * 3, out, 100, 1, True)

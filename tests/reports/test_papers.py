@@ -5,7 +5,7 @@ import shutil
 import pytest
 import yaml
 
-from towers.params_check import ParamsError, merge_configs
+from towers.config.params_check import ParamsError, merge_configs
 from towers.reports import papers
 
 from conftest import FIXTURES, ROOT

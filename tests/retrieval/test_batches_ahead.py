@@ -7,7 +7,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from towers.models import _tokenizer_call, tokenize_unpadded
+from towers.modeling.tokens import _tokenizer_call, tokenize_unpadded
 from towers.retrieval import encode as enc
 from towers.retrieval import rerank
 
@@ -20,7 +20,7 @@ DOCS = [" ".join(rng.choice(WORDS, int(n))) for n in rng.integers(1, 40, 90)]
 
 def test_each_batch_is_padded_as_the_tokenizer_pads_it(tower):  # noqa: F811
     """Tokenised.batch against the tokenizer's own padded call, rows in any order, texts and pairs."""
-    from towers.models import tokenize_docs, tokenize_queries
+    from towers.modeling.tokens import tokenize_docs, tokenize_queries
 
     _, tok = tower
     pairs = [(d, DOCS[-i - 1]) for i, d in enumerate(DOCS)]

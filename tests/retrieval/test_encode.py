@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from towers.models import Tower, TwoTower, random_encoder
+from towers.modeling.models import Tower, TwoTower, random_encoder
 from towers.retrieval.encode import encode, length_order
-from towers.tokenizer import train_wordpiece
+from towers.modeling.tokenizer import train_wordpiece
 from transformers import AutoModel, AutoTokenizer
 
 TEXTS = ["short one.", "a much longer sentence about the harbour lighthouse and its keepers in winter.",
@@ -144,7 +144,7 @@ def test_a_truncated_faiss_index_is_one_line_naming_it(tmp_path, tower):
 
 
 def test_lengths_counted_in_steps_are_the_lengths_of_one_call(tower):
-    from towers.retrieval.encode import token_lengths
+    from towers.modeling.tokens import token_lengths
 
     _, tok = tower
     whole = [len(ids) for ids in tok(TEXTS * 3, truncation=True, max_length=12)["input_ids"]]
@@ -158,8 +158,8 @@ def test_lengths_counted_in_steps_are_the_lengths_of_one_call(tower):
 def test_texts_tokenised_once_are_padded_as_the_tokenizer_pads_them(tower, monkeypatch):
     """Tokenised.batch gives the tensors the towers' own tokenising gives (texts and pairs, any order of
     rows, segment ids included), so encoding from it writes the same bytes."""
-    from towers.models import tokenize_docs, tokenize_queries
-    from towers.retrieval.encode import Tokenised
+    from towers.modeling.tokens import tokenize_docs, tokenize_queries
+    from towers.modeling.tokens import Tokenised
 
     model, tok = tower
     pairs = [(t, t[::-1]) for t in TEXTS * 2]
@@ -270,6 +270,7 @@ def test_token_ids_kept_beside_the_corpus_give_the_same_bytes_and_are_read_back(
     """cached_tokens: the first encoding of a corpus keeps its ids (one file a chunk), the next reads them instead
     of tokenising, and both write the bytes of an encoding without the cache; another length cut, other texts or
     a damaged file are tokenised again."""
+    from towers.modeling import tokens
     from towers.retrieval import encode as enc
 
     model, tok = tower
@@ -285,8 +286,8 @@ def test_token_ids_kept_beside_the_corpus_give_the_same_bytes_and_are_read_back(
     plain = run("plain", cached=None)
     assert not cache.exists()
     assert run("cold") == plain and len(list(cache.glob("*.npz"))) == 3          # 40 rows in chunks of 16
-    made, tokenised = [], enc.Tokenised
-    monkeypatch.setattr(enc, "Tokenised", type("Counted", (tokenised,), {
+    made, tokenised = [], tokens.Tokenised
+    monkeypatch.setattr(tokens, "Tokenised", type("Counted", (tokenised,), {
         "__init__": lambda self, *a, **k: (made.append(1), tokenised.__init__(self, *a, **k))[1]}))
     assert run("warm") == plain and made == []                                  # read back, not tokenised
     tok(["a", "b c"], padding=True, truncation=True, max_length=5)               # the last call's padding and cut
@@ -297,6 +298,6 @@ def test_token_ids_kept_beside_the_corpus_give_the_same_bytes_and_are_read_back(
     for path in cache.glob("*.npz"):
         path.write_bytes(path.read_bytes()[:100])                               # damaged: tokenised again
     assert run("damaged") == plain and len(made) == 9
-    assert enc.token_cache(tmp_path / "candidates.jsonl") == tmp_path / ".tokens"
+    assert tokens.token_cache(tmp_path / "candidates.jsonl") == tmp_path / ".tokens"
     monkeypatch.setenv("TOWERS_TOKEN_CACHE", "off")
-    assert enc.token_cache(tmp_path / "candidates.jsonl") is None
+    assert tokens.token_cache(tmp_path / "candidates.jsonl") is None

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from towers.io import StageError
-from towers.models import TwoTower
+from towers.modeling.models import TwoTower
 from towers.retrieval import vector_index
 from towers.retrieval import matrix as matrices
 

@@ -1,4 +1,4 @@
-"""The token cache (retrieval.encode.cached_tokens) trusts a file only as far as it checks out (issue 56): a file
+"""The token cache (tokens.cached_tokens) trusts a file only as far as it checks out (issue 56): a file
 made for other texts, with ids edited, out of the vocabulary or negative, arrays missing or extra, lengths moved, or
 not a readable .npz is named in one warning line, replaced, and the encoding is the bytes of one without a cache."""
 import json
@@ -9,6 +9,7 @@ import pytest
 
 from test_encode import TEXTS, tower  # noqa: F401  (the module's tiny tower, a fixture)
 
+from towers.modeling import tokens
 from towers.retrieval import encode as enc
 
 LENGTH = 24
@@ -30,7 +31,7 @@ def _encode(model_and_tokenizer, folder, name, rows, cache):
 
 
 def _cache_file(tok, rows, cache):
-    return cache / f"{enc.tokens_key(tok, [_doc(r) for r in rows], 'doc', LENGTH)}.npz"
+    return cache / f"{tokens.tokens_key(tok, [_doc(r) for r in rows], 'doc', LENGTH)}.npz"
 
 
 def _arrays(path):
@@ -128,7 +129,7 @@ def test_the_stage_given_another_collections_ids_exits_0_with_the_uncached_embed
     """encode-candidates as Snakemake runs it: the foreign file is named on stderr, the run succeeds, and its
     matrix is the one written with the cache off."""
     from conftest import run_stage
-    from towers.models import TwoTower
+    from towers.modeling.models import TwoTower
 
     model, tok = tower
     TwoTower(model, None, {"pooling": "cls", "embedding_dim": 8, "shared": True, "query_length": 16,
@@ -144,7 +145,7 @@ def test_the_stage_given_another_collections_ids_exits_0_with_the_uncached_embed
     assert stage("plain", rows).returncode == 0 and not (tmp_path / ".tokens").exists()
     monkeypatch.delenv("TOWERS_TOKEN_CACHE")
     assert stage("others", others).returncode == 0
-    key_of = lambda rs: enc.tokens_key(tok, [r["sentence"] for r in rs], "doc", LENGTH)   # noqa: E731
+    key_of = lambda rs: tokens.tokens_key(tok, [r["sentence"] for r in rs], "doc", LENGTH)   # noqa: E731
     path = tmp_path / ".tokens" / f"{key_of(rows)}.npz"
     shutil.copyfile(tmp_path / ".tokens" / f"{key_of(others)}.npz", path)
     done = stage("c", rows)
@@ -162,7 +163,7 @@ def test_load_overhead_of_the_checks_is_small_beside_reading_the_file(tmp_path):
     rng = np.random.default_rng(0)
     lengths = rng.integers(20, 100, 65536).astype(np.int64)
     total = int(lengths.sum())
-    made = enc.Tokenised.__new__(enc.Tokenised)
+    made = tokens.Tokenised.__new__(tokens.Tokenised)
     made.lengths, made.columns = lengths, {"input_ids": rng.integers(0, 30000, total).astype(np.int32),
                                            "token_type_ids": np.zeros(total, np.int32),
                                            "attention_mask": np.ones(total, np.int32)}
@@ -178,7 +179,7 @@ def test_load_overhead_of_the_checks_is_small_beside_reading_the_file(tmp_path):
         return min(times)
 
     read = best(lambda: _arrays(tmp_path / "t.npz"))
-    checked = best(lambda: enc.Tokenised.load(tmp_path / "t.npz", "k" * 32, {}, 65536, names, 30000))
+    checked = best(lambda: tokens.Tokenised.load(tmp_path / "t.npz", "k" * 32, {}, 65536, names, 30000))
     print(f"\ntoken cache of 65,536 passages ({total} tokens): read {read * 1000:.1f} ms, "
           f"read and checked {checked * 1000:.1f} ms")
     assert checked < read + 1.0

@@ -9,7 +9,7 @@ a second profile (tests/slurm/profile). On the tiny profile's zero-shot table an
   set DOWN mid-build, then resumed, loses no finished job; the build completes with the same outputs;
 - on another, slurmctld restarted without its job records under a running job (the job leaves squeue, as when its
   record expires): the run fails that job in one line naming it, within a few status checks, and its retry
-  completes the build (towers.slurm; the plugin alone waits for the job for good).
+  completes the build (towers.launch.slurm; the plugin alone waits for the job for good).
 
 The faults meet running jobs however fast the machine: a gate (a sitecustomize.py on the jobs' PYTHONPATH) holds a
 job's first Python process while a file the test controls is there.

@@ -7,10 +7,10 @@ import torch
 from safetensors.torch import load_file
 
 from towers.datasets.pretraining_pairs import PairFile
-from towers.models import FeatureHasher, TwoTower, random_bag_of_words, random_encoder
-from towers.models import tokenize_docs
+from towers.modeling.models import FeatureHasher, TwoTower, random_bag_of_words, random_encoder
+from towers.modeling.tokens import tokenize_docs
 from towers.reports.chang2020 import ablation_table
-from towers.tokenizer import train_wordpiece
+from towers.modeling.tokenizer import train_wordpiece
 
 from conftest import run_stage, write_lighthouse_split
 
@@ -83,8 +83,8 @@ def test_a_task_mixture_batch_mixes_title_pairs_and_plain_passages(setup):
 def test_a_training_run_tokenises_each_text_once_into_the_same_tensors(setup, monkeypatch):
     from transformers import AutoTokenizer
 
-    from towers import models
-    from towers.models import token_memo, tokenize_queries
+    from towers.modeling import tokens
+    from towers.modeling.tokens import token_memo, tokenize_queries
 
     tok = AutoTokenizer.from_pretrained(setup / "tok")
     cpu = torch.device("cpu")
@@ -103,7 +103,7 @@ def test_a_training_run_tokenises_each_text_once_into_the_same_tensors(setup, mo
         for name in plain:
             assert kept[name].dtype == plain[name].dtype and torch.equal(kept[name], plain[name]), (kind, items, name)
     assert len(memo) == 9   # each distinct (text or pair, length) once; ("Light 1", TEXTS[1]) at 12 and at 32
-    monkeypatch.setattr(models, "MEMO_LIMIT", 9)   # full: new texts are tokenised for their batch, not kept
+    monkeypatch.setattr(tokens, "MEMO_LIMIT", 9)   # full: new texts are tokenised for their batch, not kept
     with token_memo(memo):
         kept = tokenize_queries(tok, ["lighthouse 4 was lit", "a text never seen"], 16, cpu)
     assert torch.equal(kept["input_ids"], tokenize_queries(tok, ["lighthouse 4 was lit", "a text never seen"], 16,

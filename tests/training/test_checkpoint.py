@@ -1,4 +1,4 @@
-"""Pretrained checkpoints as model folders (towers.checkpoint): settings read from a sentence-transformers
+"""Pretrained checkpoints as model folders (towers.modeling.checkpoint): settings read from a sentence-transformers
 layout or defaulted for a plain HF folder, overrides, one-line errors, and encodings equal to
 sentence-transformers' own on a small random checkpoint (prompts, lower-casing and [CLS] pooling included)."""
 import json
@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from towers.checkpoint import convert, read_settings, resolve
+from towers.modeling.checkpoint import convert, read_settings, resolve
 from towers.io import StageError
-from towers.models import TwoTower, random_encoder, text_options
+from towers.modeling.models import TwoTower, random_encoder, text_options
 from towers.retrieval.encode import encode
-from towers.tokenizer import train_wordpiece
+from towers.modeling.tokenizer import train_wordpiece
 
 TEXTS = ["The Harbour Light was first lit in 1871.", "Whale oil burned in the lamp until 1902.",
          "A keeper lived in the cottage beside the tower.", "Fishing boats return to Port Elwen at dusk."]

@@ -11,10 +11,10 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
-from towers.losses import in_batch_softmax
-from towers.models import random_encoder
+from towers.training.losses import in_batch_softmax
+from towers.modeling.models import random_encoder
 from towers.training import distributed
-from towers.tokenizer import train_wordpiece
+from towers.modeling.tokenizer import train_wordpiece
 
 from conftest import ROOT, run_stage, write_lighthouse_split
 

@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from towers.losses import in_batch_softmax
+from towers.training.losses import in_batch_softmax
 
 
 def test_in_batch_softmax_matches_hand_computation():
@@ -40,14 +40,14 @@ HN = torch.tensor([[1.0, 1.0]])          # cos(hn, n) = 1/sqrt(2)
 
 
 def test_cosine_distance_is_one_minus_cosine():
-    from towers.losses import cosine_distance
+    from towers.training.losses import cosine_distance
 
     assert torch.allclose(cosine_distance(torch.tensor([[2.0, 0.0], [1.0, 1.0]]), torch.tensor([[5.0, 0.0], [0.0, 3.0]])),
                           torch.tensor([0.0, 1 - 1 / math.sqrt(2)]))
 
 
 def test_quadruplet_loss_takes_the_hard_negative_term_when_it_is_larger():
-    from towers.losses import quadruplet
+    from towers.training.losses import quadruplet
 
     # d_p = 0, d_n = 1, d_h = d(hn, n) = 1 - 1/sqrt(2); m = 0.5:
     # loss^n = max(0 - 1 + 0.5, 0) = 0, loss^h = 0.5 - (1 - 1/sqrt(2)) = 0.2071
@@ -58,7 +58,7 @@ def test_quadruplet_loss_takes_the_hard_negative_term_when_it_is_larger():
 
 
 def test_quadruplet_loss_takes_the_negative_term_when_it_is_larger():
-    from towers.losses import quadruplet
+    from towers.training.losses import quadruplet
 
     q, p = torch.tensor([[1.0, 0.0]]), torch.tensor([[1.0, 1.0]])    # d_p = 1 - 1/sqrt(2) = 0.2929
     n = torch.tensor([[1.0, 0.2]])                                    # d(q, n) = 1 - 1/sqrt(1.04) = 0.0194
@@ -68,7 +68,7 @@ def test_quadruplet_loss_takes_the_negative_term_when_it_is_larger():
 
 
 def test_quadruplet_gradient_pushes_hard_negative_away_from_negative_and_query_towards_positive():
-    from towers.losses import cosine_distance, quadruplet
+    from towers.training.losses import cosine_distance, quadruplet
 
     q = torch.tensor([[1.0, 0.3]], requires_grad=True)
     hn = HN.clone().requires_grad_(True)
@@ -79,7 +79,7 @@ def test_quadruplet_gradient_pushes_hard_negative_away_from_negative_and_query_t
 
 
 def test_quadruplet_reduction_sum_is_batch_size_times_mean():
-    from towers.losses import quadruplet
+    from towers.training.losses import quadruplet
 
     q, p, n, hn = (torch.randn(5, 3, generator=torch.Generator().manual_seed(i)) for i in range(4))
     mean, total = quadruplet(q, p, n, hn, 0.2), quadruplet(q, p, n, hn, 0.2, reduction="sum")

@@ -9,11 +9,12 @@ import pytest
 import torch
 
 from towers.io import StageError
-from towers.losses import delta_metric, pairwise_loss
-from towers.models import Tower, load_encoder, load_tokenizer, random_encoder, tokenize_queries
+from towers.training.losses import delta_metric, pairwise_loss
+from towers.modeling.models import Tower, load_encoder, load_tokenizer, random_encoder
+from towers.modeling.tokens import tokenize_queries
 from towers.retrieval import vector_index
-from towers.settings import LearningToRetrieve, NegativeSampling, Schedule
-from towers.tokenizer import train_wordpiece
+from towers.training.settings import LearningToRetrieve, NegativeSampling, Schedule
+from towers.modeling.tokenizer import train_wordpiece
 from towers.training import loop
 from towers.training.ltre import batch_mrr10, ensure_relevant, train
 from towers.training.sampling import labels_of, training_data
@@ -390,7 +391,7 @@ def test_hardest_in_batch_skips_relevant_documents():
 
 
 def shared_model(world):
-    from towers.models import TwoTower
+    from towers.modeling.models import TwoTower
 
     cfg = {"pooling": "cls", "embedding_dim": 8, "shared": True, "normalize": False, "query_length": 16,
            "doc_length": 24, "doc_text": "contents", "head": "linear-ln"}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from towers.io import StageError
-from towers.settings import Schedule
+from towers.training.settings import Schedule
 from towers.training import loop, sampling
 
 from conftest import run_stage

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import torch
 
-from towers.models import FeatureHasher, HashedBagOfWords, load_encoder, load_tokenizer
+from towers.modeling.models import FeatureHasher, HashedBagOfWords, load_encoder, load_tokenizer
 from towers.stages.search import exclude_positives
 from towers.training.margin import draw
 from towers.training.mlm import next_sentence_batch
@@ -38,7 +38,7 @@ def test_draws_never_return_a_gold_candidate():
 def test_feature_hasher_is_the_same_in_another_process(tmp_path):
     hasher = FeatureHasher(buckets=1000)
     text = "Where was the lighthouse built?"
-    code = f"from towers.models import FeatureHasher; print(FeatureHasher(1000).features({text!r}))"
+    code = f"from towers.modeling.models import FeatureHasher; print(FeatureHasher(1000).features({text!r}))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert json.loads(other) == hasher.features(text)
     words = 5
@@ -72,7 +72,7 @@ def test_next_sentence_pairs_follow_the_paragraph_or_come_from_another():
 
 
 def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
-    from towers.settings import Schedule
+    from towers.training.settings import Schedule
     from towers.training import loop
 
     model = torch.nn.Linear(2, 1)
@@ -92,7 +92,7 @@ def test_early_stopping_keeps_the_best_checkpoint(tmp_path):
 
 def test_a_run_whose_checks_are_all_worse_than_its_start_keeps_the_start(tmp_path):
     """Phase 2 that only moves its phase-1 start away from what validation likes returns that start."""
-    from towers.settings import Schedule
+    from towers.training.settings import Schedule
     from towers.training import loop
 
     model = torch.nn.Linear(2, 1)
@@ -108,7 +108,7 @@ def test_a_run_whose_checks_are_all_worse_than_its_start_keeps_the_start(tmp_pat
 
 def train_linear(state, stop_after_step=None, resume_seconds=60.0):
     """A 12-step run validated every 2 steps (best at step 4, early stop at 8) through the shared loop."""
-    from towers.settings import Schedule
+    from towers.training.settings import Schedule
     from towers.training import loop
 
     torch.manual_seed(0)
@@ -223,7 +223,7 @@ def test_a_validation_grid_holds_every_positive_and_fixed_negatives():
 
 
 def test_the_grid_validation_loss_is_each_questions_mean_over_its_grid_then_the_mean_over_questions():
-    from towers.losses import quadruplet
+    from towers.training.losses import quadruplet
     from towers.training.margin import grid_valid_loss
 
     torch.manual_seed(0)

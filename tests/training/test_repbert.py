@@ -8,12 +8,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-from towers.losses import multilabel_margin
-from towers.models import TwoTower, doc_input, random_encoder
-from towers.models import tokenize_docs, tokenize_queries
+from towers.training.losses import multilabel_margin
+from towers.modeling.models import TwoTower, doc_input, random_encoder
+from towers.modeling.tokens import tokenize_docs, tokenize_queries
 from towers.retrieval.encode import encode
 from towers.retrieval.rerank import relevance
-from towers.tokenizer import train_wordpiece
+from towers.modeling.tokenizer import train_wordpiece
 from towers.training.repbert import positives_matrix
 
 from conftest import run_stage

@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertForPreTraining, DataCollatorForLanguageModeling
 
-from towers.models import small_bert_config
-from towers.settings import MaskedLM
+from towers.modeling.models import small_bert_config
+from towers.training.settings import MaskedLM
 from towers.training import loop, mlm
 
 from conftest import lighthouse_world

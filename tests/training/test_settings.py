@@ -3,7 +3,7 @@ import argparse
 
 import pytest
 
-from towers.settings import CrossEncoder, InBatch, LearningToRetrieve, Margin, NegativeSampling, SettingError
+from towers.training.settings import CrossEncoder, InBatch, LearningToRetrieve, Margin, NegativeSampling, SettingError
 from towers.training import loop
 
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertConfig
 
-from towers import models
-from towers.models import random_encoder
-from towers.settings import SettingError, Speed
+from towers.modeling import tokens
+from towers.modeling.models import random_encoder
+from towers.training.settings import SettingError, Speed
 
 from conftest import lighthouse_world, run_stage
 
@@ -61,15 +61,15 @@ def test_cuda_graphs_alone_leave_a_cpu_run_as_it_was(world, monkeypatch):
 
 def test_length_buckets_pad_every_batch_to_a_bucket_and_move_losses_by_rounding_only(world, monkeypatch):
     widths = []
-    padded = models.to_bucket
+    padded = tokens.to_bucket
 
     def seen(batch, tokenizer):
         batch = padded(batch, tokenizer)
-        if models._BUCKETS:   # a training step's batch (validation pads as it always did)
+        if tokens._BUCKETS:   # a training step's batch (validation pads as it always did)
             widths.append(batch["input_ids"].shape[1])
         return batch
 
-    monkeypatch.setattr(models, "to_bucket", seen)
+    monkeypatch.setattr(tokens, "to_bucket", seen)
     off = repbert_losses(world, "nodrop-off", start="enc-nodrop")
     assert not widths
     on = repbert_losses(world, "nodrop-on", "--length-buckets", "12,24,40", start="enc-nodrop")
@@ -81,17 +81,17 @@ def test_to_bucket_pads_on_the_right_with_the_pad_ids_and_leaves_longer_batches(
     tok = AutoTokenizer.from_pretrained(world / "tok")
     plain = tok(["a lighthouse", "pier"], ["it was lit", "x"], padding=True, return_tensors="pt")
     width = plain["input_ids"].shape[1]
-    assert models.to_bucket(plain, tok) is plain   # outside length_buckets
-    with models.length_buckets((4, width + 3, width + 10)):
-        got = models.to_bucket(plain, tok)
+    assert tokens.to_bucket(plain, tok) is plain   # outside length_buckets
+    with tokens.length_buckets((4, width + 3, width + 10)):
+        got = tokens.to_bucket(plain, tok)
         longer = dict(plain, input_ids=torch.zeros(2, width + 11, dtype=torch.long))
-        assert models.to_bucket(longer, tok)["input_ids"].shape[1] == width + 11
+        assert tokens.to_bucket(longer, tok)["input_ids"].shape[1] == width + 11
     assert got["input_ids"].shape[1] == width + 3
     for key, pad in (("input_ids", tok.pad_token_id), ("attention_mask", 0), ("token_type_ids", 0)):
         assert torch.equal(got[key][:, :width], plain[key]) and (got[key][:, width:] == pad).all()
     tok.padding_side = "left"
-    with models.length_buckets((width + 3,)):
-        assert models.to_bucket(plain, tok) is plain
+    with tokens.length_buckets((width + 3,)):
+        assert tokens.to_bucket(plain, tok) is plain
 
 
 @pytest.mark.parametrize("value", ["0,16", "a,b", "16,,32"])

@@ -27,7 +27,7 @@ def test_wordpiece_training_is_repeatable_across_processes(tmp_path, tiny_articl
 
 
 def test_bert_style_encoding(tmp_path):
-    from towers.tokenizer import train_wordpiece
+    from towers.modeling.tokenizer import train_wordpiece
 
     train_wordpiece(["the harbour light burned whale oil", "the keeper lit the lamp"] * 3, tmp_path, 100, 1, True)
     tok = AutoTokenizer.from_pretrained(tmp_path)

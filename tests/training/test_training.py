@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from towers.models import random_encoder
+from towers.modeling.models import random_encoder
 
 from conftest import ROOT, lighthouse_world, run_stage
 

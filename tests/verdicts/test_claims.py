@@ -276,7 +276,7 @@ def test_bad_claims_files_are_refused_in_one_line(tmp_path):
 
 
 def test_make_expected_keeps_a_builds_values_as_the_profiles_file_and_refuses_paper_policies(tmp_path):
-    from towers.ci import keep_expected
+    from towers.ops.ci import keep_expected
 
     built = tmp_path / "expected-values.csv"
     built.write_text("table,row,column,expected\n")
@@ -307,7 +307,7 @@ def expected_files(tmp_path, committed_rows: str, built_rows: str):
 
 
 def test_make_expected_with_another_machines_file_combines_the_two(tmp_path):
-    from towers.ci import keep_expected
+    from towers.ops.ci import keep_expected
 
     built, other, params = expected_files(tmp_path, "t,a,RR@10,metric,0.09,0.01,bootstrap over 60 steps\n",
                                           "t,a,RR@10,metric,0.06,0.01,bootstrap over 60 steps\n")
@@ -319,7 +319,7 @@ def test_make_expected_with_another_machines_file_combines_the_two(tmp_path):
 def test_make_expected_for_some_tables_keeps_every_other_row_as_committed(tmp_path):
     """A rebuild of one paper's jobs: only its tables' expected values move, the other papers' rows (from two
     machines' builds) stay as they were."""
-    from towers.ci import keep_expected
+    from towers.ops.ci import keep_expected
 
     built, committed, params = expected_files(
         tmp_path, "ltre/table1,a,RR@10,metric,0.5,0.2,two builds\ntable1,b,R@1,metric,5.0,1.0,x\n",
@@ -332,7 +332,7 @@ def test_make_expected_for_some_tables_keeps_every_other_row_as_committed(tmp_pa
 
 
 def test_one_papers_rows_are_replaced_and_the_rest_kept_byte_for_byte(tmp_path):
-    from towers.ci import as_text, replaced_rows
+    from towers.ops.ci import as_text, replaced_rows
 
     kept, fresh = tmp_path / "claims.csv", tmp_path / "fresh.csv"
     kept.write_text("paper,claim,p,unexposed n\na,a-1,0.0100000001,\nq,q-1,0.5,\nz,z-1,1e-120,12\n")

@@ -1,4 +1,4 @@
-"""Artifacts shared through a DVC remote (towers.cache): a second clone pulls instead of rebuilding, and
+"""Artifacts shared through a DVC remote (towers.ops.cache): a second clone pulls instead of rebuilding, and
 a pulled artifact whose parameters changed there is rebuilt, not mistaken for a current one."""
 import subprocess
 import sys
@@ -21,7 +21,7 @@ def sh(cwd, *args):
 
 
 def cache(cwd, action):
-    return sh(cwd, sys.executable, "-m", "towers.cache", action)
+    return sh(cwd, sys.executable, "-m", "towers.ops.cache", action)
 
 
 def dvc(cwd, *args):
@@ -60,12 +60,12 @@ def test_pulled_artifacts_are_reused_and_rebuilt_when_their_params_change(tmp_pa
 
 
 def test_pull_without_a_pushed_version_says_so(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "towers.cache", "pull"], cwd=tmp_path, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "towers.ops.cache", "pull"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode != 0 and "artifacts.dvc: missing" in done.stderr
 
 
 def test_metrics_diff_lists_changed_params_and_metrics_against_a_revision(tmp_path):
-    """`make metrics-diff`'s diff half (towers.ci) on a one-stage DVC project: a params edit and the metric
+    """`make metrics-diff`'s diff half (towers.ops.ci) on a one-stage DVC project: a params edit and the metric
     it moved both show against HEAD, in the output and in metrics-diff.md."""
     sh(tmp_path, "git", "init", "-q")
     dvc(tmp_path, "init", "-q")
@@ -77,7 +77,7 @@ def test_metrics_diff_lists_changed_params_and_metrics_against_a_revision(tmp_pa
     sh(tmp_path, "git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "base")
     (tmp_path / "params.yaml").write_text("bm25: {k1: 1.2}\n")
     (tmp_path / "table.json").write_text('{"RR@10": 0.75}\n')
-    out = sh(tmp_path, sys.executable, "-m", "towers.ci", "metrics-diff", "--base", "HEAD", "--no-repro")
+    out = sh(tmp_path, sys.executable, "-m", "towers.ops.ci", "metrics-diff", "--base", "HEAD", "--no-repro")
     assert "bm25.k1" in out and "0.9" in out and "1.2" in out
     assert "RR@10" in out and "0.5" in out and "0.75" in out
     assert (tmp_path / "metrics-diff.md").read_text().strip() == out.strip()
@@ -88,7 +88,7 @@ def test_a_push_stores_what_the_cache_selects_and_nothing_it_leaves_out(tmp_path
     cache.excluded keeps: not training resume state, temporary shards or unfinished writes."""
     import json
 
-    from towers import cache
+    from towers.ops import cache
 
     sh(tmp_path, "git", "init", "-q")
     dvc(tmp_path, "init", "-q")

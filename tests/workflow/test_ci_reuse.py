@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from towers.ci import snakemake_stages
-from towers.params_check import merge_configs
+from towers.ops.ci import snakemake_stages
+from towers.config.params_check import merge_configs
 from workflow_harness import job_counts, planned_jobs
 
 from conftest import FIXTURES, ROOT
@@ -45,14 +45,14 @@ def clone(origin: Path, dest: Path) -> Path:
 # --- the cache folder on a hand-made build (DVC only, no Snakemake) ------------------------------------------------
 
 def record(root: Path, output: str, end: float) -> None:
-    """A Snakemake metadata record of `output`, as Snakemake names and writes it (towers.cache reads endtime)."""
+    """A Snakemake metadata record of `output`, as Snakemake names and writes it (towers.ops.cache reads endtime)."""
     path = root / ".snakemake/metadata" / base64.urlsafe_b64encode(output.encode()).decode()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"endtime": end, "params": [], "code": None}))
 
 
 def ci(cwd, action, cache) -> str:
-    return sh(cwd, sys.executable, "-m", "towers.ci", action, "--folder", cache)
+    return sh(cwd, sys.executable, "-m", "towers.ops.ci", action, "--folder", cache)
 
 
 @pytest.fixture
@@ -103,7 +103,7 @@ def test_the_cache_folder_carries_a_build_and_its_records_to_a_fresh_clone(proje
 def test_a_pull_dates_project_files_at_their_last_commit_not_the_clone(project, tmp_path):
     """A fresh clone's checkout is newer than the pulled build: dated at their commits, the sources an old build read
     stay older than its outputs, and only what a later commit changed looks newer."""
-    from towers.cache import restore_source_times
+    from towers.ops.cache import restore_source_times
 
     (project / "data/set").mkdir(parents=True)
     (project / "data/set/old.tsv").write_text("1\n")
@@ -152,7 +152,7 @@ def test_metrics_diff_builds_every_table_stage_of_dvc_yaml():
 def test_dvc_yaml_is_the_one_papers_yaml_makes():
     """dvc.yaml is generated (`make dvc-yaml`): a stage for each paper's tables and figures of data/papers/papers.yaml,
     with the stage names DVC has always listed."""
-    from towers.ci import write_dvc_yaml
+    from towers.ops.ci import write_dvc_yaml
     from towers.reports import papers
 
     assert write_dvc_yaml(ROOT, check=True), "dvc.yaml is not what data/papers/papers.yaml makes: run `make dvc-yaml`"
@@ -247,7 +247,7 @@ def test_a_changed_learning_rate_reruns_only_ltre_from_the_build_main_pushed(tmp
 def test_a_fresh_clone_finds_no_dvc_stage_changed():
     """dvc.lock is recorded from the tracked files alone (`make dvc-lock`): a lock hashed in a workspace counted its
     bytecode caches, and `dvc status` then called every stage's code modified in every clone."""
-    from towers.ci import stale_dvc_stages
+    from towers.ops.ci import stale_dvc_stages
 
     assert stale_dvc_stages(ROOT) == {}, "dvc.lock is not what a clean tree records: run `make dvc-lock`"
 
@@ -257,7 +257,7 @@ def test_dvc_lock_outside_a_git_checkout_is_one_line_naming_the_folder(tmp_path)
     import os
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}
-    done = subprocess.run([sys.executable, "-m", "towers.ci", "dvc-lock", "--check"], cwd=tmp_path, env=env,
+    done = subprocess.run([sys.executable, "-m", "towers.ops.ci", "dvc-lock", "--check"], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert done.returncode == 1 and done.stderr.strip() == (
         f"error: {tmp_path.resolve()}: not a git checkout; dvc.lock is recorded from the files git tracks, so run "
@@ -265,8 +265,8 @@ def test_dvc_lock_outside_a_git_checkout_is_one_line_naming_the_folder(tmp_path)
 
 
 def test_bytecode_caches_are_no_part_of_a_code_dependency(tmp_path):
-    from towers.cache import dvc
-    from towers.ci import clean_tree
+    from towers.ops.cache import dvc
+    from towers.ops.ci import clean_tree
 
     copy = clean_tree(ROOT, tmp_path / "clone")
     before = dvc("status", "--json", cwd=copy)

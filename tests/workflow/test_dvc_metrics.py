@@ -99,5 +99,5 @@ def test_every_committed_metrics_file_holds_numbers_only():
         wrong = [(k, v) for k, v in leaves(values) if not (v is None or is_number(v))]   # null: a cell without one
         assert isinstance(values, dict) and not wrong, f"{path}: {wrong[:3]}"
         record = json.loads((ROOT / (path[:-len(".json")] + ".csv.meta.json")).read_text())
-        # the twin's text moved to the stage's record (towers.ci paper-verdicts nests the claims stage's)
+        # the twin's text moved to the stage's record (towers.ops.ci paper-verdicts nests the claims stage's)
         assert "labels" in record or "labels" in record.get("rebuilt", {}), path

@@ -176,7 +176,7 @@ def test_a_fifth_paper_needs_the_listed_files_and_no_other(tmp_path):
     stage = subprocess.run([sys.executable, "-m", "towers", "toy-table", "--help"], cwd=work, capture_output=True,
                            text=True, env={**os.environ, "PYTHONPATH": str(work / "src")})
     assert stage.returncode == 0 and "--row" in stage.stdout, stage.stderr[-2000:]
-    dvc = subprocess.run([sys.executable, "-c", "from towers.ci import dvc_yaml; from towers.reports import papers; "
+    dvc = subprocess.run([sys.executable, "-c", "from towers.ops.ci import dvc_yaml; from towers.reports import papers; "
                           "print(dvc_yaml(papers.load(), []))"], cwd=work, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(work / "src")})
     assert dvc.returncode == 0 and "results/toy/${item}.csv" in dvc.stdout, dvc.stderr[-2000:]

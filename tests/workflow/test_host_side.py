@@ -14,13 +14,14 @@ SCRIPT = ROOT / "benchmarks/host_side.py"
 
 
 def test_the_gather_pads_every_batch_as_the_old_row_by_row_padding(tmp_path):
-    """encode.Tokenised.batch against the benchmark's `before` (each row sliced, then models.pad_right): the same
+    """tokens.Tokenised.batch against the benchmark's `before` (each row sliced, then tokens.pad_right): the same
     int64 tensors for texts and pairs, sorted and shuffled rows, a single row, rows of one token."""
     import host_side
     from transformers import AutoTokenizer
 
-    from towers.retrieval.encode import Tokenised, length_order
-    from towers.tokenizer import train_wordpiece
+    from towers.retrieval.encode import length_order
+    from towers.modeling.tokens import Tokenised
+    from towers.modeling.tokenizer import train_wordpiece
 
     texts = host_side.passages(300)
     train_wordpiece(texts, tmp_path / "tok", vocab_size=400, min_frequency=1, lowercase=True)

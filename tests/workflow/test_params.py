@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from towers.params_check import ParamsError, check, dotted, load_sources, merge_configs
+from towers.config.params_check import ParamsError, check, dotted, load_sources, merge_configs
 
 from conftest import FIXTURES, ROOT
 

@@ -8,7 +8,7 @@ import tracemalloc
 import pytest
 import yaml
 
-from towers.params_check import ParamsError, bounded, check, dotted, load_sources, merge_configs
+from towers.config.params_check import ParamsError, bounded, check, dotted, load_sources, merge_configs
 
 from conftest import ROOT
 

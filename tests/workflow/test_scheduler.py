@@ -1,4 +1,4 @@
-"""towers.scheduler keeps one re-check of the ready jobs pending where Snakemake's scheduler would add a timer
+"""towers.launch.scheduler keeps one re-check of the ready jobs pending where Snakemake's scheduler would add a timer
 with every finished job while others wait for cores; the workflow applies it as it is read."""
 import inspect
 import sys
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from towers import scheduler
+from towers.launch import scheduler
 from workflow_harness import watched
 
 from conftest import ROOT
@@ -84,7 +84,7 @@ def test_a_changed_or_missing_method_is_left_alone_and_said_in_one_line_once(sch
     assert not scheduler.keep_one_pending_look(scheduler_class) and not scheduler.keep_one_pending_look(scheduler_class)
     assert scheduler_class.__dict__.get(scheduler.METHOD) is was
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warning: towers.scheduler: Snakemake ")
+    assert len(lines) == 1 and lines[0].startswith("warning: towers.launch.scheduler: Snakemake ")
     assert f"Snakemake {scheduler.snakemake_version()}: JobScheduler._schedule_reevalutation " in lines[0]
 
 
@@ -118,5 +118,5 @@ def test_a_run_with_jobs_waiting_keeps_its_thread_count(tmp_path):
     """40 short jobs on 2 cores: Snakemake's own scheduler grows a timer thread a finished job; with the fix the
     count stays where a few jobs put it (the tiny end-to-end run checks the workflow applies it)."""
     as_is = most_threads(tmp_path / "as_is", "")
-    fixed = most_threads(tmp_path / "fixed", "from towers.scheduler import keep_one_pending_look\nkeep_one_pending_look()")
+    fixed = most_threads(tmp_path / "fixed", "from towers.launch.scheduler import keep_one_pending_look\nkeep_one_pending_look()")
     assert as_is >= fixed + 15, (as_is, fixed)

@@ -1,4 +1,4 @@
-"""towers.slurm, the workflow's two fixes for runs on Slurm (issue 56): a job the Slurm executor plugin waits on that
+"""towers.launch.slurm, the workflow's two fixes for runs on Slurm (issue 56): a job the Slurm executor plugin waits on that
 squeue no longer lists is settled through sacct or failed after MISSED_CHECKS status checks, in one line naming it
 (the plugin alone waits for it for good); and a run on executor slurm without Slurm's commands on PATH stops in
 one line before the clean-up removes anything. tests/slurm runs the first against a real Slurm (a slurmctld
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from towers import slurm
+from towers.launch import slurm
 from workflow_harness import copy_workflow
 
 from conftest import FIXTURES, ROOT
@@ -162,7 +162,7 @@ def test_an_executor_the_extension_does_not_fit_is_left_alone_and_said_in_one_li
     assert not slurm.bound_vanished_jobs() and not slurm.bound_vanished_jobs()
     assert entry.executor is kept
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("warning: towers.slurm: snakemake-executor-plugin-slurm "), lines
+    assert len(lines) == 1 and lines[0].startswith("warning: towers.launch.slurm: snakemake-executor-plugin-slurm "), lines
 
 
 SLURM_COMMANDS = {"sbatch", "squeue", "scancel", "sacct", "sinfo", "scontrol", "srun", "salloc", "sacctmgr", "sshare"}

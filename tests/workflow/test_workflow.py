@@ -57,7 +57,7 @@ def tiny_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_snakemakes_own_threads_stay_few_over_the_tiny_run(tiny_run):
-    """Some 200 jobs on 2 cores: without towers.scheduler's fix, applied by the workflow, Snakemake's scheduler
+    """Some 200 jobs on 2 cores: without towers.launch.scheduler's fix, applied by the workflow, Snakemake's scheduler
     adds a timer thread with nearly every finished job (test_scheduler.py)."""
     use = json.loads((tiny_run / "snakemake-use.json").read_text())
     assert use["threads"] <= 40, use

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from towers.params_check import merge_configs as merged
+from towers.config.params_check import merge_configs as merged
 from workflow_harness import job_counts
 
 from conftest import ROOT

@@ -8,10 +8,10 @@ import shlex
 import sys
 import time
 
-from towers import warm
+from towers.launch import warm
 from towers.plan import Plan, future_dated, mark_profile
-from towers.scheduler import keep_one_pending_look
-from towers.slurm import bound_vanished_jobs, missing_client_commands
+from towers.launch.scheduler import keep_one_pending_look
+from towers.launch.slurm import bound_vanished_jobs, missing_client_commands
 
 plan = Plan.of(workflow)
 # A warm-start socket inherited from the shell (another checkout's run, a shell opened from one of its jobs) is
@@ -25,12 +25,12 @@ if plan.software.offline:
 # --- the scheduler ----------------------------------------------------------------------------------
 
 # At most one pending re-check of the ready jobs: Snakemake's own scheduler adds a timer with every finished job
-# while others wait for cores, and its growing busyness takes a share of the cores (towers.scheduler). Where this
+# while others wait for cores, and its growing busyness takes a share of the cores (towers.launch.scheduler). Where this
 # Snakemake's method is not the one the fix replaces, one warning line says so and the scheduler runs as it is.
 keep_one_pending_look()
 
 # On Slurm, a job that leaves squeue (its record expired or lost by slurmctld) is settled through sacct or failed
-# after a few status checks, in one line naming it, instead of keeping the run waiting for good (towers.slurm).
+# after a few status checks, in one line naming it, instead of keeping the run waiting for good (towers.launch.slurm).
 bound_vanished_jobs()
 
 
@@ -57,7 +57,7 @@ wildcard_constraints:
 # nothing; training state (train-state/) is no output, so training still resumes. `dvc repro` runs this too.
 #
 # Then local runs of the pip route fork their stages from one process that has imported torch and transformers
-# (towers.warm; about 3 CPU seconds a model job less). Jobs started before it listens, and every job where it does
+# (towers.launch.warm; about 3 CPU seconds a model job less). Jobs started before it listens, and every job where it does
 # not run (clusters, conda, `warm_start: false`), start a process of their own.
 onstart:
     no_slurm = missing_client_commands(workflow.executor_plugin.name)

@@ -3,13 +3,13 @@ wildcard patterns that give each dataset to its builder, each builder's inputs a
 checks; which dataset's models, candidates, questions and text serve another, and how deep its runs go.
 
 The names each dataset gives another (an open-domain dataset's base and extra, say) are checked with the rest of
-params before anything is planned (towers.params_check.reference_problems)."""
+params before anything is planned (towers.config.params_check.reference_problems)."""
 from __future__ import annotations
 
 import re
 import shlex
 
-from ..params_check import PASSAGE_KINDS
+from ..config.params_check import PASSAGE_KINDS
 from .files import folder_files, folder_listing
 from .paths import ART, PASSAGE_SPLIT, collection, collection_files
 from .shell import one_of, q

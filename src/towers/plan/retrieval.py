@@ -64,7 +64,7 @@ class Dense:
         self.shards = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
         self.sharded = [name for name, parts in self.shards.items() if parts > 1]
         self.sharded_re = one_of(self.sharded)              # matches nothing when none is
-        # faiss.indexes, and ltre.indexes with them (a name means one factory in both: towers.params_check)
+        # faiss.indexes, and ltre.indexes with them (a name means one factory in both: towers.config.params_check)
         self.indexes = dict(config["faiss"]["indexes"])
         for index in config["ltre"]["indexes"]:
             self.indexes.setdefault(index["name"], index["factory"])

@@ -4,7 +4,7 @@ checkpoints) over a dataset's evaluation queries, and the tables themselves (tar
 its dataset."""
 from __future__ import annotations
 
-from ..params_check import ZEROSHOT_KINDS
+from ..config.params_check import ZEROSHOT_KINDS
 from .paths import eval_json
 from .shell import q, row_flags
 from .tables import Tables

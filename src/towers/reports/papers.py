@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config_yaml import PAPERS_FILE
-from ..params_check import ParamsError, bounded, dotted, load_schema, read_yaml, schema_problems, text_problems
+from ..config.config_yaml import PAPERS_FILE
+from ..config.params_check import ParamsError, bounded, dotted, load_schema, read_yaml, schema_problems, text_problems
 
 SCHEMA_FILE = "workflow/schemas/papers.schema.yaml"
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..params_check import ParamsError
+from ..config.params_check import ParamsError
 from ..verdicts.checks import as_numbers
 from .papers import load as load_papers
 

@@ -8,161 +8,27 @@ batch is padded while one runs (`forward`), so the GPU does not wait."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import os
-import sys
-import zipfile
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from itertools import chain, islice
-from pathlib import Path
+from itertools import islice
 from typing import Callable, Iterable
 
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from ..io import StageError, atomic_open, atomic_path
-from ..models import (pad_ids_of, prepare_texts, tokenize_docs, tokenize_queries, tokenize_unpadded,
-                      with_segment)
+from ..io import StageError, atomic_open
+from ..modeling.models import prepare_texts
+from ..modeling.tokens import Tokenised, cached_tokens, tokenize_docs, tokenize_queries, with_segment
 from ..runtime import device
 from .matrix import NpyWriter, first_nonfinite
 
 SORT_CHUNK = 65536    # texts sorted by length together; a corpus up to this size is sorted as one
-LENGTH_STEP = 4096    # texts tokenised at once for the length pass (~20 KB of token lists a passage)
 KEPT_ROWS = 65536     # vectors kept on a GPU before one copy back (200 MB at 768 dimensions)
-TOKEN_CACHE = "TOWERS_TOKEN_CACHE"   # "off": every encoding tokenises its corpus itself (see cached_tokens)
 
 
 def length_order(lengths: list[int]) -> np.ndarray:
     return np.argsort(-np.asarray(lengths), kind="stable")
-
-
-def _are_pairs(items: list, kind: str) -> bool:
-    return kind != "query" and bool(items) and not isinstance(items[0], str)
-
-
-def token_lengths(tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP) -> np.ndarray:
-    """Each item's token count after truncation, tokenised `step` items at a time: a text's tokens do not
-    depend on its neighbours, and the token lists of a whole corpus would not fit in memory."""
-    return Tokenised(tokenizer, items, kind, max_length, step).lengths
-
-
-CACHE_FIELDS = ("key", "digest", "lengths")   # what a token cache file holds beside the tokenizer's columns
-
-
-class UnusableTokens(Exception):
-    """A token cache file that is not what it claims to be (the message says how): it is made again."""
-
-
-def ids_digest(lengths: np.ndarray, columns: dict) -> str:
-    """A digest of the cached arrays' names, types and bytes: ids edited in place, or moved between passages, no
-    longer match it. About 26 ms for 65,536 passages of 60 tokens (47 MB), beside about 12 s to tokenise them."""
-    h = hashlib.sha256()   # faster than blake2b here (SHA extensions)
-    for name, array in (("lengths", lengths), *sorted(columns.items())):
-        h.update(f"{name}:{array.dtype.str}:{array.size}\0".encode())
-        h.update(np.ascontiguousarray(array).data)
-    return h.hexdigest()
-
-
-class Tokenised:
-    """Every item's token ids from one pass (`step` items at a time), kept as flat arrays and padded a batch
-    at a time as the tokenizer pads (right, pad ids, mask 0): a corpus is tokenised once, not once for its
-    lengths and again for its batches (tokenising was a third of an encoding job)."""
-
-    def __init__(self, tokenizer, items: list, kind: str, max_length: int, step: int = LENGTH_STEP):
-        pairs = _are_pairs(items, kind)
-        self.pad_ids = pad_ids_of(tokenizer)
-        columns: dict[str, list[np.ndarray]] = {}
-        lengths = []
-        for start in range(0, len(items), step):
-            part = tokenize_unpadded(tokenizer, items[start:start + step], pairs, max_length)
-            lengths.extend(len(one) for one in part["input_ids"])
-            for key, rows in part.items():
-                columns.setdefault(key, []).append(np.fromiter(chain.from_iterable(rows), dtype=np.int32))
-        self.lengths = np.asarray(lengths, dtype=np.int64)
-        self.starts = np.concatenate([[0], np.cumsum(self.lengths)])
-        self.columns = {key: np.concatenate(parts) for key, parts in columns.items()}
-
-    @staticmethod
-    def fits(tokenizer, items: list, kind: str) -> bool:
-        """A Hugging Face tokenizer padding on the right, and items all texts or all pairs (a task mixture
-        and the bag-of-words hasher are tokenised batch by batch instead)."""
-        if getattr(tokenizer, "padding_side", None) != "right" or getattr(tokenizer, "pad_token_id", None) is None:
-            return False
-        return kind == "query" or len({isinstance(item, str) for item in items}) <= 1
-
-    @classmethod
-    def load(cls, path, key: str, pad_ids: dict, count: int, names: set, vocab_size: int) -> "Tokenised":
-        """The ids `save` wrote under `key` for `count` items, checked against what the file claims: arrays `names`
-        (the tokenizer's columns) and no others, `key` itself stored in it, ids within [0, vocab_size), lengths that
-        cut the columns, and the digest `save` stored over them (an edit with every shape kept shows only there).
-        UnusableTokens, saying what is wrong, otherwise."""
-        try:
-            with np.load(path) as saved:
-                arrays = {name: saved[name] for name in saved.files}
-        except (OSError, ValueError, EOFError, KeyError, TypeError, AttributeError, zipfile.BadZipFile,
-                zlib.error) as err:
-            raise UnusableTokens(f"not a readable .npz of token ids ({type(err).__name__}), truncated or "
-                                 f"damaged") from None
-        expected = names | set(CACHE_FIELDS)
-        if set(arrays) != expected:
-            missing, extra = sorted(expected - set(arrays)), sorted(set(arrays) - expected)
-            raise UnusableTokens(", ".join([f"lacks {', '.join(missing)}"] * bool(missing)
-                                           + [f"holds arrays nothing writes ({', '.join(extra)})"] * bool(extra)))
-        stored = arrays.pop("key")
-        if stored.shape != () or stored.dtype.kind != "U" or str(stored) != key:
-            raise UnusableTokens(f"made for other texts, another tokenizer or another length cut (key "
-                                 f"{str(stored)[:40]!r}, not {key!r})")
-        digest, lengths = arrays.pop("digest"), arrays.pop("lengths")
-        for name, array in (("lengths", lengths), *arrays.items()):
-            if array.ndim != 1 or array.dtype.kind not in "iu":
-                raise UnusableTokens(f"{name} is not a flat array of integers ({array.dtype}, shape {array.shape})")
-        if len(lengths) != count:
-            raise UnusableTokens(f"holds {len(lengths)} items' ids, not {count}")
-        if count and lengths.min() < 0:
-            raise UnusableTokens(f"lengths holds a negative length ({lengths.min()})")
-        total = int(lengths.sum())
-        for name, array in arrays.items():
-            if len(array) != total:
-                raise UnusableTokens(f"the lengths add up to {total} tokens, {name} holds {len(array)}")
-            if len(array) and array.min() < 0:
-                raise UnusableTokens(f"{name} holds a negative id ({array.min()})")
-        ids = arrays.get("input_ids", np.zeros(0, dtype=np.int32))
-        if len(ids) and ids.max() >= vocab_size:
-            raise UnusableTokens(f"input_ids holds {ids.max()}, past the tokenizer's {vocab_size} ids")
-        if digest.shape != () or str(digest) != ids_digest(lengths, arrays):
-            raise UnusableTokens("the ids do not match the digest stored with them: edited or damaged")
-        out = cls.__new__(cls)
-        out.pad_ids, out.lengths, out.columns = pad_ids, lengths, arrays
-        out.starts = np.concatenate([[0], np.cumsum(lengths)])
-        return out
-
-    def save(self, path, key: str) -> None:
-        """The ids, with the key they were made for and a digest of them (`load` checks both)."""
-        with atomic_path(path) as tmp:
-            with open(tmp, "wb") as handle:
-                np.savez(handle, key=np.array(key), digest=np.array(ids_digest(self.lengths, self.columns)),
-                         lengths=self.lengths, **self.columns)
-
-    def batch(self, idx: np.ndarray, dev=None, pin: bool = False) -> dict:
-        """Rows `idx` as the tokenizer pads them, int64, on `dev` (None: in host memory; `pin`: page-locked, for an
-        asynchronous copy to a GPU). Each column is one gather (the rows' places in the flat column, found once for
-        all columns) into an array filled with its pad id: no Python loop over the rows."""
-        lengths = self.lengths[idx]
-        places = np.arange(int(lengths.max()) if len(idx) else 0)
-        real = places < lengths[:, None]                               # each row's first `length` places
-        source = np.minimum(self.starts[idx][:, None] + places, max(int(self.starts[-1]) - 1, 0))   # pads: any id
-        out = {}
-        for key, flat in self.columns.items():
-            padded = torch.empty(real.shape, dtype=torch.int64, pin_memory=pin)
-            values = padded.numpy()
-            values.fill(self.pad_ids.get(key, 0))
-            np.copyto(values, flat.take(source), where=real)
-            out[key] = padded if dev is None else padded.to(dev)
-        return out
 
 
 @dataclass
@@ -172,58 +38,6 @@ class Prepared:
     items: list
     tokenised: Tokenised | None
     order: np.ndarray
-
-
-def tokens_key(tokenizer, items: list, kind: str, max_length: int) -> str | None:
-    """What a corpus's token ids depend on, digested: the fast tokenizer's full definition (vocabulary,
-    normaliser, special tokens), its padding, the texts, their kind and the length cut. None for a tokenizer
-    without a serialisable definition (the bag-of-words hasher): nothing is cached for it.
-    The definition leaves out the padding and truncation the tokenizer was last called with (a saved tokenizer
-    keeps them): every call here sets both, so two models whose training last called it differently share ids."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is None:
-        return None
-    definition = {k: v for k, v in json.loads(backend.to_str()).items() if k not in ("padding", "truncation")}
-    h = hashlib.sha256()
-    for part in (json.dumps(definition, sort_keys=True), type(tokenizer).__name__, getattr(tokenizer, "padding_side", ""),
-                 repr(pad_ids_of(tokenizer)), kind, str(max_length), str(len(items))):
-        h.update(part.encode() + b"\0")
-    for item in items:   # repr: a text and a pair of texts never digest alike
-        h.update(repr(item).encode() + b"\n")
-    return h.hexdigest()[:32]
-
-
-def cached_tokens(tokenizer, items: list, kind: str, max_length: int, folder) -> Tokenised:
-    """Tokenised(items), kept in `folder` under a digest of everything the ids depend on (tokens_key): the
-    many models of one collection that share a tokenizer and a length (Chang et al.'s ~80 encodings of the
-    same 17,018 candidates) tokenise it once. Same ids, so the same embeddings. A file that does not hold what
-    it claims (Tokenised.load: another key, ids edited, missing or extra arrays, a damaged zip) is named in one
-    warning line, removed and made again from the texts (written atomically: concurrent jobs write the same ids)."""
-    key = tokens_key(tokenizer, items, kind, max_length)
-    if folder is None or key is None or not items:
-        return Tokenised(tokenizer, items, kind, max_length)
-    path = Path(folder) / f"{key}.npz"
-    if path.exists():
-        names = set(tokenize_unpadded(tokenizer, items[:1], _are_pairs(items, kind), max_length))   # its columns
-        try:
-            return Tokenised.load(path, key, pad_ids_of(tokenizer), len(items), names, len(tokenizer))
-        except UnusableTokens as problem:
-            print(f"warning: {path}: {problem}; removed, the token ids are made again from the texts", file=sys.stderr)
-            with contextlib.suppress(OSError):
-                path.unlink()
-    made = Tokenised(tokenizer, items, kind, max_length)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        made.save(path, key)
-    except OSError:   # a read-only or full disk: the encoding goes on without keeping them
-        pass
-    return made
-
-
-def token_cache(beside) -> Path | None:
-    """Where an encoding of the corpus file `beside` keeps its token ids: a hidden folder next to it (never
-    shared through DVC: towers.cache), or nowhere when TOWERS_TOKEN_CACHE=off."""
-    return None if os.environ.get(TOKEN_CACHE) == "off" else Path(beside).parent / ".tokens"
 
 
 def prepare(tokenizer, items: list, kind: str, max_length: int, sort_by_length: bool = True, prefix: str = "",

@@ -60,7 +60,7 @@ def bm25(index_dir, queries: list[str], depth: int, k1: float, b: float) -> list
 def dense(model_dir, index_path, queries: list[str], depth: int, nprobe: int) -> list[float]:
     import torch
 
-    from ..models import TwoTower, text_options
+    from ..modeling.models import TwoTower, text_options
     from . import vector_index
     from .encode import encode
 

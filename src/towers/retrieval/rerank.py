@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..io import StageError
-from ..models import to_bucket
+from ..modeling.tokens import to_bucket
 from ..runtime import device
 
 
@@ -106,12 +106,12 @@ def score_pairs(model, tokenizer, pairs: list[tuple[str, str]], max_length: int,
                 desc: str | None = "rerank", ahead: bool | None = None, groups: list | None = None) -> np.ndarray:
     """Relevance of each (query, passage), batched longest first (less padding; within each of `groups`, see
     plan_batches), in input order. The pairs are tokenised AHEAD_PAIRS at a time before their batches, each batch
-    then one gather (encode.Tokenised: the tensors the tokenizer's padded call gives). `ahead` (default: on a
+    then one gather (tokens.Tokenised: the tensors the tokenizer's padded call gives). `ahead` (default: on a
     GPU) tokenises the next block in a thread while this one is scored, copies batches without waiting and keeps
     the scores on the device until the block ends."""
     from tqdm import tqdm
 
-    from .encode import Tokenised
+    from ..modeling.tokens import Tokenised
 
     dev = device()
     model = model.to(dev).eval()

@@ -50,7 +50,7 @@ def read_split(split_tsv) -> dict[str, str]:
 def candidate_texts(path, wanted: set[str], doc_text: str) -> dict[str, object]:
     """What the doc text reads (models.doc_input) of the wanted candidates only, streamed: a passage
     collection can hold millions. A candidate lacking the field is an error; see require_texts."""
-    from ..models import doc_input
+    from ..modeling.models import doc_input
 
     found = {}
     for row in read_jsonl(path):

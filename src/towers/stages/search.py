@@ -68,8 +68,9 @@ def encode_candidates(a):
     """A corpus (or one shard of it) streamed: only the shard's rows are parsed, encoded a chunk at a time
     into the matrix as it is written."""
     from ..io import count_jsonl, read_jsonl_slice
-    from ..models import TwoTower, doc_input, text_options
-    from ..retrieval.encode import SORT_CHUNK, encode_corpus, shard_range, token_cache
+    from ..modeling.models import TwoTower, doc_input, text_options
+    from ..retrieval.encode import SORT_CHUNK, encode_corpus, shard_range
+    from ..modeling.tokens import token_cache
 
     shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
@@ -123,7 +124,7 @@ def build_index(a):
 def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: int, nprobe: int,
               batch_size: int) -> dict[str, list[tuple[str, float]]]:
     """Encode `queries` with the query tower and search the doc tower's Faiss index."""
-    from ..models import TwoTower, text_options
+    from ..modeling.models import TwoTower, text_options
     from ..retrieval import vector_index
     from ..retrieval.encode import encode
     from ..retrieval.matrix import first_nonfinite

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..digests import file_digest
 from ..io import StageError, atomic_path, read_json, read_qrels, read_queries, read_run, require_file, write_json
-from ..params_check import bounded
+from ..config.params_check import bounded
 from . import arg, stage
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..io import StageError, answers_only, atomic_path, read_jsonl, read_qrels, require_file, sha256_of, with_relevant
-from ..settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
+from ..training.settings import (CrossEncoder, InBatch, LearningToRetrieve, Margin, MaskedLM, NegativeSampling, Schedule,
                         Settings, Speed)
 from . import arg, stage
 from .common import (candidate_texts, load_candidates, load_embeddings, read_split, require_texts, seed_everything,
@@ -47,7 +47,7 @@ def start_key(start) -> str:
 def start_towers(start, towers: dict, seed: int) -> tuple:
     """Two towers from `start` (an encoder folder or hub name, or a saved two-tower model to continue), their
     tokenizer, and how they are saved."""
-    from ..models import TwoTower
+    from ..modeling.models import TwoTower
 
     model, tokenizer, towers = TwoTower.start(start, towers, seed)
     positions = getattr(model.query.encoder.config, "max_position_embeddings", None)
@@ -88,7 +88,7 @@ def tokenizer(a):
         with atomic_path(a.out) as tmp:
             AutoTokenizer.from_pretrained(a.hub_model).save_pretrained(tmp)
         return a.out, {"hub_model": a.hub_model}
-    from ..tokenizer import train_wordpiece
+    from ..modeling.tokenizer import train_wordpiece
 
     with atomic_path(a.out) as tmp:
         size = train_wordpiece(unique_paragraphs(a.candidates), tmp, a.vocab_size, a.min_frequency, bool(a.lowercase))
@@ -98,7 +98,7 @@ def tokenizer(a):
 @stage("init-random", arg("--tokenizer", required=True), arg("--out", required=True), arg("--seed", type=int, required=True),
        arg("--hub-model", default=""), *arch_args())
 def init_random(a):
-    from ..models import random_encoder
+    from ..modeling.models import random_encoder
 
     arch = arch_of(a)
     if a.hub_model:   # the hub model's architecture, fresh weights
@@ -234,7 +234,7 @@ def pretrain_two_tower(a):
        arg("--label", default=""), arg("--caveat", default=""))
 def checkpoint_model(a):
     """A pretrained encoder checkpoint as a model folder of this project, evaluated as it is (not trained)."""
-    from ..checkpoint import convert
+    from ..modeling.checkpoint import convert
 
     overrides = {"pooling": a.pooling, "normalize": None if a.normalize is None else bool(a.normalize),
                  "query_length": a.query_length, "doc_length": a.doc_length, "query_prefix": a.query_prefix,
@@ -251,7 +251,7 @@ def checkpoint_model(a):
        arg("--word-bigrams", type=int, default=1, help="0 = word unigrams only (Chang et al.'s BoW-MLP)"))
 def init_bow(a):
     """Random hashed bag-of-words embeddings: word uni(/bi)grams (+ char n-grams, Huang et al. 2020's text towers)."""
-    from ..models import random_bag_of_words
+    from ..modeling.models import random_bag_of_words
 
     with atomic_path(a.out) as tmp:
         random_bag_of_words(tmp, a.buckets, a.dim, a.max_features, a.seed, a.char_ngram, bool(a.word_bigrams))
@@ -392,7 +392,7 @@ def train_ltre(a):
     """LTRe: only the query tower learns, from full retrieval over a fixed index of fixed doc vectors."""
     import copy
 
-    from ..models import TwoTower
+    from ..modeling.models import TwoTower
     from ..retrieval import vector_index
     from ..training import ltre
 

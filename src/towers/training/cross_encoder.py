@@ -15,7 +15,7 @@ import torch
 
 from ..io import StageError, with_relevant
 from ..retrieval.rerank import load, relevance, tokenize_pairs, usable_length
-from ..settings import CrossEncoder
+from .settings import CrossEncoder
 from . import distributed, loop
 from .sampling import CandidateTexts, run_rows
 

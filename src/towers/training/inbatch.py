@@ -7,9 +7,10 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..losses import in_batch_softmax
-from ..models import TwoTower, doc_input, prepare_texts, text_options, tokenize_docs, tokenize_queries
-from ..settings import InBatch, Schedule
+from .losses import in_batch_softmax
+from ..modeling.models import TwoTower, doc_input, prepare_texts, text_options
+from ..modeling.tokens import tokenize_docs, tokenize_queries
+from .settings import InBatch, Schedule
 from . import distributed, loop
 
 

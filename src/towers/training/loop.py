@@ -19,9 +19,9 @@ from tqdm import tqdm
 from transformers import get_linear_schedule_with_warmup
 
 from ..io import StageError, atomic_path, sha256_of
-from ..models import length_buckets, token_memo
+from ..modeling.tokens import length_buckets, token_memo
 from ..runtime import device  # noqa: F401  (the regimes' loop.device())
-from ..settings import Schedule, Speed
+from .settings import Schedule, Speed
 from . import distributed
 
 
@@ -123,7 +123,7 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
         with atomic_path(state_log) as tmp:
             tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         log = open(state_log, "a", encoding="utf-8")
-    # each text's token ids, tokenised at its first draw (models.token_memo): the same tensors, sooner.
+    # each text's token ids, tokenised at its first draw (tokens.token_memo): the same tensors, sooner.
     # TOWERS_TOKEN_MEMO=off tokenises every batch afresh (benchmarks/README.md compares the two)
     memo = None if os.environ.get("TOWERS_TOKEN_MEMO") == "off" else {}
     bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2, disable=not leader)

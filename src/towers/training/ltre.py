@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 from ..io import StageError
-from ..losses import CUTOFF, pairwise_count, pairwise_loss
-from ..models import tokenize_queries
+from .losses import CUTOFF, pairwise_count, pairwise_loss
+from ..modeling.tokens import tokenize_queries
 from ..retrieval import vector_index
 from ..retrieval.matrix import require_finite
-from ..settings import LearningToRetrieve
+from .settings import LearningToRetrieve
 from . import distributed, loop
 from .sampling import TrainingData, sample_negatives
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..losses import quadruplet
-from ..models import TwoTower, doc_input, tokenize_docs, tokenize_queries
-from ..settings import Margin
+from .losses import quadruplet
+from ..modeling.models import TwoTower, doc_input
+from ..modeling.tokens import tokenize_docs, tokenize_queries
+from .settings import Margin
 from . import distributed, loop
 
 VALID_STREAM = 7_777_777   # the validation draws' own seed stream, fixed across checkpoints

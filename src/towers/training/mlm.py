@@ -7,8 +7,9 @@ import numpy as np
 import torch
 from transformers import BertForMaskedLM, BertForPreTraining, DataCollatorForLanguageModeling
 
-from ..models import MEMO_LIMIT, pad_ids_of, pad_right, small_bert_config
-from ..settings import MaskedLM
+from ..modeling.models import small_bert_config
+from ..modeling.tokens import MEMO_LIMIT, pad_ids_of, pad_right
+from .settings import MaskedLM
 from . import distributed, loop
 
 

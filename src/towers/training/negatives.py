@@ -23,11 +23,12 @@ import numpy as np
 import torch
 
 from ..io import StageError
-from ..losses import inner_products, pairwise_count, pairwise_loss
-from ..models import TwoTower, tokenize_docs, tokenize_queries
+from .losses import inner_products, pairwise_count, pairwise_loss
+from ..modeling.models import TwoTower
+from ..modeling.tokens import tokenize_docs, tokenize_queries
 from ..retrieval import vector_index
 from ..retrieval.encode import encode
-from ..settings import NegativeSampling
+from .settings import NegativeSampling
 from . import distributed, loop
 from .ltre import asynchronous_retrieval
 from .sampling import TrainingData, sample_negatives

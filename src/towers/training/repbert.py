@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..losses import inner_products, multilabel_margin
-from ..settings import Schedule
+from .losses import inner_products, multilabel_margin
+from .settings import Schedule
 from . import inbatch, loop
 
 

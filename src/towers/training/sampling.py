@@ -318,7 +318,7 @@ class CandidateTexts(Sequence):
         return len(self.offsets)
 
     def _text(self, i: int):
-        from ..models import doc_input
+        from ..modeling.models import doc_input
 
         if self._handle is None:
             self._handle = open(self.path, "rb")

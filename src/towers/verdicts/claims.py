@@ -396,7 +396,7 @@ def load_claims(path, schema_path) -> dict:
     problem."""
     import jsonschema
 
-    from ..params_check import bounded, read_yaml
+    from ..config.params_check import bounded, read_yaml
 
     path = Path(path)
     # bounded: a repeated key, deep nesting or nested aliases ("billion laughs") refused before they expand

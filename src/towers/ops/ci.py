@@ -7,7 +7,7 @@ jobs whose inputs, params or code moved rerun), then recorded with `dvc commit`.
 every outdated stage's table, and a change to params.yaml outdates them all: each table would be rebuilt.)
 
 `cache-pull` / `cache-push` (`make cache-pull`, `make cache-push`): artifacts/ and their Snakemake records
-through a DVC remote (towers.cache). With `--folder` (CI: a folder its cache keeps between runs) the folder
+through a DVC remote (towers.ops.cache). With `--folder` (CI: a folder its cache keeps between runs) the folder
 holds the pointer to the last pushed build (artifacts.dvc), and the DVC remote itself where neither
 `--remote-url` (CI: DVC_REMOTE_URL) nor the project's default remote names one.
 
@@ -35,8 +35,8 @@ import yaml
 
 from . import cache
 from .cache import DVC, dvc
-from .io import StageError, atomic_path
-from .params_check import merge_configs
+from ..io import StageError, atomic_path
+from ..config.params_check import merge_configs
 
 POINTER = Path(f"{cache.ARTIFACTS}.dvc")
 CI_REMOTE = "ci"   # the remote this module configures (.dvc/config.local: never committed)
@@ -124,7 +124,7 @@ def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Pa
     paper's jobs), every other row of the committed file kept as it is. `seeds`: expected values of some cells at
     other seeds (benchmarks/figure3_seeds.py): those cells' tolerances widened to the spread over seeds
     (towers.verdicts.checks.across_seeds)."""
-    from .verdicts import checks
+    from ..verdicts import checks
 
     config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
     target = Path(config["check"]["expected"])
@@ -154,7 +154,7 @@ def keep_expected(built: Path, params: Path, overlay: Path | None, also: list[Pa
 
 def declared_paper(paper_id: str) -> dict:
     """A paper of data/papers/papers.yaml, or one line naming the file and the papers it has."""
-    from .reports import papers as paper_list
+    from ..reports import papers as paper_list
 
     papers = paper_list.load()
     if paper_id not in papers:
@@ -187,11 +187,11 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
     expected values of its tables (for keep-expected --tables)."""
     import tempfile
 
-    from .io import read_json, write_json
-    from .plan.verdicts import named_tables, question_files, unexposed_stats
-    from .reports.common import write_metrics
-    from .verdicts import checks
-    from .verdicts.claims import verdict_counts
+    from ..io import read_json, write_json
+    from ..plan.verdicts import named_tables, question_files, unexposed_stats
+    from ..reports.common import write_metrics
+    from ..verdicts import checks
+    from ..verdicts.claims import verdict_counts
 
     config = merge_configs(*(yaml.safe_load(path.read_text()) for path in (params, overlay) if path))
     paper = declared_paper(paper_id)
@@ -229,7 +229,7 @@ def paper_verdicts(paper_id: str, params: Path, overlay: Path | None, expected_o
 
 
 DVC_HEADER = """\
-# Generated from data/papers/papers.yaml by `make dvc-yaml` (python -m towers.ci dvc-yaml): edit that file, not
+# Generated from data/papers/papers.yaml by `make dvc-yaml` (python -m towers.ops.ci dvc-yaml): edit that file, not
 # this one (tests/workflow/test_ci_reuse.py checks that they agree).
 # Thin on purpose: Snakemake owns the DAG and its caching; DVC tracks the whole params file
 # and the tables' metrics, so `dvc params diff` / `dvc metrics diff` / `dvc exp run -S` work.
@@ -294,7 +294,7 @@ def dvc_yaml(papers: dict[str, dict], zeroshot_datasets: list[str]) -> str:
 
 def write_dvc_yaml(root: Path = Path("."), check: bool = False) -> bool:
     """dvc.yaml from data/papers/papers.yaml (and params.yaml's zeroshot.datasets); True when it was that already."""
-    from .reports import papers
+    from ..reports import papers
 
     text = dvc_yaml(papers.load(root=root), yaml.safe_load((root / "params.yaml").read_text())["zeroshot"]["datasets"])
     current = (root / "dvc.yaml").read_text() if (root / "dvc.yaml").exists() else ""
@@ -341,7 +341,7 @@ def record_dvc_lock(root: Path = Path(".")) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m towers.ci", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m towers.ops.ci", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     diff = sub.add_parser("metrics-diff", help="build the tables, then params and metrics diff against --base")
@@ -350,7 +350,7 @@ def main(argv=None) -> None:
     diff.add_argument("--cores", type=int, default=2)
     diff.add_argument("--no-repro", action="store_true", help="diff what is there, rebuild nothing")
     for action in ("cache-pull", "cache-push"):
-        share = sub.add_parser(action, help=f"{action[6:]} artifacts/ and their Snakemake records (towers.cache)")
+        share = sub.add_parser(action, help=f"{action[6:]} artifacts/ and their Snakemake records (towers.ops.cache)")
         share.add_argument("--folder", type=Path, help="CI's cache folder: the last build's pointer (and remote)")
         share.add_argument("--remote-url", default=os.environ.get("DVC_REMOTE_URL") or None,
                            help="a DVC remote's URL (default: $DVC_REMOTE_URL, else the default remote)")
@@ -383,14 +383,14 @@ def main(argv=None) -> None:
                      f"{', ...' if len(stale) > 5 else ''}); run `make dvc-lock`")
         print("dvc.lock: current" if args.check else "dvc.lock: recorded from a clean copy of the tracked tree")
     elif args.command == "paper-targets":
-        from .reports import papers as paper_list
+        from ..reports import papers as paper_list
 
         print("\n".join(paper_list.targets(declared_paper(args.paper))))
     elif args.command == "paper-verdicts":
         paper_verdicts(args.paper, args.params, args.configfile, args.expected_out)
         print(f"results/claims.csv, results/check.csv: {args.paper}'s rows renewed, the others kept")
     elif args.command == "dvc-yaml":
-        from .params_check import ParamsError
+        from ..config.params_check import ParamsError
 
         try:
             fresh = write_dvc_yaml(check=args.check)

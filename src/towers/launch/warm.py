@@ -15,7 +15,7 @@ hands its jobs no other (a TOWERS_WARM it inherited is cleared: another checkout
 stops when Snakemake is gone (or, given --idle, after that long without a job: not by default, since a run's
 first jobs may start before the server listens and keep it jobless for minutes).
 
-    python -m towers.warm SOCKET --watch PID [--idle SECONDS]
+    python -m towers.launch.warm SOCKET --watch PID [--idle SECONDS]
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def launch(watch: int, log) -> str | None:
     to be given in TOWERS_WARM, or None where no private socket path can be had (stages then start alone)."""
     path = socket_path()
     if path:
-        subprocess.Popen([sys.executable, "-m", "towers.warm", path, "--watch", str(watch)],
+        subprocess.Popen([sys.executable, "-m", "towers.launch.warm", path, "--watch", str(watch)],
                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     else:
         print("warning: no warm starts: none of $XDG_RUNTIME_DIR, the temporary folder and /tmp takes a private "
@@ -162,7 +162,7 @@ def _run_stage(request: dict, fds: list[int]) -> int:
     if os.environ.get("OMP_NUM_THREADS", "").isdigit():   # read once at import, in the server: set it again
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     sys.argv = ["towers", *request["argv"]]
-    from .cli import main
+    from ..cli import main
     try:
         return main(request["argv"], warm_start=True) or 0
     except SystemExit as stop:   # argparse's usage errors
@@ -230,9 +230,9 @@ def _serve(path: str, watch: int, idle: float) -> None:
     import torch  # noqa: F401  (the point of the server: imported once, shared by every fork)
     import transformers  # noqa: F401
     from transformers import BertModel  # noqa: F401
-    from . import models  # noqa: F401
-    from .retrieval import encode  # noqa: F401
-    from .stages import load_all
+    from ..modeling import models  # noqa: F401
+    from ..retrieval import encode  # noqa: F401
+    from ..stages import load_all
     load_all()
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -299,7 +299,7 @@ def _alive(pid: int) -> bool:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m towers.warm", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m towers.launch.warm", description=__doc__.splitlines()[0])
     parser.add_argument("socket", help="the socket's path, in a folder of your own (mode 700)")
     parser.add_argument("--watch", type=int, required=True, help="stop once this process (Snakemake) is gone")
     parser.add_argument("--idle", type=float, default=float("inf"),

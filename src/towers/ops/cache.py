@@ -14,9 +14,9 @@ everything after it with it. Left out (EXCLUDED, through the project's .dvcignor
 (train-state/: optimizer moments, ~3x a model, for restarting a killed run only), encoding and BM25 query
 shards (temporary: their merged matrix or run holds the same rows) and unfinished atomic writes. `size` prints what a push would store.
 
-    python -m towers.cache push [--remote NAME]   # then commit artifacts.dvc
-    python -m towers.cache pull [--remote NAME]
-    python -m towers.cache size
+    python -m towers.ops.cache push [--remote NAME]   # then commit artifacts.dvc
+    python -m towers.ops.cache pull [--remote NAME]
+    python -m towers.ops.cache size
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ EXCLUDED = {f"/{ARTIFACTS}/*/train-state/": "training resume state",
             f"/{ARTIFACTS}/**/shards/": "encoding shards (temporary)",
             f"/{ARTIFACTS}/**/*.shards/": "BM25 query shards (temporary)",
             f"/{ARTIFACTS}/**/.*.tmp*": "unfinished atomic writes",
-            f"/{ARTIFACTS}/**/.tokens/": "token ids of encoded corpora (a cache: retrieval.encode.cached_tokens)"}
+            f"/{ARTIFACTS}/**/.tokens/": "token ids of encoded corpora (a cache: tokens.cached_tokens)"}
 DVCIGNORE = Path(".dvcignore")
 
 
@@ -198,7 +198,7 @@ def pull(remote: str | None) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m towers.cache", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m towers.ops.cache", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("action", choices=["push", "pull", "size"])
     parser.add_argument("--remote", help="a DVC remote's name (default: the default remote)")

@@ -14,7 +14,7 @@ import json
 from importlib.util import find_spec
 from pathlib import Path
 
-from .io import StageError
+from ..io import StageError
 
 POOLINGS = ("cls", "mean")
 # what config_sentence_transformers.json calls the document side's prompt, in the order looked for

@@ -10,9 +10,9 @@ import dataclasses
 import typing
 from dataclasses import dataclass, field
 
-from .io import StageError
+from ..io import StageError
 
-# pairwise losses over ranked lists (LTRe sec. 4.3); towers.losses checks against these too
+# pairwise losses over ranked lists (LTRe sec. 4.3); towers.training.losses checks against these too
 LOSSES = ("ranknet", "lambdarank")
 METRICS = ("mrr@10", "ndcg@10")
 REDUCTIONS = ("query-sum", "pair-mean")

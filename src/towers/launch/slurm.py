@@ -155,6 +155,6 @@ def bound_vanished_jobs(registry=None) -> bool:
         return True
     if not _warned:
         _warned = True
-        print(f"warning: towers.slurm: snakemake-executor-plugin-slurm {plugin_version()}: {why}; a job that leaves "
+        print(f"warning: towers.launch.slurm: snakemake-executor-plugin-slurm {plugin_version()}: {why}; a job that leaves "
               "squeue is not settled (the run waits for it)", file=sys.stderr)
     return False

@@ -83,7 +83,7 @@ def keep_one_pending_look(scheduler_class=None) -> bool:
         return True
     if not _warned:
         _warned = True
-        print(f"warning: towers.scheduler: Snakemake {snakemake_version()}: JobScheduler.{METHOD} {why}; the fix "
+        print(f"warning: towers.launch.scheduler: Snakemake {snakemake_version()}: JobScheduler.{METHOD} {why}; the fix "
               "is not applied (its scheduler adds a timer a finished job while jobs wait: more of its own CPU on "
               "long local builds)", file=sys.stderr)
     return False
