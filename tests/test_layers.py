@@ -110,3 +110,24 @@ def test_the_check_sees_an_upward_import_a_lazy_one_and_a_long_module(tmp_path):
     assert "encode.py:2: retrieval imports towers.training.loop: up" in found[1]
     assert "rerank.py:2: retrieval imports towers.training.loop: up" in found[2]
     assert f"io.py: {MAX_LINES + 1} lines" in found[0]
+
+
+MAX_FUNCTION_LINES = 60
+TOP_LEVEL = {"__init__", "__main__", "cli", "io", "runtime", "digests"}   # the rest of the package lives in rooms
+
+
+def test_no_function_is_over_sixty_lines():
+    long = [f"{path.relative_to(SRC.parent)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sorted(SRC.rglob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, long
+
+
+def test_the_top_level_holds_only_the_entry_points_and_the_ground():
+    loose = sorted(p.stem for p in SRC.glob("*.py"))
+    assert set(loose) == TOP_LEVEL, set(loose) ^ TOP_LEVEL
+    assert {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()} == {
+        "config", "modeling", "datasets", "retrieval", "verdicts", "training", "reports", "stages", "plan", "ops",
+        "launch"}

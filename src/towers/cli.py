@@ -142,6 +142,22 @@ def keep_freed_memory(stage: str | None = None) -> bool:
     return True
 
 
+def stage_record(args, counts: dict, began: float, started_for, warm_start: bool) -> dict:
+    """A stage's record beside its output: its arguments, counts, seconds, resources, versions and kernels, and a
+    table's cells, note, context and labels (towers.verdicts.cells.cell) as its own fields."""
+    table = {k: counts.pop(k) for k in ("cells", "note", "context", "labels") if k in counts}
+    meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
+            "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
+            # start-up before main; whether the stage loaded torch (its import is inside "seconds" unless the
+            # stage was forked from the warm-start server, which had imported it)
+            "startup_seconds": started_for, "torch_loaded": "torch" in sys.modules, "warm_start": warm_start,
+            "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
+                                 "mwparserfromhell")}
+    meta.update(kernels())
+    meta.update(table)
+    return meta
+
+
 def main(argv=None, warm_start: bool = False) -> int:
     """Run one stage; `warm_start`: forked from the warm-start server (towers.launch.warm), torch already imported."""
     args = parser().parse_args(argv)
@@ -184,18 +200,7 @@ def main(argv=None, warm_start: bool = False) -> int:
         raise
     if parallel:
         runtime.finish()   # a stage that returned without training: only the leader writes its record
-    # a table's numbers and their sources (towers.verdicts.cells.cell), its note, what every row shares and its
-    # metrics file's labels: the record's own fields, beside the counts
-    table = {k: counts.pop(k) for k in ("cells", "note", "context", "labels") if k in counts}
-    meta = {"stage": args.stage, "arguments": {k: v for k, v in vars(args).items() if k not in ("func", "stage")},
-            "counts": counts, "seconds": round(time.perf_counter() - began, 2), **usage(),
-            # start-up before main; whether the stage loaded torch (its import is inside "seconds" unless the
-            # stage was forked from the warm-start server, which had imported it)
-            "startup_seconds": started_for, "torch_loaded": "torch" in sys.modules, "warm_start": warm_start,
-            "versions": versions("torch", "transformers", "tokenizers", "faiss-cpu", "pyserini", "ir-measures", "pysbd",
-                                 "mwparserfromhell")}
-    meta.update(kernels())
-    meta.update(table)
+    meta = stage_record(args, counts, began, started_for, warm_start)
     if output is not None:   # a stage that only checks writes nothing
         record = Path(str(output).rstrip("/") + ".meta.json")
         meta["inputs_checked"] = checked

@@ -141,162 +141,205 @@ def schema_problems(config: dict, schema: dict) -> list[tuple[list, str]]:
 
 def reference_problems(config: dict) -> list[tuple[list, str]]:
     """Names one section gives to another that do not exist, or name the wrong kind of thing (or a folder where
-    a file is meant), and values another key bounds."""
-    problems = []
-    datasets = config.get("datasets", {})
+    a file is meant), and values another key bounds: each dataset's, the runs' settings', then each paper's
+    (PAPER_REFERENCES)."""
+    refs = References(config)
+    for name, spec in refs.datasets.items():
+        dataset_references(refs, ["datasets", name], spec)
+    run_references(refs)
+    for section, check in PAPER_REFERENCES.items():
+        if config.get(section):
+            check(refs, config[section])
+    return refs.problems
 
-    def dataset(path, name, kinds, what):
-        if name not in datasets:
-            problems.append((path, f"dataset {name!r} is not defined under datasets ({', '.join(datasets)})"))
-        elif datasets[name].get("kind") not in kinds:
-            problems.append((path, f"dataset {name!r} is of kind {datasets[name].get('kind')}; {what} needs one "
-                                   f"of kind {', '.join(kinds)}"))
 
-    for name, spec in datasets.items():
-        kind, where = spec.get("kind"), ["datasets", name]
-        if kind == "open-domain":
-            dataset([*where, "base"], spec["base"], QA_KINDS, "an open-domain dataset's base")
-            dataset([*where, "extra"], spec["extra"], ("wikipedia",), "its extra candidates")
-        elif kind == "wikipedia-passages":
-            dataset([*where, "articles"], spec["articles"], ARTICLE_KINDS, "its passages")
-        elif kind == "graded-passages":
-            dataset([*where, "base"], spec["base"], PASSAGE_KINDS, "a graded set's base")
-        names = [f["name"] for f in spec.get("files", [])]
-        # "." and ".." pass the file-name pattern (no separators) but name folders: the download's path would be
-        # the dataset's folder or its parent, and Snakemake would report a missing input
-        file_keys = [(["files", i, "name"], name) for i, name in enumerate(names)] + \
-            [([key], spec[key]) for key in ("queries", "qrels") if spec.get(key)]
-        for key, name in file_keys:
-            if name in (".", ".."):
-                problems.append(([*where, *key], f"{name!r} names a folder, not a file"))
-        keys = ["archive", "triples"] + (["queries", "qrels"] if kind == "graded-passages" and not spec.get("local_dir")
-                                         else [])
-        for key in keys:
-            if spec.get(key) and spec[key] not in names:
-                problems.append(([*where, key], f"{spec[key]!r} is not one of its files ({', '.join(names) or 'none'})"))
-        if kind == "wikipedia" and spec.get("index"):   # a multistream dump parsed in parts: its first file, read whole
-            if spec["index"] not in names[1:]:
-                problems.append(([*where, "index"], f"{spec['index']!r} is not one of its files after the dump (the "
-                                                    f"first: {names[0] if names else 'none'})"))
-            if spec.get("dump"):
-                problems.append(([*where, "dump"], "a dump parsed in parts (index) is its first file, not a `dump` path"))
-            if spec.get("max_articles", 0):
-                problems.append(([*where, "max_articles"], "must be 0 where the dump is parsed in parts (index)"))
-        # files and folders params name: missing ones said here, not as Snakemake's missing-input report
-        for key in ("questions", "test_questions", "judgements", "dump"):
-            value = spec.get(key)
-            if value and not (key == "dump" and (value == "gensim" or value.startswith("gensim:"))) \
-                    and not os.path.isfile(value):
-                problems.append(([*where, key], f"no such file: {value!r}"))
-        local = spec.get("local_dir")
-        if local:
-            wanted = [f["name"] for f in spec.get("files", [])] + [spec[k] for k in ("queries", "qrels") if spec.get(k)]
-            if not os.path.isdir(local):
-                problems.append(([*where, "local_dir"], f"no such folder: {local!r}" + ("" if os.path.isabs(local) else
-                                 f" (a relative path is read against the repository root, {os.getcwd()})")))
-            elif missing := [w for w in wanted if not os.path.exists(os.path.join(local, w))]:
-                problems.append(([*where, "local_dir"], f"{local!r} holds no {missing[0]!r}"
-                                 + (f" (nor {len(missing) - 1} more of its files)" if len(missing) > 1 else "")))
+class References:
+    """The names a config defines (datasets, splits, indexes, checkpoints), the checks of a name against them, and
+    the problems found so far: (key path, problem)."""
+
+    def __init__(self, config: dict):
+        self.config, self.problems = config, []
+        self.datasets = config.get("datasets", {})
+        self.splits = set(config.get("splits", {}))
+        self.indexes = set(config.get("faiss", {}).get("indexes", {})) | {
+            i["name"] for i in config.get("ltre", {}).get("indexes", [])}
+        self.checkpoints = config.get("checkpoints", {})
+
+    def add(self, path: list, problem: str) -> None:
+        self.problems.append((path, problem))
+
+    def dataset(self, path, name, kinds, what) -> None:
+        if name not in self.datasets:
+            self.add(path, f"dataset {name!r} is not defined under datasets ({', '.join(self.datasets)})")
+        elif self.datasets[name].get("kind") not in kinds:
+            self.add(path, f"dataset {name!r} is of kind {self.datasets[name].get('kind')}; {what} needs one of kind "
+                           f"{', '.join(kinds)}")
+
+    def split_names(self, path, names) -> None:
+        for i, split in enumerate(names):
+            if split not in self.splits:
+                self.add([*path, i], f"split {split!r} is not defined under splits ({', '.join(sorted(self.splits))})")
+
+    def index(self, path, name) -> None:
+        if name and name not in self.indexes:
+            self.add(path, f"index {name!r} is not defined under faiss.indexes or ltre.indexes "
+                           f"({', '.join(sorted(self.indexes))})")
+
+    def checkpoint(self, path, name) -> None:
+        if name not in self.checkpoints:
+            self.add(path, f"checkpoint {name!r} is not defined under checkpoints "
+                           f"({', '.join(self.checkpoints) or 'none'})")
+
+
+def dataset_references(refs: References, where: list, spec: dict) -> None:
+    """A dataset's links to others, its file names, a split dump's parts, and the files and folders it names."""
+    kind = spec.get("kind")
+    if kind == "open-domain":
+        refs.dataset([*where, "base"], spec["base"], QA_KINDS, "an open-domain dataset's base")
+        refs.dataset([*where, "extra"], spec["extra"], ("wikipedia",), "its extra candidates")
+    elif kind == "wikipedia-passages":
+        refs.dataset([*where, "articles"], spec["articles"], ARTICLE_KINDS, "its passages")
+    elif kind == "graded-passages":
+        refs.dataset([*where, "base"], spec["base"], PASSAGE_KINDS, "a graded set's base")
+    names = [f["name"] for f in spec.get("files", [])]
+    # "." and ".." pass the file-name pattern (no separators) but name folders: the download's path would be
+    # the dataset's folder or its parent, and Snakemake would report a missing input
+    file_keys = [(["files", i, "name"], name) for i, name in enumerate(names)] + \
+        [([key], spec[key]) for key in ("queries", "qrels") if spec.get(key)]
+    for key, name in file_keys:
+        if name in (".", ".."):
+            refs.add([*where, *key], f"{name!r} names a folder, not a file")
+    keys = ["archive", "triples"] + (["queries", "qrels"] if kind == "graded-passages" and not spec.get("local_dir")
+                                     else [])
+    for key in keys:
+        if spec.get(key) and spec[key] not in names:
+            refs.add([*where, key], f"{spec[key]!r} is not one of its files ({', '.join(names) or 'none'})")
+    if kind == "wikipedia" and spec.get("index"):   # a multistream dump parsed in parts: its first file, read whole
+        if spec["index"] not in names[1:]:
+            refs.add([*where, "index"], f"{spec['index']!r} is not one of its files after the dump (the first: "
+                                        f"{names[0] if names else 'none'})")
+        if spec.get("dump"):
+            refs.add([*where, "dump"], "a dump parsed in parts (index) is its first file, not a `dump` path")
+        if spec.get("max_articles", 0):
+            refs.add([*where, "max_articles"], "must be 0 where the dump is parsed in parts (index)")
+    local_references(refs, where, spec)
+
+
+def local_references(refs: References, where: list, spec: dict) -> None:
+    """Files and folders params name: missing ones said here, not as Snakemake's missing-input report."""
+    for key in ("questions", "test_questions", "judgements", "dump"):
+        value = spec.get(key)
+        if value and not (key == "dump" and (value == "gensim" or value.startswith("gensim:"))) \
+                and not os.path.isfile(value):
+            refs.add([*where, key], f"no such file: {value!r}")
+    local = spec.get("local_dir")
+    if not local:
+        return
+    wanted = [f["name"] for f in spec.get("files", [])] + [spec[k] for k in ("queries", "qrels") if spec.get(k)]
+    if not os.path.isdir(local):
+        refs.add([*where, "local_dir"], f"no such folder: {local!r}" + ("" if os.path.isabs(local) else
+                 f" (a relative path is read against the repository root, {os.getcwd()})"))
+    elif missing := [w for w in wanted if not os.path.exists(os.path.join(local, w))]:
+        refs.add([*where, "local_dir"], f"{local!r} holds no {missing[0]!r}"
+                 + (f" (nor {len(missing) - 1} more of its files)" if len(missing) > 1 else ""))
+
+
+def run_references(refs: References) -> None:
+    """Settings of the runs themselves: length buckets, encoding and BM25 shards, the mining index."""
+    config, datasets = refs.config, refs.datasets
     # a bucket past the encoders' positions pads batches to more tokens than a BERT trained here takes: every
     # training job would stop in an index error, after the run's clean-up had removed the old models
     positions = config.get("encoder", {}).get("max_positions")
     for i, bucket in enumerate(config.get("gpu", {}).get("length_buckets", [])):
         if positions and bucket > positions:
-            problems.append((["gpu", "length_buckets", i], f"{bucket} is longer than the {positions} positions of "
-                                                           "the encoders trained here (encoder.max_positions)"))
+            refs.add(["gpu", "length_buckets", i], f"{bucket} is longer than the {positions} positions of the "
+                                                   "encoders trained here (encoder.max_positions)")
     for name in config.get("encode", {}).get("shards", {}):
         if name not in datasets:
-            problems.append((["encode", "shards", name], f"dataset {name!r} is not defined under datasets"))
+            refs.add(["encode", "shards", name], f"dataset {name!r} is not defined under datasets")
     split_runs = config.get("bm25", {}).get("split_runs", [])
     for name, parts in config.get("bm25", {}).get("query_shards", {}).items():
         if parts > 1 and name not in split_runs:   # only a run per query set is searched in parts
-            problems.append((["bm25", "query_shards", name], f"dataset {name!r} is not in bm25.split_runs "
-                                                            f"({', '.join(split_runs) or 'none'}): only split runs are sharded"))
+            refs.add(["bm25", "query_shards", name], f"dataset {name!r} is not in bm25.split_runs "
+                                                    f"({', '.join(split_runs) or 'none'}): only split runs are sharded")
+    refs.index(["mining", "index"], config.get("mining", {}).get("index"))
 
-    splits = set(config.get("splits", {}))
-    indexes = set(config.get("faiss", {}).get("indexes", {})) | {i["name"] for i in config.get("ltre", {}).get("indexes", [])}
 
-    def split_names(path, names):
-        for i, split in enumerate(names):
-            if split not in splits:
-                problems.append(([*path, i], f"split {split!r} is not defined under splits ({', '.join(sorted(splits))})"))
+def chang2020_references(refs: References, chang: dict) -> None:
+    refs.dataset(["chang2020", "table1", "dataset"], chang["table1"]["dataset"], ARTICLE_KINDS, "pre-training pairs")
+    refs.dataset(["chang2020", "pretraining", "corpus"], chang["pretraining"]["corpus"], ARTICLE_KINDS,
+                 "pre-training pairs")
+    for i, row in enumerate(chang["table2"]["datasets"]):
+        refs.dataset(["chang2020", "table2", "datasets", i, "name"], row["name"], QA_KINDS, "Table 2")
+    for table in ("table3", "table4", "table5", "table6"):
+        spec = chang[table]
+        refs.dataset(["chang2020", table, "dataset"], spec["dataset"],
+                     ("open-domain",) if table == "table6" else QA_KINDS, f"Table {table[-1]}")
+        refs.split_names(["chang2020", table, "splits"], spec["splits"])
+        refs.index(["chang2020", table, "index"], spec["index"])
+        for i, name in enumerate(spec.get("checkpoints", [])):
+            refs.checkpoint(["chang2020", table, "checkpoints", i], name)
+    # pre-training mixtures: each pair task's file is read once; MLM pre-trains the encoder of encoder.layers only
+    mixtures = [(["chang2020", "table6", "pretraining", i], p) for i, p in enumerate(chang["table6"]["pretraining"])]
+    layers_here = refs.config["encoder"]["layers"]
+    for i, (_, layers, pretraining, _) in enumerate(chang["table5"]["rows"]):
+        mixtures.append((["chang2020", "table5", "rows", i, 2], pretraining))
+        if pretraining == "mlm" and layers != layers_here:
+            refs.add(["chang2020", "table5", "rows", i, 1], f"an MLM row has encoder.layers ({layers_here}) layers, "
+                                                            f"not {layers}: only that encoder is MLM-pre-trained")
+    for path, pretraining in mixtures:
+        tasks = pretraining.split("+")
+        if len(set(tasks)) < len(tasks):
+            refs.add(path, f"{pretraining!r} names a pair task twice; a mixture takes each of ict, bfs and wlp at most "
+                           "once")
 
-    def index(path, name):
-        if name and name not in indexes:
-            problems.append((path, f"index {name!r} is not defined under faiss.indexes or ltre.indexes "
-                                   f"({', '.join(sorted(indexes))})"))
 
-    checkpoints = config.get("checkpoints", {})
+def quadrupletbert_references(refs: References, qb: dict) -> None:
+    for i, row in enumerate(qb["datasets"]):
+        refs.dataset(["quadrupletbert", "datasets", i, "name"], row["name"], QA_KINDS, "QuadrupletBERT's tables")
+    refs.split_names(["quadrupletbert", "splits"], qb["splits"])
+    refs.index(["quadrupletbert", "index"], qb["index"])
+    refs.index(["quadrupletbert", "quantized_index"], qb["quantized_index"])
 
-    def checkpoint(path, name):
-        if name not in checkpoints:
-            problems.append((path, f"checkpoint {name!r} is not defined under checkpoints ({', '.join(checkpoints) or 'none'})"))
 
-    chang = config.get("chang2020", {})
-    if chang:
-        dataset(["chang2020", "table1", "dataset"], chang["table1"]["dataset"], ARTICLE_KINDS, "pre-training pairs")
-        dataset(["chang2020", "pretraining", "corpus"], chang["pretraining"]["corpus"], ARTICLE_KINDS, "pre-training pairs")
-        for i, row in enumerate(chang["table2"]["datasets"]):
-            dataset(["chang2020", "table2", "datasets", i, "name"], row["name"], QA_KINDS, "Table 2")
-        for table in ("table3", "table4", "table5", "table6"):
-            spec = chang[table]
-            dataset(["chang2020", table, "dataset"], spec["dataset"], ("open-domain",) if table == "table6" else QA_KINDS,
-                    f"Table {table[-1]}")
-            split_names(["chang2020", table, "splits"], spec["splits"])
-            index(["chang2020", table, "index"], spec["index"])
-            for i, name in enumerate(spec.get("checkpoints", [])):
-                checkpoint(["chang2020", table, "checkpoints", i], name)
-        # pre-training mixtures: each pair task's file is read once; MLM pre-trains the encoder of encoder.layers only
-        mixtures = [(["chang2020", "table6", "pretraining", i], p) for i, p in enumerate(chang["table6"]["pretraining"])]
-        for i, (_, layers, pretraining, _) in enumerate(chang["table5"]["rows"]):
-            mixtures.append((["chang2020", "table5", "rows", i, 2], pretraining))
-            if pretraining == "mlm" and layers != config["encoder"]["layers"]:
-                problems.append((["chang2020", "table5", "rows", i, 1], f"an MLM row has encoder.layers "
-                                 f"({config['encoder']['layers']}) layers, not {layers}: only that encoder is MLM-pre-trained"))
-        for path, pretraining in mixtures:
-            tasks = pretraining.split("+")
-            if len(set(tasks)) < len(tasks):
-                problems.append((path, f"{pretraining!r} names a pair task twice; a mixture takes each of ict, bfs "
-                                       "and wlp at most once"))
-    index(["mining", "index"], config.get("mining", {}).get("index"))
-    qb = config.get("quadrupletbert", {})
-    if qb:
-        for i, row in enumerate(qb["datasets"]):
-            dataset(["quadrupletbert", "datasets", i, "name"], row["name"], QA_KINDS, "QuadrupletBERT's tables")
-        split_names(["quadrupletbert", "splits"], qb["splits"])
-        index(["quadrupletbert", "index"], qb["index"])
-        index(["quadrupletbert", "quantized_index"], qb["quantized_index"])
-    if config.get("repbert"):
-        dataset(["repbert", "dataset"], config["repbert"]["dataset"], PASSAGE_KINDS, "RepBERT's tables")
-        index(["repbert", "index"], config["repbert"]["index"])
-    zs = config.get("zeroshot", {})
-    if zs:   # checked here, not after hours of encoding when the table is written
-        for i, name in enumerate(zs.get("checkpoints", [])):
-            checkpoint(["zeroshot", "checkpoints", i], name)
-        for i, name in enumerate(zs.get("datasets", [])):
-            dataset(["zeroshot", "datasets", i], name, ZEROSHOT_KINDS, "a zero-shot table (evaluation queries)")
-        models = ["bm25", *(f"ckpt-{name}" for name in zs.get("checkpoints", []))]
-        for i, row in enumerate(zs.get("published", [])):
-            where = ["zeroshot", "published", i]
-            if row.get("model") not in models:
-                problems.append(([*where, "model"], f"model {row.get('model')!r} is not a row of the zero-shot tables "
-                                                    f"({', '.join(models)}: bm25 or ckpt-<a name in zeroshot.checkpoints>)"))
-            if row.get("metric") not in zs.get("metrics", []):
-                problems.append(([*where, "metric"], f"metric {row.get('metric')!r} is not in zeroshot.metrics "
-                                                     f"({', '.join(zs.get('metrics', []))})"))
-            if row.get("dataset") not in datasets:
-                problems.append(([*where, "dataset"], f"dataset {row.get('dataset')!r} is not defined under datasets"))
-    lt = config.get("ltre", {})
-    if lt:
-        dataset(["ltre", "dataset"], lt["dataset"], PASSAGE_KINDS, "LTRe's tables")
-        if lt["graded_dataset"]:
-            dataset(["ltre", "graded_dataset"], lt["graded_dataset"], ("graded-passages",), "nDCG@10's queries")
-        for i, spec in enumerate(lt["indexes"]):   # one name, one meaning: ltre.indexes join faiss.indexes
-            factory = config.get("faiss", {}).get("indexes", {}).get(spec["name"], spec["factory"])
-            if factory != spec["factory"]:
-                problems.append((["ltre", "indexes", i, "factory"], f"index {spec['name']!r} means {factory!r} in "
-                                 f"faiss.indexes but {spec['factory']!r} here"))
-    return problems
+def repbert_references(refs: References, repbert: dict) -> None:
+    refs.dataset(["repbert", "dataset"], repbert["dataset"], PASSAGE_KINDS, "RepBERT's tables")
+    refs.index(["repbert", "index"], repbert["index"])
+
+
+def zeroshot_references(refs: References, zs: dict) -> None:
+    """Checked here, not after hours of encoding when the table is written."""
+    for i, name in enumerate(zs.get("checkpoints", [])):
+        refs.checkpoint(["zeroshot", "checkpoints", i], name)
+    for i, name in enumerate(zs.get("datasets", [])):
+        refs.dataset(["zeroshot", "datasets", i], name, ZEROSHOT_KINDS, "a zero-shot table (evaluation queries)")
+    models = ["bm25", *(f"ckpt-{name}" for name in zs.get("checkpoints", []))]
+    for i, row in enumerate(zs.get("published", [])):
+        where = ["zeroshot", "published", i]
+        if row.get("model") not in models:
+            refs.add([*where, "model"], f"model {row.get('model')!r} is not a row of the zero-shot tables "
+                                        f"({', '.join(models)}: bm25 or ckpt-<a name in zeroshot.checkpoints>)")
+        if row.get("metric") not in zs.get("metrics", []):
+            refs.add([*where, "metric"], f"metric {row.get('metric')!r} is not in zeroshot.metrics "
+                                         f"({', '.join(zs.get('metrics', []))})")
+        if row.get("dataset") not in refs.datasets:
+            refs.add([*where, "dataset"], f"dataset {row.get('dataset')!r} is not defined under datasets")
+
+
+def ltre_references(refs: References, lt: dict) -> None:
+    refs.dataset(["ltre", "dataset"], lt["dataset"], PASSAGE_KINDS, "LTRe's tables")
+    if lt["graded_dataset"]:
+        refs.dataset(["ltre", "graded_dataset"], lt["graded_dataset"], ("graded-passages",), "nDCG@10's queries")
+    for i, spec in enumerate(lt["indexes"]):   # one name, one meaning: ltre.indexes join faiss.indexes
+        factory = refs.config.get("faiss", {}).get("indexes", {}).get(spec["name"], spec["factory"])
+        if factory != spec["factory"]:
+            refs.add(["ltre", "indexes", i, "factory"], f"index {spec['name']!r} means {factory!r} in faiss.indexes "
+                                                        f"but {spec['factory']!r} here")
+
+
+# each paper's section (and the zero-shot tables') declares the names it gives other sections
+PAPER_REFERENCES = {"chang2020": chang2020_references, "quadrupletbert": quadrupletbert_references,
+                    "repbert": repbert_references, "zeroshot": zeroshot_references, "ltre": ltre_references}
 
 
 def paper_problems(config: dict, papers: dict) -> list[tuple[list, str]]:

@@ -204,6 +204,20 @@ def wlp_pairs(path: PathLike, seed: int = 0, redirects: dict[str, str] | None = 
 
 
 def _wlp_pairs(path, seed, redirects, per_article, spill: _QuerySpill) -> Iterator[dict]:
+    """WLP in three passes over the articles, holding arrays, not texts: each article's lead draws (spilled) and
+    title digests; the passages linking to each article with a lead; the chosen pairs, read back in file order."""
+    ids, titles, first, has_lead = _wlp_titles(path, seed, per_article, spill)
+    # Link target digest -> ordinal of A, only for targets that are (or redirect to) an article with a lead.
+    target_keys, target_ordinals = _link_targets(titles, first, has_lead, redirects)
+    del titles, first
+    inbound = _wlp_inbound(path, ids, target_keys, target_ordinals)
+    del target_keys, target_ordinals, ids
+    yield from _wlp_emit(path, *_wlp_choose(inbound, seed, per_article, spill), spill)
+
+
+def _wlp_titles(path, seed, per_article, spill: _QuerySpill) -> tuple:
+    """Pass 1: each article's id digest and its lead draws (into `spill`); each title's digest and first article;
+    which articles have a lead."""
     digests, title_ordinals = array("Q"), array("q")
     ids = array("Q")   # digest of each article's id: pass 2 checks the file did not change
     for ordinal, article in enumerate(read_articles(path)):
@@ -215,20 +229,18 @@ def _wlp_pairs(path, seed, redirects, per_article, spill: _QuerySpill) -> Iterat
         lead = _lead_sentences(article)
         draws = _rng(seed, "wlp", article["id"]).integers(len(lead), size=per_article) if lead else None
         spill.add(article["id"], None if draws is None else [lead[int(i)][3] for i in draws])
-    articles = len(ids)
-    has_lead = np.frombuffer(spill.offsets, dtype=np.int64) >= 0 if articles else np.zeros(0, dtype=bool)
+    has_lead = np.frombuffer(spill.offsets, dtype=np.int64) >= 0 if len(ids) else np.zeros(0, dtype=bool)
     # each title's digest and its first article
     titles, first_at = np.unique(np.frombuffer(digests, dtype=np.uint64), return_index=True) \
         if digests else (np.zeros(0, np.uint64), np.zeros(0, np.int64))
     first = np.frombuffer(title_ordinals, dtype=np.int64)[first_at] if digests else np.zeros(0, np.int64)
-    del digests, title_ordinals, first_at
-    # Link target digest -> ordinal of A, only for targets that are (or redirect to) an article with a lead.
-    target_keys, target_ordinals = _link_targets(titles, first, has_lead, redirects)
-    del titles, first
-    found = len(target_keys)
+    return ids, titles, first, has_lead
 
-    inbound: dict[int, array] = {}   # A -> packed (ordinal, section, paragraph) of the passages linking to A
-    seen = 0
+
+def _wlp_inbound(path, ids: array, target_keys: np.ndarray, target_ordinals: np.ndarray) -> dict[int, array]:
+    """Pass 2: A -> packed (ordinal, section, paragraph) of the passages linking to A."""
+    inbound: dict[int, array] = {}
+    articles, found, seen = len(ids), len(target_keys), 0
     for ordinal, article in enumerate(read_articles(path)):
         seen += 1
         if ordinal >= articles or ids[ordinal] != _article_key(article["id"]):
@@ -248,9 +260,13 @@ def _wlp_pairs(path, seed, redirects, per_article, spill: _QuerySpill) -> Iterat
                     inbound.setdefault(a, array("q")).append(code)   # codes ascend, each passage once per A
     if seen != articles:
         raise _wlp_changed(path)
-    del target_keys, target_ordinals, ids
+    return inbound
 
-    codes, linked, draws = array("q"), array("q"), array("i")   # chosen pairs: passage, A, which query of A
+
+def _wlp_choose(inbound: dict[int, array], seed, per_article, spill: _QuerySpill) -> tuple:
+    """Up to per_article linking passages of each A (seeded by A's id), as (passage code, A, which query of A)
+    sorted by linking article, section, paragraph, then A and j."""
+    codes, linked, draws = array("q"), array("q"), array("i")
     for a in sorted(inbound):
         candidates = inbound.pop(a)
         rng = _rng(seed, "wlp", spill[a][0], 1)
@@ -261,15 +277,17 @@ def _wlp_pairs(path, seed, redirects, per_article, spill: _QuerySpill) -> Iterat
             draws.append(j)
     codes_, linked_, draws_ = (np.frombuffer(x, dtype=t) if len(x) else np.zeros(0, t)
                                for x, t in ((codes, np.int64), (linked, np.int64), (draws, np.int32)))
-    order = np.lexsort((draws_, linked_, codes_))   # by linking article, section, paragraph, then A and j
-    codes_, linked_, draws_ = codes_[order], linked_[order], draws_[order]
-    del codes, linked, draws, order
+    order = np.lexsort((draws_, linked_, codes_))
+    return codes_[order], linked_[order], draws_[order]
 
+
+def _wlp_emit(path, codes: np.ndarray, linked: np.ndarray, draws: np.ndarray, spill: _QuerySpill) -> Iterator[dict]:
+    """Pass 3: each chosen pair, its passage read where the file holds it (a query equal to it is no pair)."""
     next_pair = 0
     for ordinal, article in enumerate(read_articles(path)):
-        while next_pair < len(codes_) and (code := int(codes_[next_pair])) >> 2 * _INDEX_BITS == ordinal:
+        while next_pair < len(codes) and (code := int(codes[next_pair])) >> 2 * _INDEX_BITS == ordinal:
             _, s, p = _unpack(code)
-            a, j = int(linked_[next_pair]), int(draws_[next_pair])
+            a, j = int(linked[next_pair]), int(draws[next_pair])
             next_pair += 1
             try:
                 doc = article["sections"][s]["paragraphs"][p]["text"]
@@ -278,7 +296,7 @@ def _wlp_pairs(path, seed, redirects, per_article, spill: _QuerySpill) -> Iterat
             a_id, drawn = spill[a]
             if doc.strip() != drawn[j]:
                 yield _pair(drawn[j], doc, article["title"], "wlp", a_id, article["id"])
-    if next_pair < len(codes_):
+    if next_pair < len(codes):
         raise _wlp_changed(path)
 
 

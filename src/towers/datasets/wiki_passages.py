@@ -71,6 +71,48 @@ def question_split(questions: dict[str, str], later: dict[str, str], dev_fractio
     return parts["test"], list(questions) + parts["train"] + parts["valid"], valid, twins
 
 
+def write_passages(articles_path, tmp: dict[str, Path], titles: set) -> tuple:
+    """Pass 1: every paragraph passage into the collection; the articles a question asks about, and how many
+    paragraphs have two or more sentences (ICT's candidates)."""
+    from . import reqa
+
+    asked, eligible = [], 0
+    with open(tmp["candidates.jsonl"], "w", encoding="utf-8") as out:
+        writer = CollectionWriter(out, articles_path)
+        for _, article, _ in progress(reqa._articles(articles_path), "articles", "article"):
+            if article["title"] in titles:
+                asked.append(article)
+            for row, sentences in article_passages(article):
+                writer.add(row)
+                eligible += len(sentences) >= 2
+    writer.finish(lambda: ((n, row["id"]) for n, article, _ in reqa._articles(articles_path)
+                           for row, _ in article_passages(article)))
+    return writer, asked, eligible
+
+
+def ict_pseudo_queries(articles_path, ict_queries: int, eligible: int, seed: int) -> QuerySet:
+    """Pass 2: `ict_queries` seeded paragraphs of two or more sentences, each with a random sentence of its own
+    as the query (relevant: that paragraph)."""
+    from . import reqa
+
+    ict = QuerySet("ict")
+    ict.queries_where = ict.qrels_where = str(articles_path)
+    rng = random.Random(f"ict-{seed}")
+    chosen = set(rng.sample(range(eligible), min(ict_queries, eligible)))
+    position = 0
+    for _, article, _ in reqa._articles(articles_path):
+        for row, sentences in article_passages(article):
+            if len(sentences) < 2:
+                continue
+            if position in chosen:
+                qid = f"ict-{row['id']}"
+                ict.queries[qid] = " ".join(rng.choice(sentences).split())
+                ict.qrels[qid] = {row["id"]: 1}
+                ict.qrels_line[qid] = 0
+            position += 1
+    return ict
+
+
 def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries: int, dev_fraction: float,
                valid_fraction: float, seed: int, test_questions_path=None, judgements_path=None) -> dict:
     """Paragraph passages of parsed articles, the question set's qrels moved from the answer sentence to its
@@ -90,18 +132,8 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
     if ict_queries < 0:
         raise StageError("--ict-queries", f"must be 0 or more, not {ict_queries}")
     sources = [questions_path] + ([test_questions_path] if test_questions_path else [])
-    titles = {q["article"] for path in sources for q in reqa.read_questions(path)}
-    asked, eligible = [], 0
-    with open(tmp["candidates.jsonl"], "w", encoding="utf-8") as out:
-        writer = CollectionWriter(out, articles_path)
-        for _, article, _ in progress(reqa._articles(articles_path), "articles", "article"):
-            if article["title"] in titles:
-                asked.append(article)
-            for row, sentences in article_passages(article):
-                writer.add(row)
-                eligible += len(sentences) >= 2
-    writer.finish(lambda: ((n, row["id"]) for n, article, _ in reqa._articles(articles_path)
-                           for row, _ in article_passages(article)))
+    writer, asked, eligible = write_passages(articles_path, tmp, {q["article"] for path in sources
+                                                                  for q in reqa.read_questions(path)})
 
     def resolved(path, prefix):
         queries, qrels, answers = reqa.resolve_questions(path, asked, qid_prefix=prefix)
@@ -126,21 +158,7 @@ def build_wiki(articles_path, questions_path, tmp: dict[str, Path], ict_queries:
         side.queries_where = side.qrels_where = where
     test.queries_where = test.qrels_where = str(test_questions_path or questions_path)
 
-    ict = QuerySet("ict")
-    ict.queries_where = ict.qrels_where = str(articles_path)
-    rng = random.Random(f"ict-{seed}")
-    chosen = set(rng.sample(range(eligible), min(ict_queries, eligible)))
-    position = 0
-    for _, article, _ in reqa._articles(articles_path):
-        for row, sentences in article_passages(article):
-            if len(sentences) < 2:
-                continue
-            if position in chosen:
-                qid = f"ict-{row['id']}"
-                ict.queries[qid] = " ".join(rng.choice(sentences).split())
-                ict.qrels[qid] = {row["id"]: 1}
-                ict.qrels_line[qid] = 0
-            position += 1
+    ict = ict_pseudo_queries(articles_path, ict_queries, eligible, seed)
     unexposed = unexposed_queries(test.qrels, [train.qrels, ict.qrels])
     return write_dataset(tmp, writer, test, train, seed, valid_fraction, 0,
                          {"form": "wikipedia-passages", "articles": str(articles_path), "questions": str(questions_path),

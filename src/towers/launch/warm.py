@@ -264,28 +264,34 @@ def _serve(path: str, watch: int, idle: float) -> None:
                 selector.unregister(key.fileobj)
                 if key.data in clients:
                     os.kill(key.data, signal.SIGKILL)
-        while clients:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if not pid:
-                break
-            conn = clients.pop(pid, None)
-            if conn is not None:
-                try:
-                    conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
-                except OSError:
-                    pass
-                try:
-                    selector.unregister(conn)
-                except (KeyError, ValueError):   # already gone: its job's side closed first
-                    pass
-                conn.close()
+        _reap(clients, selector)
         if clients:
             quiet_since = time.monotonic()
         if not clients and (time.monotonic() - quiet_since > idle or not _alive(watch)):
             return
+
+
+def _reap(clients: dict[int, socket.socket], selector) -> None:
+    """Each finished fork's exit code sent to its job, whose connection then closes."""
+    while clients:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        conn = clients.pop(pid, None)
+        if conn is None:
+            continue
+        try:
+            conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+        except OSError:
+            pass
+        try:
+            selector.unregister(conn)
+        except (KeyError, ValueError):   # already gone: its job's side closed first
+            pass
+        conn.close()
 
 
 def _alive(pid: int) -> bool:

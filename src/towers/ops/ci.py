@@ -340,7 +340,8 @@ def record_dvc_lock(root: Path = Path(".")) -> None:
             shutil.copyfile(copy / "dvc.lock", tmp)
 
 
-def main(argv=None) -> None:
+def parser() -> argparse.ArgumentParser:
+    """The commands the Makefile and CI call, each with its arguments."""
     parser = argparse.ArgumentParser(prog="python -m towers.ops.ci", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -375,7 +376,11 @@ def main(argv=None) -> None:
     generate.add_argument("--check", action="store_true", help="only say whether dvc.yaml is up to date (exit 1: not)")
     lock = sub.add_parser("dvc-lock", help="record dvc.lock from a clean copy of the tracked tree")
     lock.add_argument("--check", action="store_true", help="only list the stages a fresh clone finds changed (exit 1)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv=None) -> None:
+    args = parser().parse_args(argv)
     if args.command == "dvc-lock":
         stale = stale_dvc_stages() if args.check else record_dvc_lock()   # dvc's failure: one line, exit 1
         if stale:

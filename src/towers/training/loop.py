@@ -78,131 +78,173 @@ def run(model: torch.nn.Module, loss_fn: Callable[[int], torch.Tensor | tuple[to
     `patience` > 0 validates the start too (step 0), stops early once `valid_loss` (from on_checkpoint) has not
     improved for that many checkpoints, and returns the weights of the best one, the start's included (kept in
     memory, and in checkpoint.pt for a resume)."""
-    run.speed.fit(positions(model))   # before the state folder is made: a bucket past them fails only mid-step
-    steps, lr, warmup_ratio, checkpoint_every = schedule.steps, schedule.lr, schedule.warmup_ratio, schedule.checkpoint_every
-    seed, log_path, stop_after_step = run.seed, run.log_path, run.stop_after_step
-    state_dir = Path(run.state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint_path = state_dir / "checkpoint.pt"
-    key = fingerprint(identity)
-    params = [p for p in model.parameters() if p.requires_grad]
-    cuda = device().type == "cuda"
-    fused = {"fused": True} if run.speed.fused_adamw else {}   # one kernel for all tensors' updates (CUDA or CPU)
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **fused)
-    if run.speed.compile and cuda:
-        compile_encoders(model)
-    buckets = run.speed.buckets()
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(warmup_ratio * steps), steps)
-    start, history, best_weights = 0, [], None   # best_weights: {"step", "model"} of the best validation so far
-    if checkpoint_path.exists():
-        saved = load_checkpoint(checkpoint_path)
-        if saved.get("fingerprint") == key:
-            model.load_state_dict(saved["model"])
-            optimizer.load_state_dict(saved["optimizer"])
-            scheduler.load_state_dict(saved["scheduler"])
-            start, history, best_weights = saved["step"], saved["history"], saved.get("best")
-            print(f"resumed from step {start} of {steps} ({checkpoint_path})", flush=True)
-    distributed.broadcast_weights(model)
-    leader = distributed.leader()
-    if patience and on_checkpoint and not start and leader:
-        # the start is a candidate too: a run whose every check is worse than its start keeps the start's weights
-        model.eval()
-        history.append({"step": 0, **on_checkpoint(0)})
-        if "valid_loss" in history[0]:
-            best_weights = weights_at(model, 0)
-    model.train()
-    use_amp = device().type == "cuda"
-    seconds, last_written = 0.0, None
-    # a resumed run keeps the steps up to its checkpoint (later ones, logged before a kill, are taken again),
-    # a fresh one starts the log over
-    state_log = state_dir / "steps.jsonl"
-    log = None
-    if log_path and leader:
-        kept = [line for line in state_log.read_text(encoding="utf-8").splitlines()
-                if json.loads(line)["step"] <= start] if start and state_log.exists() else []
-        with atomic_path(state_log) as tmp:
+    return Loop(model, schedule, run, identity, weight_decay, on_checkpoint, patience).train(loss_fn, desc)
+
+
+class Loop:
+    """One training run's state from step to step (run): the optimizer and schedule, the history of checkpoints,
+    the best weights so far, the step log, and the seconds spent."""
+
+    def __init__(self, model, schedule: Schedule, run: Run, identity: dict, weight_decay: float, on_checkpoint,
+                 patience: int):
+        run.speed.fit(positions(model))   # before the state folder is made: a bucket past them fails only mid-step
+        self.model, self.schedule, self.run, self.on_checkpoint, self.patience = model, schedule, run, on_checkpoint, patience
+        self.state_dir = Path(run.state_dir)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self.checkpoint_path = self.state_dir / "checkpoint.pt"
+        self.key = fingerprint(identity)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.cuda = device().type == "cuda"
+        fused = {"fused": True} if run.speed.fused_adamw else {}   # one kernel for all tensors' updates (CUDA or CPU)
+        self.optimizer = torch.optim.AdamW(self.params, lr=schedule.lr, weight_decay=weight_decay, **fused)
+        if run.speed.compile and self.cuda:
+            compile_encoders(model)
+        self.buckets = run.speed.buckets()
+        self.scheduler = get_linear_schedule_with_warmup(self.optimizer, int(schedule.warmup_ratio * schedule.steps),
+                                                         schedule.steps)
+        self.start, self.history, self.best_weights = 0, [], None   # best_weights: {"step", "model"} of the best
+        self.resume()
+        distributed.broadcast_weights(model)
+        self.leader = distributed.leader()
+        if patience and on_checkpoint and not self.start and self.leader:
+            # the start is a candidate too: a run whose every check is worse than its start keeps the start's weights
+            model.eval()
+            self.history.append({"step": 0, **on_checkpoint(0)})
+            if "valid_loss" in self.history[0]:
+                self.best_weights = weights_at(model, 0)
+        model.train()
+        self.seconds, self.last_written = 0.0, None
+        self.state_log, self.log = self.state_dir / "steps.jsonl", None
+        # each text's token ids, tokenised at its first draw (tokens.token_memo): the same tensors, sooner.
+        # TOWERS_TOKEN_MEMO=off tokenises every batch afresh (benchmarks/README.md compares the two)
+        self.memo = None if os.environ.get("TOWERS_TOKEN_MEMO") == "off" else {}
+
+    def resume(self) -> None:
+        """The checkpoint's weights, optimizer, schedule and history, when it is this run's (its fingerprint)."""
+        if not self.checkpoint_path.exists():
+            return
+        saved = load_checkpoint(self.checkpoint_path)
+        if saved.get("fingerprint") == self.key:
+            self.model.load_state_dict(saved["model"])
+            self.optimizer.load_state_dict(saved["optimizer"])
+            self.scheduler.load_state_dict(saved["scheduler"])
+            self.start, self.history, self.best_weights = saved["step"], saved["history"], saved.get("best")
+            print(f"resumed from step {self.start} of {self.schedule.steps} ({self.checkpoint_path})", flush=True)
+
+    def open_log(self) -> None:
+        """A resumed run keeps the steps up to its checkpoint (later ones, logged before a kill, are taken again),
+        a fresh one starts the log over."""
+        if not (self.run.log_path and self.leader):
+            return
+        kept = [line for line in self.state_log.read_text(encoding="utf-8").splitlines()
+                if json.loads(line)["step"] <= self.start] if self.start and self.state_log.exists() else []
+        with atomic_path(self.state_log) as tmp:
             tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
-        log = open(state_log, "a", encoding="utf-8")
-    # each text's token ids, tokenised at its first draw (tokens.token_memo): the same tensors, sooner.
-    # TOWERS_TOKEN_MEMO=off tokenises every batch afresh (benchmarks/README.md compares the two)
-    memo = None if os.environ.get("TOWERS_TOKEN_MEMO") == "off" else {}
-    bar = tqdm(range(start, steps), desc=desc, initial=start, total=steps, mininterval=2, disable=not leader)
-    for step in bar:
-        began, stop = time.perf_counter(), False
+        self.log = open(self.state_log, "a", encoding="utf-8")
+
+    def train(self, loss_fn, desc: str) -> dict:
+        steps = self.schedule.steps
+        self.open_log()
+        bar = tqdm(range(self.start, steps), desc=desc, initial=self.start, total=steps, mininterval=2,
+                   disable=not self.leader)
+        for step in bar:
+            record = self.step(step, loss_fn)
+            bar.set_postfix(loss=f"{record['loss']:.3f}")
+            done = step + 1
+            stop = False
+            if done % self.schedule.checkpoint_every == 0 or done == steps:
+                stop = self.checkpoint(done, record)
+            elif self.log:
+                self.log.write(json.dumps(record) + "\n")
+            if stop:
+                print(f"early stop at step {done}: valid_loss has not improved for {self.patience} checkpoints",
+                      flush=True)
+                break
+        if self.log:
+            publish_log(self.log, self.state_log, self.run.log_path)
+        distributed.finish()   # other ranks exit here: the leader writes the outputs
+        return self.report()
+
+    def step(self, step: int, loss_fn) -> dict:
+        """One update from `loss_fn(step)`'s batch, seeded by (seed, step); its log record."""
+        seed = self.run.seed
+        began = time.perf_counter()
         torch.manual_seed(step_seed(seed, step))
         if distributed.rank():   # every rank masks the same batch (CPU generator), GPUs differ in dropout
             torch.cuda.manual_seed(step_seed(seed, step) + distributed.rank())
-        if run.speed.compile and cuda:   # a new step: the graphs may overwrite the last step's outputs
+        if self.run.speed.compile and self.cuda:   # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
-        with distributed.stepping(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=use_amp), \
-                length_buckets(buckets), token_memo(memo):
+        with distributed.stepping(), torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.cuda), \
+                length_buckets(self.buckets), token_memo(self.memo):
             loss = loss_fn(step)
         loss, extras = loss if isinstance(loss, tuple) else (loss, None)
-        optimizer.zero_grad(set_to_none=True)
+        self.optimizer.zero_grad(set_to_none=True)
         loss.backward()   # a gathered batch sends gradients to the other ranks' rows
-        distributed.average_gradients(params)
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        lr_used = optimizer.param_groups[0]["lr"]
-        optimizer.step()
-        scheduler.step()
+        distributed.average_gradients(self.params)
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
+        lr_used = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
         value = round(distributed.mean_value(float(loss.detach())), 5)   # waits for the GPU: seconds cover the update
         if not math.isfinite(value):   # the float above is read every step anyway: the check costs no GPU sync
-            if log:
-                log.close()   # the steps before stay in the state folder's log; none is published
-            raise StageError(state_dir, f"loss is {value} at step {step + 1} (lr {lr_used:.3g}, batch of "
-                                        f"{schedule.batch_size} drawn from seed {seed}); nothing was saved for this step")
+            if self.log:
+                self.log.close()   # the steps before stay in the state folder's log; none is published
+            raise StageError(self.state_dir, f"loss is {value} at step {step + 1} (lr {lr_used:.3g}, batch of "
+                                             f"{self.schedule.batch_size} drawn from seed {seed}); nothing was saved "
+                                             "for this step")
         elapsed = time.perf_counter() - began
-        seconds += elapsed
-        record = {"step": step + 1, "loss": value, "lr": scheduler.get_last_lr()[0]}
+        self.seconds += elapsed
+        record = {"step": step + 1, "loss": value, "lr": self.scheduler.get_last_lr()[0]}
         if extras is not None:
             # a regime timing its own phases needs the whole step's seconds to tell the update apart
             extras["step_s"] = elapsed
             record.update(extras)
-        bar.set_postfix(loss=f"{record['loss']:.3f}")
-        done = step + 1
-        if done % checkpoint_every == 0 or done == steps:
-            if on_checkpoint and leader:   # the leader alone validates; it decides early stopping for all
-                model.eval()
-                with token_memo(memo):
-                    record.update(on_checkpoint(done))
-                model.train()
-            history.append(record)
-            if patience:
-                scored = [h for h in history if "valid_loss" in h]
-                best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
-                if best is record and leader:
-                    best_weights = weights_at(model, done)
-                stop = distributed.leader_decides(
-                    best is not None and sum(h["step"] > best["step"] for h in scored) >= patience)
-            if log:   # every step up to the checkpoint is on disk before the checkpoint a resume starts from
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-            asked_to_stop = stop_after_step is not None and done >= stop_after_step and done < steps
-            if leader and not stop and (last_written is None or asked_to_stop
-                                        or time.monotonic() - last_written >= run.resume_seconds):
-                save_atomic({"fingerprint": key, "step": done, "model": model.state_dict(),
-                             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                             "history": history, "best": best_weights}, checkpoint_path)
-                last_written = time.monotonic()
-            if asked_to_stop:
-                if log:
-                    publish_log(log, state_log, log_path)
-                distributed.finish()   # the others wait for the leader's checkpoint, then leave
-                raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
-        elif log:
-            log.write(json.dumps(record) + "\n")
-        if stop:
-            print(f"early stop at step {done}: valid_loss has not improved for {patience} checkpoints", flush=True)
-            break
-    if log:
-        publish_log(log, state_log, log_path)
-    distributed.finish()   # other ranks exit here: the leader writes the outputs
-    report = {"steps": steps, "resumed_from": start, "train_seconds_this_run": round(seconds, 2), "history": history}
-    if patience and best_weights is not None:
-        model.load_state_dict(best_weights["model"])
-        report.update(best_step=best_weights["step"], stopped_at_step=history[-1]["step"] if history else start)
-    model.eval()
-    return report
+        return record
+
+    def checkpoint(self, done: int, record: dict) -> bool:
+        """At a checkpoint step: validate, keep the best weights, log, save the state; whether to stop early."""
+        model, stop = self.model, False
+        if self.on_checkpoint and self.leader:   # the leader alone validates; it decides early stopping for all
+            model.eval()
+            with token_memo(self.memo):
+                record.update(self.on_checkpoint(done))
+            model.train()
+        self.history.append(record)
+        if self.patience:
+            scored = [h for h in self.history if "valid_loss" in h]
+            best = min(scored, key=lambda h: h["valid_loss"]) if scored else None
+            if best is record and self.leader:
+                self.best_weights = weights_at(model, done)
+            stop = distributed.leader_decides(
+                best is not None and sum(h["step"] > best["step"] for h in scored) >= self.patience)
+        if self.log:   # every step up to the checkpoint is on disk before the checkpoint a resume starts from
+            self.log.write(json.dumps(record) + "\n")
+            self.log.flush()
+        stop_after = self.run.stop_after_step
+        asked_to_stop = stop_after is not None and done >= stop_after and done < self.schedule.steps
+        if self.leader and not stop and (self.last_written is None or asked_to_stop
+                                         or time.monotonic() - self.last_written >= self.run.resume_seconds):
+            save_atomic({"fingerprint": self.key, "step": done, "model": model.state_dict(),
+                         "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                         "history": self.history, "best": self.best_weights}, self.checkpoint_path)
+            self.last_written = time.monotonic()
+        if asked_to_stop:
+            if self.log:
+                publish_log(self.log, self.state_log, self.run.log_path)
+            distributed.finish()   # the others wait for the leader's checkpoint, then leave
+            raise SystemExit(f"stopped after step {done} as asked (checkpoint kept)")
+        return stop
+
+    def report(self) -> dict:
+        """What the run did; with early stopping, the best checkpoint's weights are put back first."""
+        report = {"steps": self.schedule.steps, "resumed_from": self.start,
+                  "train_seconds_this_run": round(self.seconds, 2), "history": self.history}
+        if self.patience and self.best_weights is not None:
+            self.model.load_state_dict(self.best_weights["model"])
+            report.update(best_step=self.best_weights["step"],
+                          stopped_at_step=self.history[-1]["step"] if self.history else self.start)
+        self.model.eval()
+        return report
 
 
 def weights_at(model: torch.nn.Module, step: int) -> dict:

@@ -108,58 +108,77 @@ def train(query_tower, tokenizer, data: TrainingData, doc_embeddings: np.ndarray
     also r@<probe>_batch, bm25_overlap (with data.bm25) and async_overlap (with refresh_every) at that depth
     (the paper's Figure 3). The tower is left on loop.device(), in eval mode.
     A resumed async run retrieves anew at its first step (the table is not checkpointed)."""
-    method, probe, refresh_every = cfg.negatives, cfg.probe_depth, cfg.refresh_every
-    queries, judgements, bm25_rows, n_docs = data.queries, data.judgements, data.bm25, data.n_docs
-    if doc_embeddings.ndim != 2 or len(doc_embeddings) != n_docs or index.ntotal != n_docs:
-        raise ValueError(f"{n_docs} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
-    # a row of NaN scores nowhere: its document would never be retrieved nor be a negative (the digest below reads
-    # every page anyway)
-    require_finite(doc_embeddings, getattr(doc_embeddings, "filename", None) or "doc embeddings")
-    if method == "bm25" and bm25_rows is None:
-        raise ValueError("BM25 negatives need a BM25 run")
-    if method == "async" and not refresh_every:
-        raise ValueError("asynchronous negatives need refresh_every > 0")
-    identity = {"ltre": cfg.as_dict(), "seed": run.seed, **data.key, "doc_embeddings": _digest([doc_embeddings]),
-                "start": _digest(_weights(query_tower))}
-    dev = loop.device()
-    query_tower.to(dev)
-    size = min(cfg.batch_size, len(queries))
-    depth = max(cfg.top_n, probe)
-    timed = []   # this run's per-step extras; loop.run adds each step's step_s to them
-    pool_depth = cfg.negative_depth
-    asynchronous = {"ranked": None}   # the last asynchronous retrieval of every training query
+    steps = FullRetrievalSteps(query_tower, tokenizer, data, doc_embeddings, index, cfg, run)
+    method = cfg.negatives
+    report = loop.run(query_tower, steps.loss, cfg, run, identity=steps.identity,
+                      desc=f"ltre-{method}" if method != "ltre" else "ltre")
+    report.update(train_queries=len(data.queries), top_n=cfg.top_n, negatives=method,
+                  seconds_per_step=seconds_per_step(steps.timed))
+    return report
 
-    def encode_queries(start: int, stop: int) -> np.ndarray:
+
+class FullRetrievalSteps:
+    """train's steps: each encodes its queries, retrieves from the whole index, and scores the lists its negative
+    sampling makes (`loss`, loop.run's loss_fn); `timed` holds every step's extras."""
+
+    def __init__(self, query_tower, tokenizer, data: TrainingData, doc_embeddings: np.ndarray, index,
+                 cfg: LearningToRetrieve, run: loop.Run):
+        n_docs = data.n_docs
+        if doc_embeddings.ndim != 2 or len(doc_embeddings) != n_docs or index.ntotal != n_docs:
+            raise ValueError(f"{n_docs} doc ids, doc matrix {doc_embeddings.shape}, index of {index.ntotal}")
+        # a row of NaN scores nowhere: its document would never be retrieved nor be a negative (the digest below
+        # reads every page anyway)
+        require_finite(doc_embeddings, getattr(doc_embeddings, "filename", None) or "doc embeddings")
+        if cfg.negatives == "bm25" and data.bm25 is None:
+            raise ValueError("BM25 negatives need a BM25 run")
+        if cfg.negatives == "async" and not cfg.refresh_every:
+            raise ValueError("asynchronous negatives need refresh_every > 0")
+        self.identity = {"ltre": cfg.as_dict(), "seed": run.seed, **data.key,
+                         "doc_embeddings": _digest([doc_embeddings]), "start": _digest(_weights(query_tower))}
+        self.dev = loop.device()
+        query_tower.to(self.dev)
+        self.tower, self.tokenizer, self.data, self.docs, self.index, self.cfg, self.seed = \
+            query_tower, tokenizer, data, doc_embeddings, index, cfg, run.seed
+        self.size = min(cfg.batch_size, len(data.queries))
+        self.depth = max(cfg.top_n, cfg.probe_depth)
+        self.timed = []   # this run's per-step extras; loop.run adds each step's step_s to them
+        self.ranked = None   # the last asynchronous retrieval of every training query
+
+    def encode_queries(self, start: int, stop: int) -> np.ndarray:
+        queries, length = self.data.queries, self.cfg.query_length
         with torch.no_grad():
-            parts = [query_tower(**tokenize_queries(tokenizer, [q["text"] for q in queries[i:min(i + 256, stop)]],
-                                                    cfg.query_length, dev)).float().cpu().numpy()
+            parts = [self.tower(**tokenize_queries(self.tokenizer, [q["text"] for q in queries[i:min(i + 256, stop)]],
+                                                   length, self.dev)).float().cpu().numpy()
                      for i in range(start, stop, 256)]
-        return np.ascontiguousarray(np.concatenate(parts)) if parts else np.zeros((0, doc_embeddings.shape[1]), np.float32)
+        return np.ascontiguousarray(np.concatenate(parts)) if parts else \
+            np.zeros((0, self.docs.shape[1]), np.float32)
 
-    def refresh() -> None:
-        was_training = query_tower.training
-        query_tower.eval()
-        asynchronous["ranked"] = asynchronous_retrieval(
-            encode_queries, len(queries),
-            lambda vectors: vector_index.search(index, vectors, max(probe, pool_depth), cfg.nprobe or None)[1], n_docs)
-        query_tower.train(was_training)
+    def refresh(self) -> None:
+        cfg, was_training = self.cfg, self.tower.training
+        self.tower.eval()
+        self.ranked = asynchronous_retrieval(
+            self.encode_queries, len(self.data.queries),
+            lambda vectors: vector_index.search(self.index, vectors, max(cfg.probe_depth, cfg.negative_depth),
+                                                cfg.nprobe or None)[1], self.data.n_docs)
+        self.tower.train(was_training)
 
-    def loss_fn(step: int):
+    def loss(self, step: int):
+        cfg, queries, judgements = self.cfg, self.data.queries, self.data.judgements
         extras = {}
-        if refresh_every and (step % refresh_every == 0 or asynchronous["ranked"] is None):
+        if cfg.refresh_every and (step % cfg.refresh_every == 0 or self.ranked is None):
             began = time.perf_counter()
-            refresh()
+            self.refresh()
             extras["refresh_s"] = time.perf_counter() - began
-        rng = np.random.default_rng([run.seed, step])
-        picks = rng.choice(len(queries), size=size, replace=False)
+        rng = np.random.default_rng([self.seed, step])
+        picks = rng.choice(len(queries), size=self.size, replace=False)
         began = time.perf_counter()
-        mine = distributed.share(size)   # this process encodes its share; every process searches them all
-        batch = tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]], cfg.query_length, dev)
-        q = query_tower(**batch)
+        mine = distributed.share(self.size)   # this process encodes its share; every process searches them all
+        batch = tokenize_queries(self.tokenizer, [queries[i]["text"] for i in picks[mine]], cfg.query_length, self.dev)
+        q = self.tower(**batch)
         # the copy waits for the GPU
         vectors = np.ascontiguousarray(distributed.gather(q.detach()).float().cpu().numpy())
         encoded = time.perf_counter()
-        _, ranked = vector_index.search(index, vectors, depth, cfg.nprobe or None)
+        _, ranked = vector_index.search(self.index, vectors, self.depth, cfg.nprobe or None)
         searched = time.perf_counter()
         if (ranked[:, :cfg.top_n] < 0).any():
             raise StageError("index", f"step {step + 1}: fewer than {cfg.top_n} docs retrieved; raise nprobe")
@@ -167,34 +186,45 @@ def train(query_tower, tokenizer, data: TrainingData, doc_embeddings: np.ndarray
         extras.update(encode_s=encoded - began, search_s=searched - encoded,
                       **{"mrr@10_batch": round(batch_mrr10(judgements.labels(ranked[:, :max(cfg.top_n, CUTOFF)],
                                                                              picks)), 5)})
-        if probe:
-            extras[f"r@{probe}_batch"] = round(recall(ranked[:, :probe], [relevant[i] for i in picks]), 5)
-            if bm25_rows is not None:
-                extras["bm25_overlap"] = round(overlap(ranked[:, :probe], [bm25_rows[i][:probe] for i in picks]), 5)
-            if refresh_every:
-                extras["async_overlap"] = round(overlap(asynchronous["ranked"][picks, :probe], ranked[:, :probe]), 5)
-        if method == "ltre":
-            lists = ensure_relevant(ranked[:, :cfg.top_n], [relevant[i] for i in picks], rng)
-        else:
-            pools = {"rand": None, "bm25": bm25_rows, "async": asynchronous["ranked"]}[method]
-            lists = sampled_lists(picks, relevant, pools, cfg.negatives_per_query, n_docs, rng, pool_depth)
-        labels = torch.from_numpy(judgements.labels(lists, picks))[mine]
-        docs = torch.from_numpy(np.asarray(doc_embeddings[lists[mine]])).to(dev)   # (B, n, d): a copy, never trained
+        extras.update(self.probed(ranked, picks, relevant))
+        loss = self.pairwise(q, self.lists(ranked, picks, relevant, rng), picks, mine)
+        self.timed.append(extras)
+        return loss, extras
+
+    def probed(self, ranked: np.ndarray, picks: np.ndarray, relevant: dict) -> dict:
+        """The paper's Figure 3 at probe_depth: recall, and overlap with BM25's and the asynchronous top."""
+        probe, bm25_rows = self.cfg.probe_depth, self.data.bm25
+        if not probe:
+            return {}
+        extras = {f"r@{probe}_batch": round(recall(ranked[:, :probe], [relevant[i] for i in picks]), 5)}
+        if bm25_rows is not None:
+            extras["bm25_overlap"] = round(overlap(ranked[:, :probe], [bm25_rows[i][:probe] for i in picks]), 5)
+        if self.cfg.refresh_every:
+            extras["async_overlap"] = round(overlap(self.ranked[picks, :probe], ranked[:, :probe]), 5)
+        return extras
+
+    def lists(self, ranked: np.ndarray, picks: np.ndarray, relevant: dict, rng) -> np.ndarray:
+        """Each query's list for the pairwise loss: LTRe's top_n as retrieved, or a relevant doc and sampled
+        negatives (uniform, BM25's or the asynchronous top)."""
+        cfg = self.cfg
+        if cfg.negatives == "ltre":
+            return ensure_relevant(ranked[:, :cfg.top_n], [relevant[i] for i in picks], rng)
+        pools = {"rand": None, "bm25": self.data.bm25, "async": self.ranked}[cfg.negatives]
+        return sampled_lists(picks, relevant, pools, cfg.negatives_per_query, self.data.n_docs, rng,
+                             cfg.negative_depth)
+
+    def pairwise(self, q: torch.Tensor, lists: np.ndarray, picks: np.ndarray, mine) -> torch.Tensor:
+        """The pairwise loss of this process's queries over their lists, scored against the stored doc vectors."""
+        cfg = self.cfg
+        labels = torch.from_numpy(self.data.judgements.labels(lists, picks))[mine]
+        docs = torch.from_numpy(np.asarray(self.docs[lists[mine]])).to(self.dev)   # (B, n, d): a copy, never trained
         # an elementwise product and sum stay float32 under autocast, unlike a bmm
         scores = (q.float().unsqueeze(1) * docs).sum(-1)
-        if method != "ltre":   # ranks for LambdaRank's positions
+        if cfg.negatives != "ltre":   # ranks for LambdaRank's positions
             order = scores.detach().argsort(dim=1, descending=True)
             scores, labels = scores.gather(1, order), labels.gather(1, order.cpu())
         loss = pairwise_loss(scores, labels, cfg.loss, cfg.metric, cfg.reduction)
-        loss = loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
-        timed.append(extras)
-        return loss, extras
-
-    report = loop.run(query_tower, loss_fn, cfg, run, identity=identity,
-                      desc=f"ltre-{method}" if method != "ltre" else "ltre")
-    report.update(train_queries=len(queries), top_n=cfg.top_n, negatives=method,
-                  seconds_per_step=seconds_per_step(timed))
-    return report
+        return loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
 
 
 def seconds_per_step(timed: list[dict]) -> dict:

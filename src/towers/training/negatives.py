@@ -71,90 +71,109 @@ def train(model: TwoTower, tokenizer, data: TrainingData, docs: Sequence, cfg: N
     """docs[i]: what the doc tower reads for doc row i of `data` (a list, or sampling.CandidateTexts reading rows
     from the file when asked). Trains `model` (shared towers) in place; returns the loop's report with seconds per
     step and refresh counts. A step reads only its own queries' judgements and pools, and its lists' texts."""
-    method = cfg.negatives
-    queries, judgements, bm25_rows = data.queries, data.judgements, data.bm25
-    if len(docs) != data.n_docs:
-        raise ValueError(f"{len(docs)} doc texts for {data.n_docs} doc ids")
-    if method in ("bm25", "bm25+rand") and bm25_rows is None:
-        raise ValueError(f"{method} negatives need a BM25 run")
-    if method == "async" and not cfg.refresh_every:
-        raise ValueError("asynchronous negatives need refresh_every > 0")
-    dev = loop.device()
-    model.to(dev)
-    size = min(cfg.batch_size, len(queries))
-    depth, count = cfg.negative_depth, cfg.negatives_per_query
-    segment = model.config.get("doc_segment", 0)
-    asynchronous = {"ranked": None, "refreshes": 0}
-    timed = []   # this run's per-step extras
-    shared_file = Path(run.state_dir) / REFRESH_FILE
-
-    def refresh() -> None:
-        """ANCE's refresh: re-encode the corpus and every training query, index, retrieve (each rank its share)."""
-        start, stop = distributed.my_rows(len(docs))
-        part = encode(model.doc, tokenizer, docs[start:stop], "doc", model.config["doc_length"], ENCODE_BATCH,
-                      desc=None, segment=segment)
-        vectors = distributed.shared_matrix(part, len(docs), shared_file)
-        del part
-        asynchronous["ranked"] = asynchronous_retrieval(
-            lambda first, last: encode(model.query, tokenizer, [q["text"] for q in queries[first:last]], "query",
-                                       model.config["query_length"], ENCODE_BATCH, desc=None),
-            len(queries), lambda qv: refresh_search(vectors, qv, cfg.index, depth, cfg.nprobe), len(docs))
-        asynchronous["refreshes"] += 1
-        model.train()
-
-    def loss_fn(step: int):
-        extras = {}
-        if method == "async" and (step % cfg.refresh_every == 0 or asynchronous["ranked"] is None):
-            began = time.perf_counter()
-            refresh()
-            extras["refresh_s"] = time.perf_counter() - began
-        rng = np.random.default_rng([run.seed, step])
-        picks = rng.choice(len(queries), size=size, replace=False)
-        relevant = {int(i): judgements.relevant(i) for i in picks}
-        positives = [int(rng.choice(sorted(relevant[i]))) for i in picks]
-        mine = distributed.share(size)   # this process's queries (all of them in one process)
-        q = model.query(**tokenize_queries(tokenizer, [queries[i]["text"] for i in picks[mine]],
-                                           model.config["query_length"]))
-        if method == "nce":
-            d = distributed.gather(model.doc(**tokenize_docs(tokenizer, [docs[r] for r in positives[mine]],
-                                                             model.config["doc_length"], segment=segment)))
-            scores = inner_products(q, d)
-            in_batch_relevant = torch.tensor([[positives[j] in relevant[i] for j in range(size)] for i in picks[mine]],
-                                             device=scores.device)
-            hardest = hardest_in_batch(scores, in_batch_relevant)
-            keep = hardest >= 0
-            own = scores[torch.arange(len(q)), torch.arange(mine.start, mine.stop)]
-            lists = torch.stack([own, scores.gather(1, hardest.clamp_min(0).unsqueeze(1)).squeeze(1)], 1)[keep]
-            labels = torch.tensor([[1.0, 0.0]] * int(keep.sum()))
-        else:
-            rows = []
-            for position, (i, positive) in enumerate(zip(picks, positives)):
-                pool = pools_for(method, position, bm25_rows, asynchronous["ranked"])
-                negatives = sample_negatives(() if pool is None else pool[i][:depth], count, len(docs),
-                                             relevant[i], rng)
-                rows.append([positive, *negatives])
-            ranked = np.asarray(rows, dtype=np.int64)[mine]
-            d = model.doc(**tokenize_docs(tokenizer, [docs[r] for r in ranked.reshape(-1)], model.config["doc_length"],
-                                          segment=segment)).view(len(ranked), ranked.shape[1], -1)
-            lists = (q.float().unsqueeze(1) * d.float()).sum(-1)
-            labels = torch.from_numpy(judgements.labels(ranked, picks[mine]))
-        loss = pairwise_loss(lists, labels, cfg.loss, cfg.metric, cfg.reduction)
-        loss = loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
-        timed.append(extras)   # loop.run adds the step's step_s to it
-        return loss, extras
-
+    steps = SampledSteps(model, tokenizer, data, docs, cfg, run)
     identity = {"negatives": cfg.as_dict(), "seed": run.seed, "start": start_key, **data.key,
                 "docs": docs.key if hasattr(docs, "key") else loop.fingerprint(list(docs))}
     try:
-        report = loop.run(model, loss_fn, cfg, run, identity=identity, desc=f"neg-{method}")
+        report = loop.run(model, steps.loss, cfg, run, identity=identity, desc=f"neg-{cfg.negatives}")
     finally:
-        shared_file.unlink(missing_ok=True)
-    steps = [t["step_s"] for t in timed]
-    refreshes = [t["refresh_s"] for t in timed if "refresh_s" in t]
-    report.update(train_queries=len(queries), negatives=method, refreshes=asynchronous["refreshes"],
-                  seconds_per_step=round(float(np.mean(steps)), 6) if steps else None,
+        steps.shared_file.unlink(missing_ok=True)
+    seconds = [t["step_s"] for t in steps.timed]
+    refreshes = [t["refresh_s"] for t in steps.timed if "refresh_s" in t]
+    report.update(train_queries=len(data.queries), negatives=cfg.negatives, refreshes=steps.refreshes,
+                  seconds_per_step=round(float(np.mean(seconds)), 6) if seconds else None,
                   refresh_seconds=round(float(np.sum(refreshes)), 3))
     return report
+
+
+class SampledSteps:
+    """train's steps: a relevant document and negatives sampled as cfg.negatives says, both towers trained
+    (`loss`, loop.run's loss_fn); `timed` holds every step's extras, `refreshes` ANCE's re-encodings."""
+
+    def __init__(self, model: TwoTower, tokenizer, data: TrainingData, docs: Sequence, cfg: NegativeSampling,
+                 run: loop.Run):
+        method = cfg.negatives
+        if len(docs) != data.n_docs:
+            raise ValueError(f"{len(docs)} doc texts for {data.n_docs} doc ids")
+        if method in ("bm25", "bm25+rand") and data.bm25 is None:
+            raise ValueError(f"{method} negatives need a BM25 run")
+        if method == "async" and not cfg.refresh_every:
+            raise ValueError("asynchronous negatives need refresh_every > 0")
+        self.dev = loop.device()
+        model.to(self.dev)
+        self.model, self.tokenizer, self.data, self.docs, self.cfg, self.seed = model, tokenizer, data, docs, cfg, run.seed
+        self.size = min(cfg.batch_size, len(data.queries))
+        self.segment = model.config.get("doc_segment", 0)
+        self.ranked, self.refreshes = None, 0   # the last asynchronous retrieval of every training query
+        self.timed = []   # this run's per-step extras
+        self.shared_file = Path(run.state_dir) / REFRESH_FILE
+
+    def refresh(self) -> None:
+        """ANCE's refresh: re-encode the corpus and every training query, index, retrieve (each rank its share)."""
+        model, tokenizer, docs, queries, cfg = self.model, self.tokenizer, self.docs, self.data.queries, self.cfg
+        start, stop = distributed.my_rows(len(docs))
+        part = encode(model.doc, tokenizer, docs[start:stop], "doc", model.config["doc_length"], ENCODE_BATCH,
+                      desc=None, segment=self.segment)
+        vectors = distributed.shared_matrix(part, len(docs), self.shared_file)
+        del part
+        self.ranked = asynchronous_retrieval(
+            lambda first, last: encode(model.query, tokenizer, [q["text"] for q in queries[first:last]], "query",
+                                       model.config["query_length"], ENCODE_BATCH, desc=None),
+            len(queries), lambda qv: refresh_search(vectors, qv, cfg.index, cfg.negative_depth, cfg.nprobe),
+            len(docs))
+        self.refreshes += 1
+        model.train()
+
+    def loss(self, step: int):
+        cfg, queries, judgements = self.cfg, self.data.queries, self.data.judgements
+        extras = {}
+        if cfg.negatives == "async" and (step % cfg.refresh_every == 0 or self.ranked is None):
+            began = time.perf_counter()
+            self.refresh()
+            extras["refresh_s"] = time.perf_counter() - began
+        rng = np.random.default_rng([self.seed, step])
+        picks = rng.choice(len(queries), size=self.size, replace=False)
+        relevant = {int(i): judgements.relevant(i) for i in picks}
+        positives = [int(rng.choice(sorted(relevant[i]))) for i in picks]
+        mine = distributed.share(self.size)   # this process's queries (all of them in one process)
+        q = self.model.query(**tokenize_queries(self.tokenizer, [queries[i]["text"] for i in picks[mine]],
+                                                self.model.config["query_length"]))
+        if cfg.negatives == "nce":
+            lists, labels = self.hardest_in_batch(q, picks, positives, relevant, mine)
+        else:
+            lists, labels = self.sampled(q, picks, positives, relevant, mine, rng)
+        loss = pairwise_loss(lists, labels, cfg.loss, cfg.metric, cfg.reduction)
+        loss = loss * distributed.share_weight(pairwise_count(labels, cfg.reduction))   # processes' counts differ
+        self.timed.append(extras)   # loop.run adds the step's step_s to it
+        return loss, extras
+
+    def hardest_in_batch(self, q, picks, positives, relevant, mine) -> tuple[torch.Tensor, torch.Tensor]:
+        """NCE: each query's own document against the highest-scored other in-batch document not relevant to it."""
+        d = distributed.gather(self.model.doc(**tokenize_docs(self.tokenizer, [self.docs[r] for r in positives[mine]],
+                                                              self.model.config["doc_length"], segment=self.segment)))
+        scores = inner_products(q, d)
+        in_batch_relevant = torch.tensor([[positives[j] in relevant[i] for j in range(self.size)]
+                                          for i in picks[mine]], device=scores.device)
+        hardest = hardest_in_batch(scores, in_batch_relevant)
+        keep = hardest >= 0
+        own = scores[torch.arange(len(q)), torch.arange(mine.start, mine.stop)]
+        lists = torch.stack([own, scores.gather(1, hardest.clamp_min(0).unsqueeze(1)).squeeze(1)], 1)[keep]
+        return lists, torch.tensor([[1.0, 0.0]] * int(keep.sum()))
+
+    def sampled(self, q, picks, positives, relevant, mine, rng) -> tuple[torch.Tensor, torch.Tensor]:
+        """A relevant document and negatives_per_query drawn from the method's pool (none: the whole corpus)."""
+        cfg, rows = self.cfg, []
+        for position, (i, positive) in enumerate(zip(picks, positives)):
+            pool = pools_for(cfg.negatives, position, self.data.bm25, self.ranked)
+            negatives = sample_negatives(() if pool is None else pool[i][:cfg.negative_depth], cfg.negatives_per_query,
+                                         len(self.docs), relevant[i], rng)
+            rows.append([positive, *negatives])
+        ranked = np.asarray(rows, dtype=np.int64)[mine]
+        d = self.model.doc(**tokenize_docs(self.tokenizer, [self.docs[r] for r in ranked.reshape(-1)],
+                                           self.model.config["doc_length"], segment=self.segment)
+                           ).view(len(ranked), ranked.shape[1], -1)
+        lists = (q.float().unsqueeze(1) * d.float()).sum(-1)
+        return lists, torch.from_numpy(self.data.judgements.labels(ranked, picks[mine]))
 
 
 def require_shared(model: TwoTower, where) -> None:
