@@ -106,6 +106,8 @@ SECOND_RULE_OF = {
     "repbert_figure_1": "repbert-figure", "repbert_figure_2": "repbert-figure",       # measured apart (resources)
     "rerank_shard": "rerank", "merge_rerank": "merge-runs",                  # the deepest reranking's query shards
     "evaluation_qrels_passages": "evaluation-qrels",                         # a passage set's (unexposed.json too)
+    # Chang et al.'s Tables 1, 2 and 5, laid out by the paper's one table stage (their names kept: their jobs)
+    "pairs_table": "chang2020-table", "reqa_table": "chang2020-table", "ablation_table": "chang2020-table",
 }
 # Rules whose stage is their dataset's kind's (a run block, or the stage's name in params): splitting each into
 # a rule a kind would change their code, and so rebuild every collection and all below it.

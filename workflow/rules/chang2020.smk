@@ -1,10 +1,11 @@
 # Chang et al. 2020's tables (results/chang2020/): reproduced values beside the paper's (data/papers/chang2020*.csv),
 # with the profile. Table 1: the pre-training pairs (rule pretraining_pairs, pairs.smk); Table 2: the ReQA
 # collections (rule reqa_statistics); Tables 3-6: the evaluations of Chang's models (train.smk, dense.smk). Each
-# rule is named after its stage (chang2020_table runs `python -m towers chang2020-table`); the values its command
-# takes come from towers.plan.chang2020 (rows, inputs, note, command: one shape for every paper's tables).
+# rule runs the paper's one table stage (`python -m towers chang2020-table --table <name>`, laid out by
+# towers.reports.chang2020); the values its command takes come from towers.plan.chang2020 (rows, inputs, note,
+# command: one shape for every paper's tables).
 
-from towers.plan import Plan, row_flags
+from towers.plan import Plan, option_flags, row_flags
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
@@ -23,11 +24,13 @@ rule pairs_table:
     conda:
         plan.software.cpu_env
     params:
+        rows=row_flags(plan.chang2020.rows("table1")),
+        options=option_flags(plan.chang2020.command("table1")),
         profile=config["profile"],
         note=plan.chang2020.note("table1"),
     shell:
-        "{TOWERS} pairs-table --paper {input.paper} --profile {params.profile} --note {params.note:q}"
-        " --stats {input.stats} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        "{TOWERS} chang2020-table --table table1 --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule reqa_table:
@@ -44,12 +47,13 @@ rule reqa_table:
     conda:
         plan.software.cpu_env
     params:
+        rows=row_flags(plan.chang2020.rows("table2")),
+        options=option_flags(plan.chang2020.command("table2")),
         profile=config["profile"],
         note=plan.chang2020.note("table2"),
-        rows=row_flags(plan.chang2020.rows("table2")),
     shell:
-        "{TOWERS} reqa-table --paper {input.paper} --profile {params.profile} --note {params.note:q} {params.rows}"
-        " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        "{TOWERS} chang2020-table --table table2 --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule chang2020_table:
@@ -69,14 +73,12 @@ rule chang2020_table:
         plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.chang2020.rows(w.table)),
-        metrics=lambda w: plan.chang2020.command(w.table)["metrics"],  # the profile's recall metrics
+        options=lambda w: option_flags(plan.chang2020.command(w.table)),  # the dataset, the recall metrics
         profile=config["profile"],
-        dataset=lambda w: plan.chang2020.command(w.table)["dataset"],
         note=lambda w: plan.chang2020.note(w.table),
     shell:
         "{TOWERS} chang2020-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --dataset {params.dataset} --note {params.note:q} --metrics {params.metrics} {params.rows}"
-        " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule ablation_table:
@@ -93,11 +95,9 @@ rule ablation_table:
         plan.software.cpu_env
     params:
         rows=row_flags(plan.chang2020.rows("table5")),
-        metric=plan.chang2020.command("table5")["metric"],
+        options=option_flags(plan.chang2020.command("table5")),  # the dataset and the metric
         profile=config["profile"],
-        dataset=plan.chang2020.command("table5")["dataset"],
         note=plan.chang2020.note("table5"),
     shell:
-        "{TOWERS} ablation-table --paper {input.paper} --profile {params.profile} --dataset {params.dataset}"
-        " --note {params.note:q} --metric {params.metric} {params.rows} --csv {output.csv} --json {output.json}"
-        " 2>&1 | tee {log}"
+        "{TOWERS} chang2020-table --table table5 --paper {input.paper} --profile {params.profile}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"

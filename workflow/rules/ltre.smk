@@ -9,7 +9,7 @@
 #   q<source>-<start>-<index>  the same fixed doc side, negatives sampled instead (rand | bm25 | async):
 #                              Figure 3's baselines
 
-from towers.plan import ART, Plan, flags, row_flags
+from towers.plan import ART, Plan, flags, option_flags, row_flags
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, TRAIN = plan.software.towers, plan.software.train
@@ -99,11 +99,12 @@ rule ltre_table:
         plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.ltre.rows(w.table)),
+        options=lambda w: option_flags(plan.ltre.command(w.table)),
         profile=config["profile"],
         note=lambda w: plan.ltre.note(w.table),
     shell:
         "{TOWERS} ltre-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule ltre_figure:

@@ -1,7 +1,7 @@
 # QuadrupletBERT Tables 1-2: every cell is the mean over seeds with its standard deviation. The values the command
 # takes come from towers.plan.quadrupletbert (rows, inputs, note, command: one shape for every paper's tables).
 
-from towers.plan import Plan, row_flags
+from towers.plan import Plan, option_flags, row_flags
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
@@ -22,16 +22,13 @@ rule quadrupletbert_table:
     conda:
         plan.software.cpu_env
     params:
-        metrics=lambda w: plan.quadrupletbert.command(w.table)["metrics"],
+        rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
+        options=lambda w: option_flags(plan.quadrupletbert.command(w.table)),  # the metrics, the exact index
         profile=config["profile"],
         note=lambda w: plan.quadrupletbert.note(w.table),
-        exact=lambda w: plan.quadrupletbert.command(w.table)["exact"],  # the exact index of a quantized one's row
-        rows=lambda w: row_flags(plan.quadrupletbert.rows(w.table)),
     shell:
         "{TOWERS} quadrupletbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --note {params.note:q} --metrics {params.metrics} {params.rows} --exact-index {params.exact}"
-        " --csv {output.csv}"
-        " --json {output.json} 2>&1 | tee {log}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule quadrupletbert_phase2:

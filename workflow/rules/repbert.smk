@@ -2,7 +2,7 @@
 # model, first-stage runs (BM25, RepBERT) to repbert.depth, their latency, a cross-encoder reranking
 # their top-k at each depth, run fusion, the consistency factor against BM25, and results/repbert/.
 
-from towers.plan import ART, Plan, collection, flags, row_flags
+from towers.plan import ART, Plan, collection, flags, option_flags, row_flags
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS, TRAIN = plan.software.towers, plan.software.train
@@ -252,11 +252,12 @@ rule repbert_table:
         plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.repbert.rows(w.table)),
+        options=lambda w: option_flags(plan.repbert.command(w.table)),
         profile=config["profile"],
         note=lambda w: plan.repbert.note(w.table),
     shell:
         "{TOWERS} repbert-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 
 
 rule repbert_figure_1:

@@ -6,7 +6,7 @@
 # BM25 and zeroshot.checkpoints over the dataset's evaluation queries (towers.plan.zeroshot: the tables of no
 # paper, in the papers' shape).
 
-from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, row_flags
+from towers.plan import ART, PASSAGE_SPLIT, Plan, collection, option_flags, row_flags
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
@@ -66,12 +66,9 @@ rule zeroshot_table:
         plan.software.cpu_env
     params:
         rows=lambda w: row_flags(plan.zeroshot.rows(w.dataset)),
-        published=lambda w: plan.zeroshot.command(w.dataset)["published"],  # values published elsewhere
-        split=lambda w: plan.zeroshot.command(w.dataset)["split"],  # as the dataset names it
-        metrics=lambda w: plan.zeroshot.command(w.dataset)["metrics"],
+        options=lambda w: option_flags(plan.zeroshot.command(w.dataset)),  # split, metrics, values published
         profile=config["profile"],
         note=lambda w: plan.zeroshot.note(w.dataset),
     shell:
-        "{TOWERS} zeroshot-table --dataset {wildcards.dataset} --split {params.split:q} --profile {params.profile:q}"
-        " --note {params.note:q} --metrics {params.metrics} {params.rows} {params.published}"
-        " --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
+        "{TOWERS} zeroshot-table --table {wildcards.dataset} --profile {params.profile:q}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"

@@ -37,15 +37,15 @@ from .paths import ART, DENSE, PASSAGE_SPLIT, collection, collection_files, eval
 from .quadrupletbert import QuadrupletBert, is_model as is_quadrupletbert_model
 from .repbert import RepBert
 from .retrieval import Bm25, Dense
-from .shell import flags, one_of, q, row_flags
+from .shell import flags, one_of, option_flags, q, row_flags
 from .software import Software
 from .training import Training
 from .verdicts import Verdicts
 from .zeroshot import Zeroshot
 
 __all__ = ["ART", "DENSE", "PASSAGE_SPLIT", "Plan", "collection", "collection_files", "content_digest", "eval_json",
-           "flags", "folder_files", "folder_listing", "future_dated", "mark_profile", "one_of", "profile_marker", "q",
-           "row_flags"]
+           "flags", "folder_files", "folder_listing", "future_dated", "mark_profile", "one_of", "option_flags",
+           "profile_marker", "q", "row_flags"]
 
 _PLANS: list[tuple[weakref.ref, Plan]] = []   # (workflow, its plan); a Workflow is no dict key (it is unhashable)
 

@@ -8,7 +8,7 @@ uniform mixture of them (ict, bfs, wlp)."""
 from __future__ import annotations
 
 from .paths import ART, collection, eval_json
-from .shell import flags, q
+from .shell import flags
 from .tables import Tables
 
 MODEL = r"(transformer-[a-z+]+-l[0-9]+|bowmlp-[a-z+]+)-d[0-9]+"
@@ -85,7 +85,7 @@ class Chang2020(Tables):
 
     def rows(self, table):
         if table == "table1":
-            return []   # its stage reads the pair statistics (inputs) instead
+            return [{"stats": path} for path in self.pair_stats()]
         if table == "table2":
             return self.reqa_rows()
         if table == "table5":
@@ -114,12 +114,12 @@ class Chang2020(Tables):
                 f" fine-tuning {fine['steps']} steps of {fine['batch_size']}")
 
     def command(self, table):
-        """Tables 3, 4 and 6: the profile's recall metrics and the dataset; Table 5: its metric and dataset."""
+        """Tables 3, 4 and 6: the dataset and the profile's recall metrics; Table 5: its dataset and metric."""
         if table == "table5":
-            return {"metric": self.settings["table5"]["metric"], "dataset": self.settings["table5"]["dataset"]}
+            return {"dataset": self.settings["table5"]["dataset"], "metric": self.settings["table5"]["metric"]}
         if table in EVALUATIONS:
-            return {"metrics": " ".join(q(m) for m in self.config["metrics"] if m.startswith("R@")),
-                    "dataset": self.settings[table]["dataset"]}
+            return {"dataset": self.settings[table]["dataset"],
+                    "metrics": [m for m in self.config["metrics"] if m.startswith("R@")]}
         return {}
 
     def evaluation_rows(self, table):

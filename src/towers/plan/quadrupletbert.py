@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .paths import eval_json, model_folder
-from .shell import flags, q
+from .shell import flags
 from .tables import Tables
 
 MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")
@@ -54,7 +54,7 @@ class QuadrupletBert(Tables):
 
     def command(self, table):
         """The metrics and the exact index."""
-        return {"metrics": " ".join(map(q, self.settings["metrics"])), "exact": self.settings["index"]}
+        return {"metrics": list(self.settings["metrics"]), "exact_index": self.settings["index"]}
 
     def row(self, dataset, split, label, margin, index, seeds=None):
         evals = [eval_json(dataset["name"], self.model(label, margin, seed), split, index)

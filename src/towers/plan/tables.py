@@ -24,5 +24,6 @@ class Tables(ABC):
 
     @abstractmethod
     def command(self, table: str) -> dict:
-        """The rest of the table's command, beside its rows, note and profile: {param: its shell words, or a number
-        from params}, each shown in the rule's shell as {params.<param>}; empty when there is none."""
+        """The table's options, the rest of its command beside its rows, note and profile: {name: a value, a list of
+        values or a list of JSON objects}, as its layout declares them (towers.reports.common.Option); the rule
+        passes them as --option words (towers.plan.shell.option_flags); empty when there are none."""

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ..config.params_check import ZEROSHOT_KINDS
 from .paths import eval_json
-from .shell import q, row_flags
 from .tables import Tables
 
 
@@ -46,8 +45,8 @@ class Zeroshot(Tables):
         """The split, the metrics, and the values published elsewhere (--published). The split is the project's
         one name ("all" for a question set, "dev" for a passage set, as in paths); the source's own file (BEIR's
         qrels/test.tsv, MS MARCO's queries.dev.small.tsv) is named in the note's evaluation queries."""
-        return {"split": self.plan.checkpoints.split(dataset), "metrics": " ".join(map(q, self.settings["metrics"])),
-                "published": row_flags(self.published(dataset), "--published")}
+        return {"split": self.plan.checkpoints.split(dataset), "metrics": list(self.settings["metrics"]),
+                "published": self.published(dataset)}
 
     def published(self, dataset):
         """Values published elsewhere (model, metric, value, source) for this dataset."""

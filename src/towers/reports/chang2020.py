@@ -7,13 +7,13 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from .common import LABELS, labels, measure_names, paper_values, read_paper
+from .common import LABELS, Layout, Option, labels, measure_names, paper_values, read_paper
 
 KEY = ["split", "encoder", "pretraining"]
 
 
-def build_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, dataset: str,
-                note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def build_table(rows: list[dict], paper_csv, table: str, profile: str, note: str, *, dataset: str,
+                metrics: list[str]) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'split','encoder','pretraining','eval': path to an evaluation JSON}.
 
     Metrics are reported in percent, like the paper, each under the ir-measures name it was computed as
@@ -52,8 +52,10 @@ PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg q
                 "avg_doc_tokens": "avg doc tokens"}
 
 
-def pairs_table(stats: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
-    """Chang et al. Table 1: one row per pre-training task, each statistic beside the paper's."""
+def pairs_table(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """Chang et al. Table 1: one row per pre-training task (rows: {'stats': its pretraining-pairs statistics}),
+    each statistic beside the paper's."""
+    stats = [read_json(row["stats"]) for row in rows]
     paper = read_paper(paper_csv)
     if "task" not in paper:
         raise StageError(paper_csv, "no 'task' column")
@@ -88,7 +90,7 @@ REQA_DOC_TOKENS_NOTE = ("query tokens, doc tokens: averages, in WordPiece of the
                         " (the pair the doc tower reads)")
 
 
-def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def reqa_table(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Chang et al. Table 2: one row per paper dataset, each ReQA statistic beside the paper's.
 
     rows: {'dataset', 'paper_dataset', 'stats': a reqa-statistics JSON}; a row is named by the paper's dataset,
@@ -126,8 +128,8 @@ def reqa_table(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd
 ABLATION_KEY = ["index", "layers", "pretraining", "emb_dim"]
 
 
-def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, dataset: str,
-                   note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def ablation_table(rows: list[dict], paper_csv, table: str, profile: str, note: str, *, dataset: str,
+                   metric: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Chang et al. Table 5: one row per ablation configuration (index, layers, pre-training, embedding
     dimension), `metric` for each split beside the paper's. rows: ABLATION_KEY, 'split', 'eval'.
     The paper's row is found by index, since a scaled-down profile changes layers and dimensions."""
@@ -156,3 +158,10 @@ def ablation_table(rows: list[dict], paper_csv, metric: str, profile: str, datas
     frame = pd.DataFrame(list(records.values()))
     frame["note"] = note
     return frame, twin, cells
+
+
+EVALUATION = Layout((*KEY, "eval"), build_table, percent=True, options=(Option("dataset"), Option("metrics", many=True)))
+LAYOUTS = {"table1": Layout(("stats",), pairs_table), "table2": Layout(("dataset", "paper_dataset", "stats"), reqa_table),
+           "table3": EVALUATION, "table4": EVALUATION, "table6": EVALUATION,
+           "table5": Layout((*ABLATION_KEY, "split", "eval"), ablation_table, percent=True,
+                            options=(Option("dataset"), Option("metric")))}

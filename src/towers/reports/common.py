@@ -3,6 +3,8 @@ curves. A table's cells (the numbers the claims and the expected-value check rea
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from typing import Callable
 
 import pandas as pd
 
@@ -10,6 +12,29 @@ from ..io import StageError, read_json, write_json
 
 # the printed name of a row label where its field name differs (one spelling of each header: words and spaces)
 LABELS = {"paper_dataset": "paper dataset", "emb_dim": "emb dim"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """A setting a table's layout takes beside its rows (`--option NAME=VALUE`): one value, several (`many`: the
+    option repeated) or several JSON objects of `fields` (values published elsewhere)."""
+    name: str
+    many: bool = False
+    fields: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One table's shape, declared once in its paper's module (LAYOUTS: table name -> Layout): the fields of a row
+    (the plan builds rows of them, the stage reads them), those that may be empty or are lists, the options it
+    takes, whether its measures are percentages, and `build(rows, paper, table, profile, note, **options)` ->
+    (frame, JSON twin, cells), the one signature of every layout."""
+    fields: tuple[str, ...]
+    build: Callable
+    percent: bool = False
+    may_be_empty: tuple[str, ...] = ()
+    lists: tuple[str, ...] = ()
+    options: tuple[Option, ...] = ()
 
 
 def labels(row: dict, fields: list[str]) -> dict:

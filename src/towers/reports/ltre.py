@@ -16,7 +16,7 @@ import pandas as pd
 
 from ..io import StageError, read_json, read_jsonl
 from ..verdicts.cells import WINDOW_FRACTION, cell, query_samples, window_steps
-from .common import metric, paper_value, read_paper
+from .common import Layout, metric, paper_value, read_paper
 
 LABELS = {"rand": "Rand Neg", "bm25": "BM25 Neg", "nce": "NCE Neg", "bm25+rand": "BM25 + Rand Neg",
           "async": "Async ANN"}
@@ -77,7 +77,7 @@ def metric_cells(key: dict, row: dict, record: dict) -> list[dict]:
                  query_samples([ndcg_source(row) if name == "nDCG@10" else row["eval"]], name)) for name in METRICS]
 
 
-def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def table1(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'key', 'eval', 'graded'}; key 'BM25', a baseline chain, or 'ltre:<start chain>'; nDCG@10 from
     'graded' (a TREC DL evaluation of the same run's model) where given."""
     paper = paper_lookup(paper_csv, "table1")
@@ -96,7 +96,7 @@ def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     return frame, twin, cells
 
 
-def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def table3(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'key', 'eval', 'steps', 'index', 'before'}: 'start:<chain>' (the fixed start, with the BM25
     index its negatives came from), 'async:<chain>' (ANCE) and 'ltre:<index>' rows; 'before' is the
     evaluation of what the index serves before training (BM25; the start model through the index)."""
@@ -145,7 +145,7 @@ def table3(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     return frame, twin, cells
 
 
-def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def table4(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'train', 'test', 'eval'}: the LTRe model trained with index `train`, searched through `test`."""
     paper = paper_lookup(paper_csv, "table4")
     records, twin, cells = [], {"table": "table4", "profile": profile, "rows": {}}, []
@@ -163,6 +163,11 @@ def table4(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     frame = pd.DataFrame(records)
     frame["note"] = f"{note}; {ndcg_note(rows)}"
     return frame, twin, cells
+
+
+LAYOUTS = {"table1": Layout(("key", "eval", "graded"), table1, may_be_empty=("graded",)),
+           "table3": Layout(("key", "eval", "steps", "index", "before"), table3, may_be_empty=("before",)),
+           "table4": Layout(("train", "test", "eval", "graded"), table4, may_be_empty=("graded",))}
 
 
 def figure3_frame(runs: list[dict], depth: int) -> pd.DataFrame:

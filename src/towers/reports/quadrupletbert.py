@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from .common import paper_values
+from .common import Layout, Option, paper_values
 
 
 def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, int]:
@@ -26,7 +26,15 @@ def seed_summary(paths: list, metrics: list[str]) -> tuple[dict, dict, int]:
 SEEDED_KEY = ["dataset", "paper_dataset", "split", "model", "margin", "index"]
 
 
-def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], profile: str, note: str,
+def margin_text(margin: str) -> str:
+    """A row's margin as the paper's values name it ('0.10' is 0.1), '' for none."""
+    try:
+        return f"{float(margin):g}" if margin else ""
+    except ValueError:
+        raise StageError("--row", f"margin {margin[:80]!r} is not a number") from None
+
+
+def seeded_table(rows: list[dict], paper_csv, table: str, profile: str, note: str, *, metrics: list[str],
                  exact_index: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: SEEDED_KEY fields plus 'evals' (one evaluation JSON per seed).
 
@@ -35,6 +43,7 @@ def seeded_table(rows: list[dict], paper_csv, table: str, metrics: list[str], pr
     are what the table sweeps (Table 2; Table 1's margins are settings, said in the note). Rows on another index
     than `exact_index` have no paper value (the paper reports exact search) and their twin the recall lost against
     it. Significance is the claims' (results/claims.csv: paired over queries, Holm-corrected)."""
+    rows = [{**row, "margin": margin_text(row["margin"])} for row in rows]
     paper = paper_values(paper_csv, table)
     paper["margin"] = paper["margin"].map(lambda m: "" if pd.isna(m) else f"{float(m):g}")
     by_margin = paper["margin"].ne("").any()   # Table 2's rows are margins; Table 1's are not
@@ -164,3 +173,8 @@ def write_phase2(runs: list[dict], csv_path, png_path, note: str) -> pd.DataFram
     with atomic_path(csv_path) as tmp:
         summary.to_csv(tmp, index=False)
     return summary
+
+
+SEEDED = Layout((*SEEDED_KEY, "evals"), seeded_table, percent=True, may_be_empty=("margin",), lists=("evals",),
+                options=(Option("metrics", many=True), Option("exact_index")))
+LAYOUTS = {"table1": SEEDED, "table2": SEEDED}

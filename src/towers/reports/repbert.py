@@ -12,9 +12,9 @@ import pandas as pd
 
 from ..io import read_json
 from ..verdicts.cells import cell, query_samples
-from .common import metric, paper_value, read_paper
+from .common import Layout, metric, paper_value, read_paper
 
-def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def table1(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'method', 'eval', 'latency'}."""
     paper = read_paper(paper_csv, dtype=str)
     records, twin, cells, hardware = [], {"table": "table1", "profile": profile, "rows": {}}, [], []
@@ -40,7 +40,7 @@ def table1(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     return frame, twin, cells
 
 
-def table2(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
+def table2(rows: list[dict], paper_csv, table: str, profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """rows: {'method', 'depth', 'eval'} for the reranked runs."""
     paper = read_paper(paper_csv, dtype=str)
     records, twin, cells = [], {"table": "table2", "profile": profile, "rows": {}}, []
@@ -57,7 +57,7 @@ def table2(rows: list[dict], paper_csv, profile: str, note: str) -> tuple[pd.Dat
     return frame, twin, cells
 
 
-def fusion_table(table: str, rows: list[dict], paper_csv, profile: str,
+def fusion_table(rows: list[dict], paper_csv, table: str, profile: str,
                  note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
     """Tables 3 (RR@10) and 4 (R@1000): rows {'first', 'second', 'fusion', 'eval'}; a single run has
     second '' and fusion 'none'; the untruncated alternating merge adds R@2000 ('union')."""
@@ -82,6 +82,11 @@ def fusion_table(table: str, rows: list[dict], paper_csv, profile: str,
     frame["note"] = note + "; vs first alone: the change against the first run's own value; alternate = RepBERT eq. 6 (interleave, drop later duplicates, top 1000); union = " \
                            "the same without truncation; rrf k=60; combsum over min-max normalised scores"
     return frame, twin, cells
+
+
+FUSION = Layout(("first", "second", "fusion", "eval"), fusion_table, may_be_empty=("second",))
+LAYOUTS = {"table1": Layout(("method", "eval", "latency"), table1), "table2": Layout(("method", "depth", "eval"), table2),
+           "table3": FUSION, "table4": FUSION}
 
 
 def recall_curve(rows: list[dict], depths: list[int]) -> pd.DataFrame:

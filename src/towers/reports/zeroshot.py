@@ -6,21 +6,26 @@ import pandas as pd
 
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
-from .common import measure_names
+from .common import Layout, Option, measure_names
 
 
-def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split: str, metrics: list[str],
-                   profile: str, note: str) -> tuple[pd.DataFrame, dict, list[dict]]:
-    """results/zeroshot/<dataset>.csv: BM25 and pretrained checkpoints over a dataset's evaluation queries.
+def zeroshot_table(rows: list[dict], paper_csv, table: str, profile: str, note: str, *, split: str,
+                   metrics: list[str], published: list[dict]) -> tuple[pd.DataFrame, dict, list[dict]]:
+    """results/zeroshot/<dataset>.csv (the table's name is the dataset's; no paper's values): BM25 and pretrained
+    checkpoints over a dataset's evaluation queries.
 
     rows: {'model', 'label', 'caveat', 'eval'}; published: {'model', 'metric', 'value', 'source'}, values
     published elsewhere for a row, shown in '<metric> published' (a column only where one is given)."""
-    known = {row["model"] for row in rows}
+    dataset, known = table, {row["model"] for row in rows}
     for value in published:
+        try:
+            float(value["value"])
+        except ValueError:
+            raise StageError("--option", f"published value {value['value']!r} is not a number") from None
         if value["model"] not in known:
-            raise StageError("--published", f"model {value['model']!r} is not a row of this table ({', '.join(known)})")
+            raise StageError("--option published", f"model {value['model']!r} is not a row of this table ({', '.join(known)})")
         if value["metric"] not in metrics:
-            raise StageError("--published", f"metric {value['metric']!r} is not one of {', '.join(metrics)}")
+            raise StageError("--option published", f"metric {value['metric']!r} is not one of {', '.join(metrics)}")
     given = {(p["model"], p["metric"]): p for p in published}
     published_metrics = [m for m in metrics if any(metric == m for _, metric in given)]
     names = measure_names([row["eval"] for row in rows], metrics)   # R@100 on a question set: Success@100
@@ -48,3 +53,9 @@ def zeroshot_table(rows: list[dict], published: list[dict], dataset: str, split:
     frame = pd.DataFrame(records)
     frame["note"] = "; ".join([note, *said])   # caveats and sources said once, not in a column
     return frame, twin, cells
+
+
+# one layout, whatever the dataset: its table is named after it
+LAYOUTS = {"*": Layout(("model", "label", "caveat", "eval"), zeroshot_table, may_be_empty=("caveat",),
+                       options=(Option("split"), Option("metrics", many=True),
+                                Option("published", many=True, fields=("model", "metric", "value", "source"))))}

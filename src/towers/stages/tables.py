@@ -88,17 +88,71 @@ def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path, perce
     return csv_path, {"rows": len(frame), "labels": labels, "note": note, "context": context, "cells": cells}
 
 
-@stage("chang2020-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
-       arg("--dataset", required=True), arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
-       arg("--row", required=True, action="append", help=rows_help("split", "encoder", "pretraining", "eval")),
-       arg("--csv", required=True), arg("--json", required=True))
-def chang2020_table(a):
-    """Chang et al.'s Tables 3, 4 and 6: each encoder's recall beside the paper's (towers.reports.chang2020)."""
-    from ..reports.chang2020 import build_table
+# --- the paper tables: one argument set, each table laid out by its paper's module -------------------------
 
-    rows = parse_rows(a.row, ["split", "encoder", "pretraining", "eval"])
-    return write_table(*build_table(rows, a.paper, a.table, a.metrics, a.profile, a.dataset, a.note), a.csv, a.json,
-                       percent=True)
+TABLE_ARGS = (arg("--table", required=True, help="the table's name (its output's: table3, or a zero-shot dataset)"),
+              arg("--paper", default="", help="the paper's values (data/papers/<paper>.csv); none for a zero-shot table"),
+              arg("--profile", required=True), arg("--note", required=True),
+              arg("--row", action="append", default=[], help="a row: a JSON object of the layout's fields"),
+              arg("--option", action="append", default=[], metavar="NAME=VALUE",
+                  help="a setting the layout takes (towers.reports.common.Option; repeated for several values)"),
+              arg("--csv", required=True), arg("--json", required=True))
+NOT_PAPERS = {"common", "page", "papers", "verdict_pages"}   # the reports modules that lay out no table
+
+
+def table_layouts() -> list[str]:
+    """The modules of towers.reports that lay out tables (a paper's, and zeroshot's): each has a stage
+    `<module>-table` taking TABLE_ARGS, found by listing the package (nothing is imported until a stage runs)."""
+    import pkgutil
+
+    from .. import reports
+
+    return sorted(m.name for m in pkgutil.iter_modules(reports.__path__) if m.name not in NOT_PAPERS)
+
+
+def parse_options(layout, specs: list[str]) -> dict:
+    """--option NAME=VALUE words as the layout's keywords: each declared option once (a `many` one as a list, of
+    JSON objects where it has fields); an option it does not take, or one missing, is refused in one line."""
+    given: dict[str, list[str]] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep or not name:
+            raise StageError("--option", f"{bounded(spec)!r} is not NAME=VALUE")
+        given.setdefault(name, []).append(value)
+    declared = {o.name: o for o in layout.options}
+    if unknown := [n for n in given if n not in declared]:
+        raise StageError("--option", f"{unknown[0]!r} is not an option of this table ({', '.join(declared) or 'none'})")
+    options = {}
+    for name, option in declared.items():
+        values = given.get(name, [])
+        if option.fields:
+            values = parse_rows(values, list(option.fields), flag=f"--option {name}")
+        if not option.many and len(values) != 1:
+            raise StageError("--option", f"{name} is given {len(values)} times; the table takes it once")
+        options[name] = values if option.many else values[0]
+    return options
+
+
+def table_stage(module: str):
+    """The stage `<module>-table`: a table of towers.reports.<module>'s LAYOUTS (by name, or its '*' layout) from
+    its rows and options, written by write_table."""
+    def run(a):
+        import importlib
+
+        layouts = importlib.import_module(f"..reports.{module}", __package__).LAYOUTS
+        layout = layouts.get(a.table) or layouts.get("*")
+        if layout is None:
+            raise StageError("--table", f"{a.table!r} is not a table of {module} ({', '.join(sorted(layouts))})")
+        rows = parse_rows(a.row, list(layout.fields), may_be_empty=layout.may_be_empty, lists=layout.lists)
+        built = layout.build(rows, a.paper, a.table, a.profile, a.note, **parse_options(layout, a.option))
+        return write_table(*built, a.csv, a.json, percent=layout.percent)
+
+    run.__doc__ = f"A table of {module}'s, laid out as its LAYOUTS say (towers.reports.{module})."
+    return run
+
+
+for _module in table_layouts():
+    stage(f"{_module}-table", *TABLE_ARGS)(table_stage(_module))
 
 
 @stage("reqa-statistics", arg("--candidates", required=True), arg("--queries", required=True),
@@ -129,60 +183,6 @@ def load_tokenizer(path):
         raise StageError(path, f"cannot load the tokenizer ({first})") from None
 
 
-@stage("reqa-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
-       arg("--row", required=True, action="append", help=rows_help("dataset", "paper_dataset", "stats")),
-       arg("--csv", required=True), arg("--json", required=True))
-def reqa_table(a):
-    """Chang et al. Table 2: ReQA statistics beside the paper's."""
-    from ..reports.chang2020 import reqa_table as build
-
-    return write_table(*build(parse_rows(a.row, ["dataset", "paper_dataset", "stats"]), a.paper, a.profile, a.note),
-                       a.csv, a.json)
-
-
-@stage("pairs-table", arg("--paper", required=True), arg("--profile", required=True), arg("--note", required=True),
-       arg("--stats", required=True, nargs="+", help="pretraining-pairs statistics JSON, one per task"),
-       arg("--csv", required=True), arg("--json", required=True))
-def pairs_table(a):
-    """Chang et al. Table 1: pre-training pair statistics beside the paper's."""
-    from ..reports.chang2020 import pairs_table as build
-
-    return write_table(*build([read_json(path) for path in a.stats], a.paper, a.profile, a.note), a.csv, a.json)
-
-
-@stage("ablation-table", arg("--paper", required=True), arg("--profile", required=True), arg("--dataset", required=True),
-       arg("--note", required=True), arg("--metric", default="R@100"),
-       arg("--row", required=True, action="append",
-           help=rows_help("index", "layers", "pretraining", "emb_dim", "split", "eval")),
-       arg("--csv", required=True), arg("--json", required=True))
-def ablation_table(a):
-    """Chang et al. Table 5: one metric per split for each ablation configuration, beside the paper's."""
-    from ..reports.chang2020 import ABLATION_KEY, ablation_table as build
-
-    return write_table(*build(parse_rows(a.row, ABLATION_KEY + ["split", "eval"]), a.paper, a.metric, a.profile,
-                              a.dataset, a.note), a.csv, a.json, percent=True)
-
-
-@stage("quadrupletbert-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
-       arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
-       arg("--row", required=True, action="append",
-           help=rows_help("dataset", "paper_dataset", "split", "model", "margin", "index", "evals (a list: one a seed)")),
-       arg("--exact-index", default="flat"), arg("--csv", required=True), arg("--json", required=True))
-def quadrupletbert_table(a):
-    """QuadrupletBERT's Tables 1-2: cells that are means over seeds, with standard deviations
-    (towers.reports.quadrupletbert)."""
-    from ..reports.quadrupletbert import SEEDED_KEY, seeded_table as build
-
-    rows = parse_rows(a.row, SEEDED_KEY + ["evals"], may_be_empty=["margin"], lists=["evals"])
-    for row in rows:
-        try:
-            row["margin"] = f"{float(row['margin']):g}" if row["margin"] else ""
-        except ValueError:
-            raise StageError("--row", f"margin {bounded(row['margin'], 80)!r} is not a number") from None
-    return write_table(*build(rows, a.paper, a.table, a.metrics, a.profile, a.note, a.exact_index), a.csv, a.json,
-                       percent=True)
-
-
 @stage("quadrupletbert-phase2", arg("--run", required=True, action="append",
                                    help=rows_help("dataset", "split", "seed", "model (a phase-2 model folder)",
                                                   "curve (the CSV its checks go to)")),
@@ -195,50 +195,6 @@ def quadrupletbert_phase2(a):
     summary = report.write_phase2(parse_rows(a.run, report.PHASE2_KEY + ["model", "curve"], flag="--run"), a.csv,
                                   a.png, a.note)
     return a.csv, {"runs": len(summary), "note": a.note, "cells": report.phase2_cells(summary)}
-
-
-@stage("zeroshot-table", arg("--dataset", required=True), arg("--split", required=True), arg("--profile", required=True),
-       arg("--note", required=True), arg("--metrics", required=True, nargs="+"),
-       arg("--row", required=True, action="append", help=rows_help("model", "label", "caveat", "eval")),
-       arg("--published", action="append", default=[],
-           help="a value published elsewhere: " + rows_help("model", "metric", "value", "source")),
-       arg("--csv", required=True), arg("--json", required=True))
-def zeroshot_table(a):
-    """BM25 and pretrained checkpoints, evaluated as they are over a dataset's evaluation queries."""
-    from ..reports.zeroshot import zeroshot_table as build
-
-    published = parse_rows(a.published, ["model", "metric", "value", "source"], flag="--published")
-    for value in published:
-        try:
-            float(value["value"])
-        except ValueError:
-            raise StageError("--published", f"{value['value']!r} is not a number") from None
-    return write_table(*build(parse_rows(a.row, ["model", "label", "caveat", "eval"], may_be_empty=["caveat"]),
-                              published, a.dataset, a.split, a.metrics, a.profile, a.note), a.csv, a.json)
-
-
-REPBERT_ROWS = {"table1": ["method", "eval", "latency"], "table2": ["method", "depth", "eval"],
-                "table3": ["first", "second", "fusion", "eval"], "table4": ["first", "second", "fusion", "eval"]}
-
-
-def paper_table_args(rows: dict, name: str):
-    """A paper's table stage: --table (a key of `rows`), its paper values, the profile and note, --row
-    values (JSON objects, one list of fields per table in `rows`) and the CSV and JSON out."""
-    return (arg("--table", required=True, choices=sorted(rows)), arg("--paper", required=True),
-            arg("--profile", required=True), arg("--note", required=True),
-            arg("--row", required=True, action="append", help=f"a JSON object of a table's fields in {name}"),
-            arg("--csv", required=True), arg("--json", required=True))
-
-
-@stage("repbert-table", *paper_table_args(REPBERT_ROWS, "REPBERT_ROWS"))
-def repbert_table(a):
-    """RepBERT Tables 1-4: first-stage retrieval, reranking by depth, run fusion."""
-    from ..reports import repbert as report
-
-    rows = parse_rows(a.row, REPBERT_ROWS[a.table], may_be_empty=["second"])
-    if a.table in ("table3", "table4"):
-        return write_table(*report.fusion_table(a.table, rows, a.paper, a.profile, a.note), a.csv, a.json)
-    return write_table(*getattr(report, a.table)(rows, a.paper, a.profile, a.note), a.csv, a.json)
 
 
 @stage("repbert-figure", arg("--figure", required=True, choices=["figure1", "figure2"]), arg("--note", required=True),
@@ -276,19 +232,6 @@ def repbert_figure(a):
         cells = report.curve_cells(frame, "C", lambda m, d: {"kind": "consistency", "file": sources[m], "depth": str(d)})
     save_figure(panels, a.csv, a.png, a.note)
     return a.csv, {"panels": len(panels), "cells": cells}
-
-
-LTRE_ROWS = {"table1": ["key", "eval", "graded"], "table3": ["key", "eval", "steps", "index", "before"],
-             "table4": ["train", "test", "eval", "graded"]}
-
-
-@stage("ltre-table", *paper_table_args(LTRE_ROWS, "LTRE_ROWS"))
-def ltre_table(a):
-    """LTRe Tables 1, 3 and 4: baselines and LTRe, training indexes and time, train x evaluation index."""
-    from ..reports import ltre as report
-
-    rows = parse_rows(a.row, LTRE_ROWS[a.table], may_be_empty=["before", "graded"])
-    return write_table(*getattr(report, a.table)(rows, a.paper, a.profile, a.note), a.csv, a.json)
 
 
 @stage("ltre-figure", arg("--run", required=True, action="append", help=rows_help("method", "steps (train-ltre's log)")),
