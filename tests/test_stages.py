@@ -156,11 +156,29 @@ def seeded_row(**fields) -> str:
     (seeded_row(evals=[]), "field 'evals' must be a non-empty list of non-empty strings"),
 ])
 def test_seeded_table_with_a_malformed_row(tmp_path, row, problem):
+    """The rows as QuadrupletBERT's layout declares them (towers.reports.quadrupletbert.LAYOUTS)."""
     result = run_stage("quadrupletbert-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv", "--profile", "x",
-                       "--note", "n", "--metrics", "R@1", "--row", row, "--csv", tmp_path / "t.csv",
+                       "--note", "n", "--option", "metrics=R@1", "--option", "exact_index=flat", "--row", row,
+                       "--csv", tmp_path / "t.csv",
                        "--json", tmp_path / "t.json")
     assert_one_line_error(result, f"--row: {row} {problem} (a row is a JSON object of dataset, paper_dataset, split, "
                                   "model, margin, index, evals)")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("options, problem", [
+    (["metrics=R@1"], "--option: exact_index is given 0 times; the table takes it once"),
+    (["metrics=R@1", "exact_index=flat", "exact_index=ivf"], "--option: exact_index is given 2 times"),
+    (["metrics=R@1", "exact_index=flat", "split=5-95"], "--option: 'split' is not an option of this table (metrics, "
+                                                         "exact_index)"),
+    (["metrics"], "--option: 'metrics' is not NAME=VALUE"),
+])
+def test_a_table_with_an_option_missing_or_not_its_own(tmp_path, options, problem):
+    words = [w for option in options for w in ("--option", option)]
+    result = run_stage("quadrupletbert-table", "--table", "table1", "--paper", "data/papers/quadrupletbert.csv",
+                       "--profile", "x", "--note", "n", *words, "--row", seeded_row(), "--csv", tmp_path / "t.csv",
+                       "--json", tmp_path / "t.json")
+    assert result.returncode == 1 and result.stderr.strip().splitlines()[-1].startswith(f"error: {problem}")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -5,6 +5,7 @@ no paper), offers INTERFACE, each taking the table's name."""
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 from plan_configs import PAPERS, ROOT, mini_plan
@@ -116,9 +117,11 @@ def test_every_paper_and_the_zero_shot_tables_offer_one_interface_taking_a_table
             assert isinstance(rows, list) and all(isinstance(row, dict) for row in rows), (name, table)
             assert inputs and all(isinstance(f, str) and f for f in inputs), (name, table, inputs)
             assert isinstance(tables.note(table), str) and tables.note(table), (name, table)
-            command = tables.command(table)
-            assert isinstance(command, dict) and all(isinstance(v, (str, int, float)) for v in command.values()), \
-                (name, table, command)
+            # the rows and options are the layout's, declared once (towers.reports.<name>.LAYOUTS)
+            layouts = importlib.import_module(f"towers.reports.{name}").LAYOUTS
+            layout = layouts.get(table) or layouts["*"]
+            assert all(list(row) == list(layout.fields) for row in rows), (name, table, layout.fields)
+            assert list(tables.command(table)) == [o.name for o in layout.options], (name, table)
 
 
 def test_the_interface_is_what_the_shape_declares():

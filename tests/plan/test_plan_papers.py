@@ -21,7 +21,8 @@ def test_chang2020s_evaluation_rows_are_bm25_then_each_encoder_for_each_split():
     ablation = mini.chang2020.rows("table5")
     assert ablation[0]["eval"].startswith("artifacts/enwiki-mini-nq/eval/transformer-ict-l1-d32/")   # NQ, as the paper
     assert mini.chang2020.command("table5") == {"metric": "R@100", "dataset": "enwiki-mini-nq"}
-    assert mini.chang2020.rows("table1") == []   # Table 1 reads a statistics file a pair task instead
+    # Table 1: a row a pair task, its statistics file
+    assert mini.chang2020.rows("table1") == [{"stats": path} for path in mini.chang2020.inputs("table1")]
     assert len(mini.chang2020.inputs("table1")) == 3
     assert mini.chang2020.note("table1") == mini.config["profile_note"] != mini.chang2020.note("table3")
 
@@ -39,7 +40,7 @@ def test_quadrupletbert_rows_hold_every_seeds_evaluation():
     assert all(len(row["evals"]) == len(settings["sweep_seeds"]) for row in sweep)   # Table 2: one run a cell
     settings["sweep_seeds"] = []
     assert all(len(row["evals"]) == len(settings["seeds"]) for row in qb.rows("table2"))
-    assert set(qb.command("table1")) == {"metrics", "exact"}
+    assert set(qb.command("table1")) == {"metrics", "exact_index"}
 
 
 def test_quadrupletberts_models_count_recall_as_its_paper_does_on_a_question_set():

@@ -1,4 +1,5 @@
-"""Chang et al.'s Table 2: ReQA statistics (reqa-statistics) and the table beside the paper's (reqa-table)."""
+"""Chang et al.'s Table 2: ReQA statistics (reqa-statistics) and the table beside the paper's (chang2020-table
+--table table2)."""
 import json
 
 import pandas as pd
@@ -119,7 +120,7 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
     stats.write_text(json.dumps({"queries": 708, "candidates": 17018, "tuples": 708, "avg_query_tokens": 12.345,
                                  "avg_doc_tokens": 200.0}))
     rows = [{"dataset": "enwiki-mini", "paper_dataset": p, "stats": stats} for p in ("squad", "nq")]
-    frame, twin, _ = reqa_table(rows, PAPER, "mini", "embedded default")
+    frame, twin, _ = reqa_table(rows, PAPER, "table2", "mini", "embedded default")
     assert list(frame["dataset"]) == ["squad", "nq"] and "paper dataset" not in frame   # the paper's name
     for label in ["queries", "candidates", "tuples", "query tokens", "doc tokens"]:
         assert list(frame.columns).index(f"{label} paper") == list(frame.columns).index(label) + 1
@@ -137,7 +138,8 @@ def test_table_puts_paper_values_beside_reproduced(tmp_path):
     assert twin["rows"]["enwiki-mini/nq"] == {"queries": 708, "candidates": 17018, "tuples": 708,
                                               "query tokens": 12.35, "doc tokens": 200.0}
     # a dataset that is the paper's own says nothing about standing in
-    own, _, _ = reqa_table([{"dataset": "squad", "paper_dataset": "squad", "stats": stats}], PAPER, "paper", "paper")
+    own, _, _ = reqa_table([{"dataset": "squad", "paper_dataset": "squad", "stats": stats}], PAPER, "table2", "paper",
+                           "paper")
     assert "stands in" not in own.loc[0, "note"]
 
 
@@ -150,7 +152,7 @@ def test_table_stage_end_to_end(tmp_path):
     def spec(dataset, paper):   # a --row: a JSON object of the stage's fields
         return json.dumps({"dataset": dataset, "paper_dataset": paper, "stats": str(stats)})
 
-    done = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
+    done = run_stage("chang2020-table", "--table", "table2", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
                      spec("enwiki-mini", "squad"), "--row", spec("enwiki-mini", "nq"), "--csv", csv, "--json", twin)
     assert done.returncode == 0, done.stderr
     table = pd.read_csv(csv)
@@ -162,7 +164,7 @@ def test_table_stage_end_to_end(tmp_path):
     assert record["note"].startswith("note; enwiki-mini stands in for SQuAD")
     assert record["context"] == {"profile": "mini"} and list(table["dataset"]) == ["squad", "nq"]
     assert record["labels"] == {"table": "table2", "profile": "mini"}
-    bad = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
+    bad = run_stage("chang2020-table", "--table", "table2", "--paper", PAPER, "--profile", "mini", "--note", "note", "--row",
                     spec("enwiki-mini", "triviaqa"), "--csv", tmp_path / "bad.csv", "--json", tmp_path / "bad.json")
     assert bad.returncode == 1 and "chang2020_table2.csv: no values for dataset 'triviaqa'" in bad.stderr
     assert not (tmp_path / "bad.csv").exists()

@@ -166,9 +166,9 @@ def _zeroshot(tmp_path):
                          "--metrics", "R@1", "--out", tmp_path / f"{name}.json").returncode == 0
         rows += ["--row", json.dumps({"model": name, "label": name, "caveat": "", "eval": str(tmp_path / f"{name}.json")})]
     table = tmp_path / "results/t.csv"
-    built = run_stage("zeroshot-table", "--dataset", "d", "--split", "s", "--profile", "tiny", "--note", "n",
-                      "--metrics", "R@1", *rows, "--published", json.dumps({"model": "good", "metric": "R@1",
-                                                                           "value": "0.7", "source": "x"}),
+    published = json.dumps({"model": "good", "metric": "R@1", "value": "0.7", "source": "x"})
+    built = run_stage("zeroshot-table", "--table", "d", "--profile", "tiny", "--note", "n", "--option", "split=s",
+                      "--option", "metrics=R@1", *rows, "--option", f"published={published}",
                       "--csv", table, "--json", tmp_path / "results/t.json")
     assert built.returncode == 0, built.stderr[-2000:]
     assert run_stage("expected", "--table", f"t={table}", "--basis", "exact", "--out",

@@ -39,7 +39,7 @@ def build_table(repo: Path, queries: int, note: str):
     stats.write_text(json.dumps({"queries": queries, "candidates": 3, "tuples": queries, "avg_query_tokens": 3.0,
                                  "avg_doc_tokens": 15.67}))
     row = json.dumps({"dataset": "enwiki-mini", "paper_dataset": "squad", "stats": str(stats)})
-    done = run_stage("reqa-table", "--paper", PAPER, "--profile", "mini", "--note", note, "--row", row,
+    done = run_stage("chang2020-table", "--table", "table2", "--paper", PAPER, "--profile", "mini", "--note", note, "--row", row,
                      "--csv", repo / "table2.csv", "--json", repo / "table2.json")
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -19,7 +19,7 @@ from workflow_harness import ROOT, fresh_copy, job_counts
 pytestmark = pytest.mark.snakemake   # plans with Snakemake (make test-fast leaves it out)
 
 PAPER = "toy"
-RULES = '''from towers.plan import Plan, row_flags
+RULES = '''from towers.plan import Plan, option_flags, row_flags
 
 plan = Plan.of(workflow)   # the names below that are no Snakemake directive's come from here (towers.plan)
 TOWERS = plan.software.towers
@@ -37,17 +37,16 @@ rule toy_table:
         table="table1",
     params:
         rows=lambda w: row_flags(plan.toy.rows(w.table)),
+        options=lambda w: option_flags(plan.toy.command(w.table)),
         profile=config["profile"],
         note=lambda w: plan.toy.note(w.table),
-        dataset=lambda w: plan.toy.command(w.table)["dataset"],
     log:
         "logs/tables/toy_{table}.log",
     conda:
         plan.software.cpu_env
     shell:
         "{TOWERS} toy-table --table {wildcards.table} --paper {input.paper} --profile {params.profile}"
-        " --dataset {params.dataset} --note {params.note:q} {params.rows} --csv {output.csv} --json {output.json}"
-        " 2>&1 | tee {log}"
+        " --note {params.note:q} {params.options} {params.rows} --csv {output.csv} --json {output.json} 2>&1 | tee {log}"
 '''
 # the paper's plan in the shape of every paper's (towers.plan.tables.Tables: a method left out fails the Plan)
 PLAN = '''"""The toy paper's table: each model's evaluation on toy.dataset's split."""
@@ -74,21 +73,15 @@ class Toy(Tables):
     def command(self, table):
         return {"dataset": self.settings["dataset"]}
 '''
-STAGE = '''
-
-@stage("toy-table", arg("--table", required=True), arg("--paper", required=True), arg("--profile", required=True),
-       arg("--dataset", required=True), arg("--note", required=True), arg("--row", required=True, action="append"),
-       arg("--csv", required=True), arg("--json", required=True))
-def toy_table(a):
-    from ..reports.toy import build
-
-    return write_table(*build(parse_rows(a.row, ["model", "eval"]), a.paper, a.table, a.profile, a.note), a.csv, a.json)
-'''
 REPORT = '''"""The toy paper's table: never built (tests/workflow/test_fifth_paper.py only plans it)."""
+from .common import Layout, Option
 
 
-def build(rows, paper, table, profile, note):
+def build(rows, paper, table, profile, note, *, dataset):
     raise NotImplementedError
+
+
+LAYOUTS = {"table1": Layout(("model", "eval"), build, options=(Option("dataset"),))}
 '''
 CLAIMS = {"paper": PAPER, "title": "A toy paper", "claims": [
     {"id": "toy-1", "source": "Table 1", "statement": "The checkpoint beats BM25.", "table": "toy/table1",
@@ -129,10 +122,6 @@ def add_paper(work: Path) -> set[str]:
         "tests/fixtures/tiny.yaml": lambda t: t + "\n" + yaml.safe_dump({PAPER: {"split": "50-50"}}),
         "workflow/rules/toy.smk": lambda _: RULES,
         "src/towers/plan/toy.py": lambda _: PLAN,
-        "src/towers/plan/__init__.py": lambda t: t.replace("from .training import Training\n",
-                                                           "from .toy import Toy\nfrom .training import Training\n")
-            .replace("        self.ltre = Ltre(self)\n", "        self.ltre = Ltre(self)\n        self.toy = Toy(self)\n"),
-        "src/towers/stages/tables.py": lambda t: t + STAGE,
         "src/towers/reports/toy.py": lambda _: REPORT,
     }
     for name, change in touched.items():
@@ -167,7 +156,7 @@ def test_a_fifth_paper_needs_the_listed_files_and_no_other(tmp_path):
         assert counts["toy_table"] == 1 and counts["chang2020_table"] == 3, (name, counts)
         command = next(line for line in plan.stdout.splitlines() if "-m towers toy-table " in line)
         assert "--table table1 --paper data/papers/toy.csv" in command
-        assert f"--dataset {dataset} --note " in command and f"evaluation queries of {dataset}" in command, command
+        assert f"--option dataset={dataset} " in command and f"evaluation queries of {dataset}" in command, command
         assert f"artifacts/{dataset}/eval/ckpt-minilm/{split}/flat.json" in command, (name, command)
         assert plan.stdout.count("--table toy/table1=results/toy/table1.csv") == 2, name   # the claims and the check
         assert "data/papers/toy.claims.yaml" in plan.stdout, name   # claims.papers names it

@@ -22,23 +22,23 @@ recall convention), the Plan hands it down when it builds that family, so that n
 Nothing here runs Snakemake or changes the config; only towers.plan.files reads files (digests, listings)."""
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import weakref
 
 from ..reports import papers as paper_list
-from .chang2020 import Chang2020
 from .checkpoints import Checkpoints
 from .datasets import Datasets
 from .evaluation import Evaluation
 from .files import content_digest, folder_files, folder_listing, future_dated, mark_profile
-from .ltre import Ltre, index_owner
+from .ltre import index_owner
 from .paths import ART, DENSE, PASSAGE_SPLIT, collection, collection_files, eval_json, profile_marker
-from .quadrupletbert import QuadrupletBert, is_model as is_quadrupletbert_model
-from .repbert import RepBert
+from .quadrupletbert import is_model as is_quadrupletbert_model
 from .retrieval import Bm25, Dense
 from .shell import flags, one_of, option_flags, q, row_flags
 from .software import Software
+from .tables import Tables
 from .training import Training
 from .verdicts import Verdicts
 from .zeroshot import Zeroshot
@@ -48,6 +48,17 @@ __all__ = ["ART", "DENSE", "PASSAGE_SPLIT", "Plan", "collection", "collection_fi
            "profile_marker", "q", "row_flags"]
 
 _PLANS: list[tuple[weakref.ref, Plan]] = []   # (workflow, its plan); a Workflow is no dict key (it is unhashable)
+
+
+def paper_plan(paper: str) -> type:
+    """The Tables class that towers.plan.<paper> defines (a paper's module defines one): a paper declared in
+    data/papers/papers.yaml is planned by its own module, named by its id, with no line here."""
+    module = importlib.import_module(f".{paper}", __name__)
+    found = [c for c in vars(module).values()
+             if isinstance(c, type) and issubclass(c, Tables) and c.__module__ == module.__name__]
+    if len(found) != 1:
+        raise ValueError(f"towers.plan.{paper} defines {len(found)} Tables classes, not one")
+    return found[0]
 
 
 class Plan:
@@ -70,10 +81,8 @@ class Plan:
         self.dense = Dense(self, index_owner=index_owner)   # LTRe's grammar, handed down
         self.evaluation = Evaluation(self, is_quadrupletbert_model=is_quadrupletbert_model)   # QuadrupletBERT's
         self.zeroshot = Zeroshot(self)
-        self.chang2020 = Chang2020(self)
-        self.quadrupletbert = QuadrupletBert(self)
-        self.repbert = RepBert(self)
-        self.ltre = Ltre(self)
+        for paper in self.papers:   # each paper's tables: plan.chang2020, plan.quadrupletbert, ...
+            setattr(self, paper, paper_plan(paper)(self))
         self.verdicts = Verdicts(self)
 
     @classmethod

@@ -81,7 +81,7 @@ class Ltre(Tables):
         return f"{ART}/{self.dataset}/ltre/steps/{model}-{SPLIT}.jsonl"
 
     def rows(self, table):
-        """The rows of an LTRe table (fields: towers.stages.tables.LTRE_ROWS): a label, then the files it reads."""
+        """The rows of an LTRe table (fields: towers.reports.ltre.LAYOUTS): a label, then the files it reads."""
         start, data, eval_file, steps_file = self.start, self.dataset, self.eval_file, self.steps_file
         if table == "table1":
             rows = [self.table1_row("BM25", "bm25", "lucene")]

@@ -74,7 +74,7 @@ class RepBert(Tables):
         return self.eval_file(name, "lucene" if name == "bm25" else self.settings["index"])
 
     def rows(self, table):
-        """The rows of a RepBERT table (fields: towers.stages.tables.REPBERT_ROWS), each with the files it reads."""
+        """The rows of a RepBERT table (fields: towers.reports.repbert.LAYOUTS), each with the files it reads."""
         rb, names = self.settings, list(FIRST_STAGE)
         if table == "table1":
             return [{"method": FIRST_STAGE[n], "eval": self.first_eval(n),

@@ -42,7 +42,7 @@ class Zeroshot(Tables):
                 f" checkpoint's caveat in its row); {self.plan.evaluation.metrics_note(dataset)}")
 
     def command(self, dataset):
-        """The split, the metrics, and the values published elsewhere (--published). The split is the project's
+        """The split, the metrics, and the values published elsewhere (options). The split is the project's
         one name ("all" for a question set, "dev" for a passage set, as in paths); the source's own file (BEIR's
         qrels/test.tsv, MS MARCO's queries.dev.small.tsv) is named in the note's evaluation queries."""
         return {"split": self.plan.checkpoints.split(dataset), "metrics": list(self.settings["metrics"]),
