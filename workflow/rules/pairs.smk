@@ -23,7 +23,7 @@ rule pretraining_pairs:
         CPU_ENV
     params:
         seed=config["seed"],
-        per_article=config["chang2020"]["pretraining"]["per_article"],
+        per_article=plan.chang2020.pairs_per_article(),
     shell:
         "{TOWERS} pretraining-pairs --articles {input.articles} --redirects {input.redirects} --task '{wildcards.task}'"
         " --seed {params.seed} --per-article {params.per_article} --tokenizer {input.tokenizer} --out {output.pairs} --stats {output.stats}"

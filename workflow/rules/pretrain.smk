@@ -92,8 +92,8 @@ rule pretrain_mlm_nsp:
     params:
         arch=plan.train.arch_flags(),
         seed=config["seed"],
-        train=flags({k: v for k, v in config["quadrupletbert"]["pretrain"].items() if k != "init_hub_model"}),
-        init=q(config["quadrupletbert"]["pretrain"]["init_hub_model"]),
+        train=plan.quadrupletbert.pretraining()["train"],
+        init=plan.quadrupletbert.pretraining()["init"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/mlm-nsp",
     shell:
         "OMP_NUM_THREADS={threads} {TRAIN} pretrain-mlm --nsp 1 --init-hub-model {params.init}"

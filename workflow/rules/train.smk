@@ -60,7 +60,7 @@ rule finetune:
         **plan.software.train_job,
     params:
         seed=config["seed"],
-        train=flags(config["finetune"]),
+        train=plan.chang2020.finetuning(),
         towers=lambda w: plan.chang2020.towers(w.model),
         state=lambda w: f"{ART}/{w.dataset}/train-state/{w.model}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, w.model),
@@ -74,7 +74,7 @@ rule finetune:
 rule train_margin_threet:
     input:
         unpack(plan.train.split_files),
-        start=lambda w: plan.train.encoder(w.dataset, plan.quadrupletbert.baseline(w.kind)[0]),
+        start=lambda w: plan.train.encoder(w.dataset, plan.quadrupletbert.phase(w.kind)["start"]),
     output:
         directory(f"{ART}/{{dataset}}/dense/threet-{{kind}}-m{{margin}}-s{{seed}}/{{split}}/model"),
     log:
@@ -85,8 +85,8 @@ rule train_margin_threet:
     resources:
         **plan.software.train_job,
     params:
-        towers=lambda w: plan.quadrupletbert.baseline(w.kind)[1],
-        train=lambda w: plan.quadrupletbert.baseline(w.kind)[2],
+        towers=lambda w: plan.quadrupletbert.phase(w.kind)["towers"],
+        train=lambda w: plan.quadrupletbert.phase(w.kind)["train"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/threet-{w.kind}-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, f"threet-{w.kind}-m{w.margin}-s{w.seed}"),
     shell:
@@ -113,8 +113,8 @@ rule train_margin_quadbert:
     resources:
         **plan.software.train_job,
     params:
-        towers=flags(config["quadrupletbert"]["towers"]),
-        train=flags(config["quadrupletbert"]["phase2"]),
+        towers=plan.quadrupletbert.phase("quadbert")["towers"],
+        train=plan.quadrupletbert.phase("quadbert")["train"],
         state=lambda w: f"{ART}/{w.dataset}/train-state/quadbert-m{w.margin}-s{w.seed}-{w.split}",
         steps_log=lambda w: plan.train.train_log(w, f"quadbert-m{w.margin}-s{w.seed}"),
     shell:

@@ -81,6 +81,14 @@ class Chang2020(Tables):
         return flags({k: v for k, v in self.settings["pretraining"].items()
                       if k not in ("corpus", "per_article", "title_tasks")})
 
+    def finetuning(self):
+        """Fine-tuning's schedule flags (finetune: the sampled softmax over in-batch documents)."""
+        return flags(self.config["finetune"])
+
+    def pairs_per_article(self):
+        """Pre-training pairs drawn from each article (chang2020.pretraining.per_article)."""
+        return self.settings["pretraining"]["per_article"]
+
     # --- the tables: 1 (pairs), 2 (ReQA statistics), 3, 4 and 6 (evaluations), 5 (the ablation) ----------
 
     def rows(self, table):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .paths import eval_json, model_folder
-from .shell import flags
+from .shell import flags, q
 from .tables import Tables
 
 MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")
@@ -31,12 +31,23 @@ class QuadrupletBert(Tables):
                 "Three-T BERT": f"threet-bert-m{margin}-s{seed}",
                 "QuadrupletBERT": f"quadbert-m{margin}-s{seed}"}[kind]
 
-    def baseline(self, kind):
-        """A three-tower baseline (threet-<kind>-...): its starting encoder's name, tower flags and schedule flags."""
+    def phase(self, kind):
+        """A training phase's settings, the one door through which the rules get them: {'start': the encoder it
+        starts from ('' where the phase-1 model is its start), 'towers': tower flags, 'train': schedule flags}.
+        `kind`: 'bert' or 'emb', phase 1 (the three-tower baselines, threet-<kind>-...); 'quadbert', phase 2
+        (QuadrupletBERT from Three-T BERT, with mined hard negatives)."""
+        if kind == "quadbert":
+            return {"start": "", "towers": flags(self.settings["towers"]), "train": flags(self.settings["phase2"])}
         if kind == "bert":
-            return "mlm-nsp", flags(self.settings["towers"]), flags(self.settings["phase1"])
+            return {"start": "mlm-nsp", "towers": flags(self.settings["towers"]), "train": flags(self.settings["phase1"])}
         emb = self.settings["three_t_emb"]
-        return "hashed-bow", flags(emb["towers"]), flags(emb["train"])
+        return {"start": "hashed-bow", "towers": flags(emb["towers"]), "train": flags(emb["train"])}
+
+    def pretraining(self):
+        """MLM+NSP pre-training of the encoder phase 1 starts from: its schedule flags and the hub model it starts
+        from ('' : random)."""
+        pre = self.settings["pretrain"]
+        return {"train": flags({k: v for k, v in pre.items() if k != "init_hub_model"}), "init": q(pre["init_hub_model"])}
 
     # --- Tables 1 and 2 -------------------------------------------------------------------------------
 
