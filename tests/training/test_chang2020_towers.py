@@ -183,7 +183,8 @@ def test_ablation_table_puts_each_split_beside_the_paper(tmp_path):
         path.write_text(json.dumps({"queries": 4, "metrics": {"R@100": value}}))
         rows.append({"index": "6", "layers": "2", "pretraining": "ICT", "emb_dim": "32", "split": split,
                      "eval": str(path)})
-    frame, twin, _ = ablation_table(rows, ROOT / "data/papers/chang2020_table5.csv", "R@100", "mini", "enwiki-mini", "n")
+    frame, twin, _ = ablation_table(rows, ROOT / "data/papers/chang2020_table5.csv", "table5", "mini", "n",
+                                    dataset="enwiki-mini", metric="R@100")
     row = frame.iloc[0]
     assert row["R@100 1-99"] == 50.0 and row["R@100 1-99 paper"] == 79.80
     assert row["R@100 80-20"] == 75.0 and row["R@100 80-20 paper"] == 93.91

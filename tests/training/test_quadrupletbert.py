@@ -165,7 +165,7 @@ def test_seeded_table_means_sds_and_paper_values(tmp_path):
         evals = [write_eval(tmp_path / f"{label}{index}{s}.json", r) for s, r in enumerate(runs)]
         rows.append({"dataset": "mini", "paper_dataset": "squad", "split": "5-95", "model": label, "margin": "0.1",
                      "index": index, "evals": evals})
-    frame, twin, cells = seeded_table(rows, paper, "table1", ["R@1"], "mini", "note", "flat")
+    frame, twin, cells = seeded_table(rows, paper, "table1", "mini", "note", metrics=["R@1"], exact_index="flat")
     top = frame.iloc[0]
     means = [100 * np.mean(list(r.values())) for r in quad]
     assert top["R@1"] == round(np.mean(means), 2) and top["R@1 sd"] == round(np.std(means, ddof=1), 2)
@@ -200,10 +200,10 @@ def test_a_table_of_one_seed_a_row_has_no_sd_columns(tmp_path):
     rows = [{"dataset": "mini", "paper_dataset": "squad", "split": "5-95", "model": "QuadrupletBERT", "margin": m,
              "index": "flat", "evals": [write_eval(tmp_path / f"m{m}.json", {"q1": 1.0, "q2": float(m == "0.1")})]}
             for m in ("0.1", "1")]
-    frame, _, _ = seeded_table(rows, paper, "table2", ["R@1"], "mini", "note", "flat")
+    frame, _, _ = seeded_table(rows, paper, "table2", "mini", "note", metrics=["R@1"], exact_index="flat")
     assert "R@1 sd" not in frame and frame["margin"].tolist() == ["0.1", "1"] and "one seed a row" in frame["note"].iloc[0]
     rows[0]["evals"].append(write_eval(tmp_path / "again.json", {"q1": 0.0, "q2": 1.0}))
-    frame, _, _ = seeded_table(rows, paper, "table2", ["R@1"], "mini", "note", "flat")
+    frame, _, _ = seeded_table(rows, paper, "table2", "mini", "note", metrics=["R@1"], exact_index="flat")
     assert "R@1 sd" in frame and "standard deviation over seeds" in frame["note"].iloc[0]
 
 
