@@ -50,6 +50,18 @@ __all__ = ["ART", "DENSE", "PASSAGE_SPLIT", "Plan", "collection", "collection_fi
 _PLANS: list[tuple[weakref.ref, Plan]] = []   # (workflow, its plan); a Workflow is no dict key (it is unhashable)
 
 
+def gathered(modules: list, hook: str, config: dict, empty):
+    """What the papers' modules give a shared family through a module-level function `hook(config)` (a list or a
+    dict, joined in the papers' order; a paper without it gives nothing): the hub models it names, bag-of-words
+    encoders, indexes, how deep a passage set's runs go. A family below the papers reads no paper's section."""
+    found = empty
+    for module in modules:
+        if hasattr(module, hook):
+            given = getattr(module, hook)(config)
+            found = found + given if isinstance(found, list) else {**found, **given}
+    return found
+
+
 def paper_plan(paper: str) -> type:
     """The Tables class that towers.plan.<paper> defines (a paper's module defines one): a paper declared in
     data/papers/papers.yaml is planned by its own module, named by its id, with no line here."""
@@ -72,13 +84,17 @@ class Plan:
         self.paper_figures = paper_list.figures(self.papers)
         # Every table and figure depends on this marker (workflow/rules/common.smk writes it)
         self.profile_marker = profile_marker(self.profile)
-        self.software = Software(config, python=python, conda=conda, envs=envs)
+        # what the papers' modules give the shared families (module-level functions of the config)
+        modules = [importlib.import_module(f".{paper}", __name__) for paper in self.papers]
+        self.software = Software(config, python=python, conda=conda, envs=envs,
+                                 hub_models=gathered(modules, "hub_models", config, []))
         # the families, lowest first (tests/plan/test_plan_layers.py)
-        self.data = Datasets(self)
-        self.train = Training(self)
+        self.data = Datasets(self, passage_runs=gathered(modules, "passage_runs", config, {}))
+        self.train = Training(self, bag_of_words=gathered(modules, "bag_of_words", config, {}))
         self.checkpoints = Checkpoints(self)
         self.bm25 = Bm25(self)
-        self.dense = Dense(self, index_owner=index_owner)   # LTRe's grammar, handed down
+        self.dense = Dense(self, index_owner=index_owner,   # LTRe's grammar, handed down
+                           indexes=gathered(modules, "indexes", config, {}))
         self.evaluation = Evaluation(self, is_quadrupletbert_model=is_quadrupletbert_model)   # QuadrupletBERT's
         self.zeroshot = Zeroshot(self)
         for paper in self.papers:   # each paper's tables: plan.chang2020, plan.quadrupletbert, ...

@@ -17,6 +17,13 @@ CHECKPOINT_ROW = "retrieval-trained checkpoint (not a BERT init)"
 EVALUATIONS = ("table3", "table4", "table6")   # the evaluations of Chang's models (rule chang2020_table)
 
 
+def bag_of_words(config):
+    """Chang et al.'s BoW-MLP encoder: word unigrams only."""
+    bow = config["chang2020"]["bow_mlp"]
+    return {"bow-unigram": flags({**{k: bow[k] for k in ("buckets", "dim", "max_features")}, "char_ngram": 0,
+                                  "word_bigrams": False})}
+
+
 def label(pretraining):
     """A pre-training as the tables name it: MLM, ICT, ICT+BFS+WLP, any mixture of the pair tasks alike."""
     return "No Pretraining" if pretraining == "none" else pretraining.upper()

@@ -18,8 +18,11 @@ SAME_TEXT = ("dump", "dump_sha256", "max_articles")   # wikipedia-qa datasets al
 
 
 class Datasets:
-    def __init__(self, plan):
+    def __init__(self, plan, *, passage_runs: dict):
+        """`passage_runs`: how deep a passage set's first-stage runs go and its metrics (RepBERT's settings,
+        towers.plan.gathered)."""
         self.config = config = plan.config
+        self.passage_runs = passage_runs
         self.splits = config["splits"]
         # the splits rule `split` makes (never a passage dataset's "dev": rule passages)
         self.split_names = "|".join(re.escape(name) for name in self.splits)
@@ -66,9 +69,9 @@ class Datasets:
 
     def run_depth(self, dataset, default):
         """How deep runs go: a passage dataset's first-stage runs feed reranking and fusion, so they go to
-        repbert.depth in place of `default` (bm25.depth, faiss.depth), LTRe's included. Declared beside those keys
+        repbert.depth (passage_runs) in place of `default` (bm25.depth, faiss.depth), LTRe's included. Declared beside those keys
         in params.yaml and the schema; test_workflow_plans.py fails if this changes."""
-        return self.config["repbert"]["depth"] if self.base_of(dataset) in self.passage else default
+        return self.passage_runs["depth"] if self.base_of(dataset) in self.passage else default
 
     def text_home(self, dataset):
         """The dataset whose text `dataset` shares, so that it is parsed, tokenized and pre-trained on once: a
@@ -84,7 +87,7 @@ class Datasets:
         return dataset
 
     def metrics_for(self, dataset):
-        return self.config["repbert"]["metrics"] if self.base_of(dataset) in self.passage else self.config["metrics"]
+        return self.passage_runs["metrics"] if self.base_of(dataset) in self.passage else self.config["metrics"]
 
     def dataset_file(self, dataset, spec):
         local = self.dataset_cfg(dataset).get("local_dir", "")

@@ -24,6 +24,15 @@ FIGURE3_MODELS = {"ltre": "ltre", "rand": "qrand", "bm25": "qbm25", "async": "qa
 FIXED_DOC_SIDE = r"(ltre|qrand|qbm25|qasync)-(?P<start>[a-z0-9+.]+)-[a-z0-9]+"
 
 
+def hub_models(config):
+    return [config["ltre"]["start_hub_model"]]
+
+
+def indexes(config):
+    """LTRe's indexes join faiss.indexes (a name means one factory in both: towers.config.params_check)."""
+    return {index["name"]: index["factory"] for index in config["ltre"]["indexes"]}
+
+
 def index_owner(model):
     """The model whose doc vectors and indexes serve `model` (towers.plan.retrieval.Dense, handed down by the
     Plan): a fixed doc side's start baseline, neg-<start>; any other model's own."""

@@ -15,6 +15,16 @@ from .tables import Tables
 MODEL = re.compile(r"^(threet-emb|threet-bert|quadbert)-")
 
 
+def hub_models(config):
+    """The hub models this paper's settings name (the profile is offline when no section names one)."""
+    return [config["quadrupletbert"]["pretrain"]["init_hub_model"]]
+
+
+def bag_of_words(config):
+    """Three-T Emb's encoder: hashed word uni/bigrams and character trigrams (Huang et al. 2020)."""
+    return {"hashed-bow": flags(config["quadrupletbert"]["three_t_emb"]["encoder"])}
+
+
 def is_model(name):
     """A model of QuadrupletBERT's (the evaluation counts its recall on a question set as the paper does)."""
     return bool(MODEL.match(name))

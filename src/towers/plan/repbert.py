@@ -12,6 +12,12 @@ FIRST_STAGE = {"bm25": "BM-25", "repbert": "RepBERT"}   # run name -> the paper'
 SPLIT = "dev"
 
 
+def passage_runs(config):
+    """How deep a passage set's first-stage runs go (they feed reranking and fusion: repbert.depth, LTRe's runs
+    included) and the metrics a passage set is evaluated on."""
+    return {"depth": config["repbert"]["depth"], "metrics": config["repbert"]["metrics"]}
+
+
 def fusion_row(first, second, fusion, evaluation):
     return {"first": first, "second": second, "fusion": fusion, "eval": evaluation}
 

@@ -54,20 +54,20 @@ class Dense:
     """An open-domain dataset (data.smk) has no models or splits of its own: the model folder and the split's
     questions come from its base dataset (base_of), the outputs stay under its own folder."""
 
-    def __init__(self, plan, *, index_owner):
+    def __init__(self, plan, *, index_owner, indexes: dict):
         """index_owner(model): the model whose doc vectors and indexes serve `model`, LTRe's grammar
         (towers.plan.ltre.index_owner) handed down by the Plan: a model trained against a fixed doc side
-        searches its start's indexes."""
+        searches its start's indexes. `indexes`: the papers' own ({name: factory}, LTRe's), beside faiss.indexes."""
         self.plan = plan
         self.index_owner = index_owner
         config = plan.config
         self.shards = config["encode"]["shards"]            # dataset -> parts its corpus is encoded in (absent: 1)
         self.sharded = [name for name, parts in self.shards.items() if parts > 1]
         self.sharded_re = one_of(self.sharded)              # matches nothing when none is
-        # faiss.indexes, and ltre.indexes with them (a name means one factory in both: towers.config.params_check)
+        # faiss.indexes, and the papers' with them (LTRe's: a name means one factory in both)
         self.indexes = dict(config["faiss"]["indexes"])
-        for index in config["ltre"]["indexes"]:
-            self.indexes.setdefault(index["name"], index["factory"])
+        for name, factory in indexes.items():
+            self.indexes.setdefault(name, factory)
 
     def model_dir(self, w):
         checkpoints = self.plan.checkpoints   # an untrained checkpoint: one split

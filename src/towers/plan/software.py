@@ -13,7 +13,9 @@ import sys
 
 
 class Software:
-    def __init__(self, config: dict, *, python: str = sys.executable, conda: bool = False, envs: str = "envs"):
+    def __init__(self, config: dict, *, python: str = sys.executable, conda: bool = False, envs: str = "envs",
+                 hub_models: list = ()):
+        """`hub_models`: those the papers' settings name (towers.plan.gathered)."""
         self.conda = conda
         self.py = "python" if conda else shlex.quote(python)   # quoted: a virtualenv path may hold spaces
         self.envs = envs
@@ -23,8 +25,7 @@ class Software:
                                 if not c["source"].startswith("package:") and not os.path.exists(c["source"])]
         # a profile that names no hub model never reaches the hub (the workflow sets HF_HUB_OFFLINE then)
         self.offline = not (config["tokenizer"]["hub_model"] or config["encoder"]["hub_model"] or self.hub_checkpoints
-                            or config["quadrupletbert"]["pretrain"]["init_hub_model"]
-                            or config["ltre"]["start_hub_model"])
+                            or any(hub_models))
         self.towers = f"{self.py} -m towers"
         self.gpu_job = config["resources"]["gpu_jobs"]       # cluster requests of encoding/search jobs (profiles/)
         self.train_job = config["resources"]["train_jobs"]   # of training jobs

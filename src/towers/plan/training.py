@@ -5,20 +5,14 @@ towers.plan.quadrupletbert)."""
 from __future__ import annotations
 
 from .paths import ART, collection
-from .shell import flags
 
 
 class Training:
-    def __init__(self, plan):
+    def __init__(self, plan, *, bag_of_words: dict):
+        """`bag_of_words`: {encoder name: its init-bow flags}, the papers' (towers.plan.gathered)."""
         self.plan = plan
-        self.config = config = plan.config
-        self.bag_of_words = {
-            # Three-T Emb: hashed word uni/bigrams and character trigrams (Huang et al. 2020)
-            "hashed-bow": flags(config["quadrupletbert"]["three_t_emb"]["encoder"]),
-            # Chang's BoW-MLP: word unigrams only
-            "bow-unigram": flags({**{k: config["chang2020"]["bow_mlp"][k] for k in ("buckets", "dim", "max_features")},
-                                  "char_ngram": 0, "word_bigrams": False}),
-        }
+        self.config = plan.config
+        self.bag_of_words = bag_of_words
 
     # --- encoders -----------------------------------------------------------------------------------
 
