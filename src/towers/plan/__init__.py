@@ -18,7 +18,9 @@ those below it (tests/plan/test_plan_layers.py):
 Every paper's module, and zeroshot's, has one shape (towers.plan.tables.Tables): rows(table), inputs(table),
 note(table) and command(table) give the variable parts of the command a table rule's shell spells out. Where a
 lower family needs a paper's grammar (LTRe's fixed doc side, searched through its start's indexes; QuadrupletBERT's
-recall convention), the Plan hands it down when it builds that family, so that no call runs back up through it.
+recall convention) or settings (the hub models, bag-of-words encoders and indexes a paper names, how deep a passage
+set's runs go: module-level functions of the paper's module, towers.plan.gathered), the Plan hands it down when it
+builds that family, so that no call runs back up through it and no family reads a paper's section.
 Nothing here runs Snakemake or changes the config; only towers.plan.files reads files (digests, listings)."""
 from __future__ import annotations
 
