@@ -62,7 +62,7 @@ test-gpu: setup
 	$(VENV)/bin/python -m pytest -q -m gpu tests/gpu
 
 # the project's dense path against sentence-transformers + numpy + pytrec_eval on tiny data (tests/retrieval/test_reference.py,
-# about 1-2 minutes; left out of `make test`); `benchmarks/run.py --part reference` does whole datasets
+# about 1-2 minutes; left out of `make test`); `python -m benchmarks.run --part reference` does whole datasets
 test-reference: setup
 	$(VENV)/bin/python -m pytest -q -m reference tests/retrieval/test_reference.py
 
@@ -111,7 +111,7 @@ cache-pull: setup
 	$(PY) -m towers.ops.ci cache-pull $(if $(CI_CACHE),--folder $(CI_CACHE))
 
 bench: setup
-	$(PY) benchmarks/run.py
+	$(PY) -m benchmarks.run
 
 # Expected values from this build (after `make reproduce`, or any profile with CONFIG=...): review the diff of
 # data/expected/ before committing it. CONFIG=tests/fixtures/tiny.yaml rewrites the tiny profile's (exact) file.

@@ -1,6 +1,6 @@
 """How long a build takes on more cores: its own jobs and DAG, list-scheduled on 2 / 4 / 8 / 16 cores.
 
-    benchmarks/cores.py BUILD [--log LOG] [--cores 2 4 8 16] [--record KEY]
+    python -m benchmarks.cores BUILD [--log LOG] [--cores 2 4 8 16] [--record KEY]
 
 BUILD is a finished build (a clone after `make reproduce`, or a copy of the workflow built with a profile); LOG is
 Snakemake's log of that build (default: the newest with finished jobs under BUILD/.snakemake/log). Each job's seconds are its wall in
@@ -21,12 +21,10 @@ import heapq
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reproduce import jobs_of, positive, record_of, save  # noqa: E402
-from workflow_harness import read_results, refuse  # noqa: E402
+from .reproduce import jobs_of, positive, record_of, save
+from .workflow_harness import read_results, refuse
 
 PROGRESS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done$", re.M)
 
@@ -194,7 +192,7 @@ def main(argv=None) -> None:
         refuse(args.log or args.build / ".snakemake/log", "no Snakemake log of a build there")
     summary = measure(args.build, log, args.cores, args.built_cores)
     if args.record:   # printed by save, once
-        save(args.record, summary, record=True)   # --record names the key: a refresh replaces it
+        save(args.record, summary, replace=True)   # --record names the key: a refresh replaces it
     else:
         print(json.dumps(summary, indent=1))
 

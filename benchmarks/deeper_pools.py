@@ -1,6 +1,6 @@
 """Deeper judging pools for the enwiki-mini question sets (issue 65; data/enwiki-mini/JUDGING.md, "Deeper pools").
 
-    benchmarks/deeper_pools.py --build DIR [--sources S ...] [--packets N --packet-dir P]
+    python -m benchmarks.deeper_pools --build DIR [--sources S ...] [--packets N --packet-dir P]
 
 For each question of questions.tsv and questions-nq.tsv, the sentences beyond its first pool (pools.tsv) that
 
@@ -25,11 +25,9 @@ import collections
 import json
 import random
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from towers import io  # noqa: E402
 from towers.datasets import judging  # noqa: E402

@@ -7,28 +7,25 @@ serial run's. Synthetic MS MARCO-like passages (synthetic_msmarco.Text), a WordP
 a random BERT of the mini profile's encoder shape or BERT-base, mean pooling (RepBERT's). On CUDA it also records
 the GPU's busy share in each run. Kept in benchmarks/results.json under `encode_overlap` (--record).
 
-    benchmarks/encode_overlap.py --record                                  # CPU: torch threads 1 and 2
-    benchmarks/encode_overlap.py --shape base --passages 500000 --repeats 1 --doc-length 256 --batch-size 512
+    python -m benchmarks.encode_overlap --record                                  # CPU: torch threads 1 and 2
+    python -m benchmarks.encode_overlap --shape base --passages 500000 --repeats 1 --doc-length 256 --batch-size 512
 """
 from __future__ import annotations
 
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 SHAPES = {"mini": {"hidden": 128, "layers": 2, "heads": 2, "intermediate": 512},   # params.yaml encoder
           "base": {"hidden": 768, "layers": 12, "heads": 12, "intermediate": 3072}}
 
 
 def synthetic_rows(count: int, seed: int = 13) -> list[dict]:
-    from synthetic_msmarco import Text
+    from .synthetic_msmarco import Text
 
     text = Text(seed)
     return [{"id": str(i), "contents": " ".join(text.vocab[p])} for i, p in enumerate(text.passages(count))]
@@ -49,7 +46,7 @@ def tower_of(tmp: Path, rows: list[dict], shape: str, vocab: int):
 
 def measure(tower, tok, rows: list[dict], tmp: Path, *, chunk: int, batch_size: int, doc_length: int,
             repeats: int) -> dict:
-    from gpu_hours import GpuBusy
+    from .gpu_hours import GpuBusy
     from towers.retrieval.encode import encode_corpus
 
     def one(overlap: bool, name: str, part: list[dict] = rows) -> tuple[float, bytes, float | None]:
@@ -119,9 +116,9 @@ def main() -> None:
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=2) + "\n")
     if a.record:
-        from workflow_harness import keep_result
+        from .workflow_harness import record
 
-        keep_result(("encode_overlap", "gpu" if device().type == "cuda" else "cpu"), result)
+        record(("encode_overlap", "gpu" if device().type == "cuda" else "cpu"), result, replace=True)
 
 
 if __name__ == "__main__":

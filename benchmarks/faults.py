@@ -40,7 +40,7 @@ from pathlib import Path
 import yaml
 
 from towers.config.params_check import merge_configs as merged
-from workflow_harness import spaced_python
+from .workflow_harness import spaced_python
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--configfile", "fixtures/tiny.yaml"]
@@ -133,7 +133,7 @@ def classify_failure(result, names: list[str], outputs=(), marker: Path | None =
 # --- the workspace -----------------------------------------------------------------------------------------
 
 def build(home: Path, src: Path, cores: int) -> Workspace:
-    from workflow_harness import copy_workflow
+    from .workflow_harness import copy_workflow
 
     root = home / "work"
     root.mkdir()
@@ -894,7 +894,7 @@ def spaced_venv(ws: Workspace, tmp: Path) -> tuple[str, str]:
 
 
 def same_tables(ws: Workspace, tmp: Path) -> tuple[str, str]:
-    from workflow_harness import copy_workflow
+    from .workflow_harness import copy_workflow
 
     root = tmp / "second"
     root.mkdir()
@@ -1093,7 +1093,6 @@ def run(cores: int = 2, src: Path | None = None, groups=tuple(GROUPS), keep: Pat
             for part in ("Snakefile", "params.yaml", "workflow", "data", "config", "profiles", "envs", "dvc.yaml",
                          "tests/fixtures"):
                 (shutil.copytree if (base / part).is_dir() else shutil.copy)(base / part, snapshot.parent / part)
-            sys.path.insert(0, str(snapshot))
             build(home, snapshot, cores)
         ws = Workspace(home / "work", snapshot)
         built = round(time.time() - began, 1)

@@ -1,6 +1,6 @@
 """LTRe Figure 3 at other seeds: how far its cells move when only the seed changes.
 
-    benchmarks/figure3_seeds.py --build DIR --seeds 14 15 16 [--out DIR] [--no-record]
+    python -m benchmarks.figure3_seeds --build DIR --seeds 14 15 16 [--out DIR] [--no-record]
 
 Figure 3's four query-tower runs (LTRe, random, BM25 and asynchronous negatives) are re-run from a finished build's
 own inputs with each other seed (the commands are the build's own, taken from `snakemake -n -p`; outputs go to
@@ -23,11 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from towers.verdicts import checks  # noqa: E402
-from workflow_harness import show_and_keep  # noqa: E402
+from .workflow_harness import record  # noqa: E402
 
 TABLE = "ltre/figure3"
 FIGURE = "results/ltre/figure3.csv"
@@ -114,7 +112,9 @@ def main(argv=None) -> None:
     result["build"] = str(build.name)
     result["seed list"] = args.seeds
     print(json.dumps(result, indent=1))
-    show_and_keep("figure3_seeds", result, record=not args.no_record)
+    print(json.dumps(result, indent=2))
+    if not args.no_record:
+        record("figure3_seeds", result, replace=True)
 
 
 if __name__ == "__main__":

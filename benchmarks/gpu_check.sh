@@ -19,7 +19,7 @@ if ls .whl/transformers-*.whl >/dev/null 2>&1; then
     $py -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/hf .whl/transformers-*.whl
     PYTHONPATH=/tmp/hf $py -c "from transformers import BertModel, AutoTokenizer" 2>>"$out/env.txt" && path=/tmp/hf:$path
 fi
-export PYTHONPATH=$path:$PWD/src:$PWD/benchmarks:$PWD/tests
+export PYTHONPATH=$path:$PWD/src:$PWD:$PWD/tests
 {
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
     $py -c "import sys, torch, transformers, tokenizers, numpy, faiss; print(sys.version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'tokenizers', tokenizers.__version__, 'numpy', numpy.__version__, 'faiss', faiss.__version__, 'faiss gpu', hasattr(faiss, 'StandardGpuResources'))"
@@ -28,4 +28,4 @@ export PYTHONPATH=$path:$PWD/src:$PWD/benchmarks:$PWD/tests
 } >>"$out/env.txt" 2>&1
 cat "$out/env.txt"
 TOWERS_GPU_RECORD="$out/gpu_checks.jsonl" timeout 300 $py -m pytest -q -p no:cacheprovider -m gpu -rs --durations=20 tests/gpu 2>&1 | tee "$out/tests.log"
-timeout 180 $py benchmarks/gpu_throughput.py "$out/gpu_throughput.json" 2>&1 | tail -40
+timeout 180 $py -m benchmarks.gpu_throughput "$out/gpu_throughput.json" 2>&1 | tail -40

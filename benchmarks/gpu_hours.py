@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from workflow_harness import planned_jobs
+from .workflow_harness import planned_jobs
 
 GPU_FLOPS = 0.40 * 312e12
 SHAPES = {"base": (12, 768), "large": (24, 1024)}

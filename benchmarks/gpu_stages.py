@@ -33,16 +33,13 @@ import json
 import re
 import shlex
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
 
-import gpu_hours  # noqa: E402
+from . import gpu_hours  # noqa: E402
 
 PLAN = HERE / "gpu_stages_plan.json"
 MEASURED = ("train-repbert", "finetune", "train-margin", "train-negatives", "pretrain-mlm")
@@ -87,8 +84,7 @@ def regime_key(words: list[str]) -> str:
 
 def plan() -> dict:
     """Regimes (one command each, the first planned) and every paper table's jobs, from the paper profile's plan."""
-    sys.path.insert(0, str(HERE.parent / "tests"))
-    from workflow_harness import fresh_copy
+    from .workflow_harness import fresh_copy
 
     from towers.reports import papers as paper_list
 
@@ -144,7 +140,7 @@ def counted(rule: str, command: str) -> bool:
 def world(folder: Path, passages: int, shape: dict, vocab: int) -> None:
     """Synthetic data in the stages' formats, and a random BERT of `shape` (vocab `vocab`) with its tokenizer."""
     import torch
-    from synthetic_msmarco import Text
+    from .synthetic_msmarco import Text
     from transformers import AutoTokenizer, BertConfig, BertModel
 
     from towers.modeling.tokenizer import train_wordpiece
@@ -212,7 +208,7 @@ def timed_stage(words: list[str]) -> dict:
     reads each loss back, so a step's GPU work is done by the next one's start)."""
     import torch
 
-    from gpu_hours import GpuBusy
+    from .gpu_hours import GpuBusy
     from towers.cli import main
     from towers.training import loop
 
@@ -312,7 +308,7 @@ def encoding(folder: Path, dry: bool) -> dict:
     two-tower model of the world's encoder, mean pooled."""
     from transformers import AutoModel, AutoTokenizer
 
-    from gpu_hours import GpuBusy
+    from .gpu_hours import GpuBusy
     from towers.cli import main
     from towers.modeling.models import Tower, TwoTower
 
@@ -341,7 +337,7 @@ def reranking(folder: Path, dry: bool) -> dict:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from gpu_hours import GpuBusy
+    from .gpu_hours import GpuBusy
     from towers.retrieval.rerank import score_pairs
 
     tokenizer = AutoTokenizer.from_pretrained(folder / "encoder")
@@ -367,7 +363,7 @@ def reranking(folder: Path, dry: bool) -> dict:
 
 # --- record (here) -----------------------------------------------------------------------------------------
 
-def record(measured: dict, plan_: dict, flop_rates: dict) -> dict:
+def gpu_hours_of(measured: dict, plan_: dict, flop_rates: dict) -> dict:
     """Per table: GPU-hours from the measurements where a job has one, else gpu_hours.py's FLOP estimate."""
     lengths = doc_lengths()
     tables = {}
@@ -446,7 +442,7 @@ def annotate() -> None:
     from the saved plan; their numbers stay as they are."""
     import yaml  # noqa: F401  (doc_lengths)
 
-    from workflow_harness import RESULTS, keep_result
+    from .workflow_harness import RESULTS, record
 
     results = json.loads(RESULTS.read_text())
     rates = results.get("gpu", {}).get("throughput", {}).get("flops")
@@ -454,7 +450,7 @@ def annotate() -> None:
     plan_ = load_plan()["tables"]
     for target, entry in tables.items():
         entry.update(gpu_hours.basis([(j["rule"], j["command"]) for j in plan_[target]], doc_lengths(), rates))
-    keep_result(("gpu_hours", "tables"), tables)
+    record(("gpu_hours", "tables"), tables, replace=True)
 
 
 def main() -> None:
@@ -486,15 +482,15 @@ def main() -> None:
         measure(Path(a.out), a.dry, a.steps if not a.dry else min(a.steps, 4), a.passages if not a.dry else 300,
                 a.only, a.speed_pairs, a.budget, a.limit)
     else:
-        from workflow_harness import RESULTS, keep_result
+        from .workflow_harness import RESULTS, record
 
         measured = json.loads(Path(a.measured).read_text())
         rates = json.loads(RESULTS.read_text()).get("gpu", {}).get("throughput", {}).get("flops")
-        result = record(measured, load_plan(), rates)
+        result = gpu_hours_of(measured, load_plan(), rates)
         if a.print or measured["dry"]:
             print(json.dumps(result["tables"], indent=1))
         else:
-            keep_result(("gpu_stages",), result)
+            record("gpu_stages", result, replace=True)
 
 
 if __name__ == "__main__":

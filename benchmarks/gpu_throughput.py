@@ -7,8 +7,8 @@ lengths; BERT-large at 512 for reranking. Every figure is also a FLOP rate by gp
 count the GPU-hours estimate divides by (benchmarks/run.py --part gpu_hours reads them back from
 results.json's gpu.throughput). Sequences are full length (no padding to skip): an upper bound on work.
 
-python benchmarks/gpu_throughput.py OUT.json   (random weights; needs CUDA)
-python benchmarks/gpu_throughput.py --record DIR   (here: results.json's `gpu` from what gpu_check.sh wrote in DIR)"""
+python -m benchmarks.gpu_throughput OUT.json   (random weights; needs CUDA)
+python -m benchmarks.gpu_throughput --record DIR   (here: results.json's `gpu` from what gpu_check.sh wrote in DIR)"""
 from __future__ import annotations
 
 import gc
@@ -18,8 +18,8 @@ import sys
 
 import torch
 
-import gpu_hours
-from gpu_hours import forward_flops
+from . import gpu_hours
+from .gpu_hours import forward_flops
 
 TRAIN_SHAPES = [(64, 288, 64), (64, 288, 256), (32, 256, 64), (32, 256, 256)]   # query, doc length, batch
 ENCODE_SHAPES = [(288, 256), (256, 256), (64, 1024)]                            # length, batch
@@ -117,25 +117,25 @@ def main(out_path: str) -> None:
     print(json.dumps(out, indent=1))
 
 
-def record(folder: str) -> None:
+def record_check(folder: str) -> None:
     """Keep what benchmarks/gpu_check.sh wrote into `folder` as results.json's `gpu`."""
     import re
     from pathlib import Path
 
-    from workflow_harness import keep_result
+    from .workflow_harness import record
 
     folder = Path(folder)
     log = (folder / "tests.log").read_text(encoding="utf-8")
-    keep_result(("gpu",), {
-        "command": "bash benchmarks/gpu_check.sh DIR on the GPU machine, then benchmarks/gpu_throughput.py --record DIR",
+    record("gpu", {
+        "command": "bash benchmarks/gpu_check.sh DIR on the GPU machine, then python -m benchmarks.gpu_throughput --record DIR",
         "machine": [line for line in (folder / "env.txt").read_text().splitlines() if line and "WARNING" not in line],
         "tests": re.findall(r"^=*\s*(\d+ passed.*?)\s*=*$", log, re.M)[-1],
         "checks": [json.loads(line) for line in (folder / "gpu_checks.jsonl").read_text().splitlines()],
-        "throughput": json.loads((folder / "gpu_throughput.json").read_text())})
+        "throughput": json.loads((folder / "gpu_throughput.json").read_text())}, replace=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--record":
-        record(sys.argv[2])
+        record_check(sys.argv[2])
     else:
         main(sys.argv[1])

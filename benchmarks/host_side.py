@@ -23,7 +23,7 @@ code now) alternated in the same run, and sets the host's rate beside the rate t
               again, so the run's memo holds them) and with the texts tokenised in the step (TOWERS_TOKEN_MEMO=off);
               against the H200's seconds a step for that command (goal: at most 10%) and its busy time a step.
 
-    benchmarks/host_side.py [--quick] [--record] [--parts encoding reranking tokenising training]
+    python -m benchmarks.host_side [--quick] [--record] [--parts encoding reranking tokenising training]
 
 --quick runs small sizes in seconds (tests/workflow/test_host_side.py); --record keeps the figures in
 benchmarks/results.json under `host_side` (a full run only)."""
@@ -46,8 +46,6 @@ from types import SimpleNamespace
 os.environ.setdefault("RAYON_NUM_THREADS", "1")   # before the tokenizers library starts its threads
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "src"))
 
 PARTS = ("encoding", "reranking", "tokenising", "training")
 SIZES = {"full": {"passages": 500_000, "stage": 131_072, "pairs": 32_768, "tokenise": 32_768, "world": 20_000,
@@ -210,7 +208,7 @@ def models_taken_out():
 def model_rates() -> dict:
     """What the model itself did on one H200: rate / GPU busy share (`gpu_stages`, `encode_overlap` at 256 tokens),
     the higher where two runs measured it."""
-    from workflow_harness import RESULTS, read_results, refuse
+    from .workflow_harness import RESULTS, read_results, refuse
 
     results = read_results()
     try:
@@ -231,7 +229,7 @@ def model_rates() -> dict:
 # --- shared pieces ---------------------------------------------------------------------------------------------
 
 def passages(count: int, seed: int = 13) -> list[str]:
-    from synthetic_msmarco import Text
+    from .synthetic_msmarco import Text
 
     text = Text(seed)
     return [" ".join(text.vocab[p]) for p in text.passages(count)]
@@ -334,7 +332,7 @@ def reranking(tokenizer, size: dict, models: dict) -> dict:
     import torch
     from transformers import BertConfig, BertForSequenceClassification
 
-    from synthetic_msmarco import Text
+    from .synthetic_msmarco import Text
     from towers.modeling import tokens
     from towers.retrieval import rerank
 
@@ -390,8 +388,9 @@ def tokenising(size: dict, tokenizer_dir: Path) -> dict:
     out = {"passages": size["tokenise"], "doc_length": 256, "cores": cores}
     for threads in sorted({1, cores}):
         env = {**os.environ, "RAYON_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "true"}
-        done = subprocess.run([sys.executable, __file__, "--tokenise-child", str(tokenizer_dir), str(size["tokenise"]),
-                               str(size["repeats"])], env=env, capture_output=True, text=True, check=True)
+        done = subprocess.run([sys.executable, "-m", "benchmarks.host_side", "--tokenise-child", str(tokenizer_dir),
+                               str(size["tokenise"]), str(size["repeats"])], env=env, capture_output=True, text=True,
+                              check=True, cwd=HERE.parent)
         seconds = json.loads(done.stdout.strip().splitlines()[-1])
         per_s = {v: rate(size["tokenise"], statistics.median(s)) for v, s in seconds.items()}
         out[f"cores_{threads}"] = {"per_s": per_s, "per_s_a_core": {v: round(r / threads, 1) for v, r in per_s.items()}}
@@ -417,7 +416,7 @@ def tokenise_child(tokenizer_dir: str, count: int, repeats: int) -> None:
 
 def measured_regimes(models: dict) -> dict:
     """The plan's training regimes (key -> regime) the H200 measured a step of: those this part can set beside."""
-    import gpu_stages
+    from . import gpu_stages
 
     measured = models["regimes"]
     return {key: regime for key, regime in gpu_stages.load_plan()["regimes"].items()
@@ -425,7 +424,7 @@ def measured_regimes(models: dict) -> dict:
 
 
 def training(size: dict, models: dict, tmp: Path, only: tuple[str, ...]) -> dict:
-    import gpu_stages
+    from . import gpu_stages
 
     folder = tmp / "world"
     folder.mkdir()
@@ -513,14 +512,14 @@ def summary(found: dict) -> dict:
     return goals
 
 
-def record(found: dict, parts: list[str]) -> None:
+def keep_found(found: dict, parts: list[str]) -> None:
     """Keep a full run's figures under `host_side` of benchmarks/results.json; a part that measured nothing (every
     regime skipped, say) stops it with one line, the entry there as it was."""
-    from workflow_harness import RESULTS, keep_result, refuse
+    from .workflow_harness import RESULTS, record, refuse
 
     if empty := [part for part in parts if not found.get(part)]:
         refuse(RESULTS, f"host_side not recorded: {', '.join(empty)} measured nothing")
-    keep_result(("host_side",), found)
+    record("host_side", found, replace=True)
 
 
 def main(argv=None) -> None:
@@ -537,7 +536,7 @@ def main(argv=None) -> None:
         return
     if a.record and a.quick:
         parser.error("--record keeps a full run's figures, not --quick's")
-    from workflow_harness import refuse
+    from .workflow_harness import refuse
 
     # bad input stops here, in one line, before minutes of measuring: the folder of --out, the results file (read
     # whole by model_rates), a regime that matches none the H200 measured (it would measure nothing)
@@ -590,7 +589,7 @@ def main(argv=None) -> None:
     if a.out:
         Path(a.out).write_text(json.dumps(found, indent=2) + "\n")
     if a.record:
-        record(found, a.parts)
+        keep_found(found, a.parts)
 
 
 if __name__ == "__main__":

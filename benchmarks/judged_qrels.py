@@ -2,7 +2,7 @@
 the question writers' labels against the judge, the audit of the deeper pools, and single-label against judged
 figures of one build's runs.
 
-    .venv/bin/python benchmarks/judged_qrels.py [--build DIR] [--no-record]
+    .venv/bin/python -m benchmarks.judged_qrels [--build DIR] [--no-record]
 
 Reads data/enwiki-mini/{pools,judgements,judgements-second}.tsv, their deeper pools' counterparts
 ({pools,judgements}-deep.tsv, {pools,judgements}-deep-second.tsv), two audits (audit-deep.tsv, audit-deep-2.tsv: every
@@ -17,17 +17,16 @@ benchmarks/results.json under `judged_qrels` unless --no-record."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
 
 from towers.datasets import judging, reqa  # noqa: E402
 from towers.datasets.splits import question_key  # noqa: E402
-from workflow_harness import show_and_keep  # noqa: E402
+from .workflow_harness import record  # noqa: E402
 from towers.io import StageError, read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
 from towers.retrieval.evaluate import evaluate  # noqa: E402
 
@@ -142,7 +141,9 @@ def main(argv=None) -> None:
         result = measure()
     except StageError as err:   # bad input or a missing build: one line, as the stages say it
         sys.exit(f"error: {err}")
-    show_and_keep("judged_qrels", result, record=not args.no_record)
+    print(json.dumps(result, indent=2))
+    if not args.no_record:
+        record("judged_qrels", result, replace=True)
 
 
 if __name__ == "__main__":

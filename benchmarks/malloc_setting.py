@@ -1,6 +1,6 @@
 """The stages' malloc settings (towers.cli.keep_freed_memory) against glibc's defaults, on jobs of a built tree.
 
-    benchmarks/malloc_setting.py --tree DIR [--pairs 3] [--record]
+    python -m benchmarks.malloc_setting --tree DIR [--pairs 3] [--record]
 
 DIR is a checkout after `make reproduce` (its artifacts and stage records). One job of each heavy rule is run
 again from its record, shortened where a whole one would take minutes (fewer training steps, a quarter of an
@@ -21,8 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from stage_pairs import pair_row
-from workflow_harness import RESULTS, keep_result
+from .stage_pairs import pair_row
+from .workflow_harness import RESULTS, record
 
 from towers.cli import KEEP_FREED_MEMORY, MALLOC_SETTINGS
 
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                "how": f"benchmarks/malloc_setting.py --tree DIR --pairs {a.pairs}"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     if a.record:
-        keep_result(("malloc_setting",), summary)
+        record("malloc_setting", summary, replace=True)
     return 0 if all(r["byte_identical"] for r in rows) else 1
 
 

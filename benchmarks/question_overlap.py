@@ -1,6 +1,6 @@
 """Question-to-answer-sentence word overlap of the embedded question sets, beside SQuAD v1.1 dev's.
 
-    .venv/bin/python benchmarks/question_overlap.py [--articles FILE] [--squad FILE] [--nq-open FILE] [--no-record]
+    .venv/bin/python -m benchmarks.question_overlap [--articles FILE] [--squad FILE] [--nq-open FILE] [--no-record]
 
 For data/enwiki-mini/questions.tsv (written by looking at each answer sentence), data/enwiki-mini/questions-nq.tsv
 (written before the article body was read) and, when it is there, SQuAD v1.1 dev (../shared/data/squad/
@@ -13,16 +13,15 @@ No model is involved: the numbers describe the questions, not any retriever."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
 
 from towers.datasets import overlap  # noqa: E402
-from workflow_harness import show_and_keep  # noqa: E402
+from .workflow_harness import record  # noqa: E402
 from towers.io import read_jsonl  # noqa: E402
 
 ARTICLES = ROOT / "artifacts/enwiki-mini/corpus/articles.jsonl"
@@ -67,7 +66,9 @@ def main(argv=None) -> None:
     parser.add_argument("--no-record", action="store_true", help="print only; leave benchmarks/results.json as it is")
     args = parser.parse_args(argv)
     result = measure(args.articles, args.squad, args.nq_open)
-    show_and_keep("question_overlap", result, record=not args.no_record)
+    print(json.dumps(result, indent=2))
+    if not args.no_record:
+        record("question_overlap", result, replace=True)
 
 
 if __name__ == "__main__":

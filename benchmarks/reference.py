@@ -28,8 +28,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
 
 from towers.io import read_json, read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
 

@@ -1,37 +1,37 @@
 """A clean `make reproduce` in a fresh clone, timed: total wall, per paper, per rule, and the share of each job
 that is process start-up.
 
-    benchmarks/reproduce.py --run DIR        clone this checkout's HEAD into DIR, `make setup`, then build each
+    python -m benchmarks.reproduce --run DIR        clone this checkout's HEAD into DIR, `make setup`, then build each
                                              paper's targets in papers.yaml order, then `all check` and the
                                              report (what `make reproduce` builds); times go to
                                              DIR/reproduce-times.json; with --whole: `make setup`, then one
                                              `make reproduce`, as a user runs it (no paper waits for the last
                                              job of the one before)
-    benchmarks/reproduce.py --analyse DIR    read those times, Snakemake's logs and the stage records; compare
+    python -m benchmarks.reproduce --analyse DIR    read those times, Snakemake's logs and the stage records; compare
                                              the tables and figures byte for byte with those committed at this
                                              checkout's HEAD (results_moved_against); write the key
                                              `reproduce` of benchmarks/results.json (--key another;
                                              --before KEY sets an earlier run's totals beside it)
-    benchmarks/reproduce.py --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
+    python -m benchmarks.reproduce --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
                                              with warm starts off, then on, twice over (`warm_start`, towers.launch.warm):
                                              wall seconds of each, and whether every output came back
                                              byte-identical (key `warm_start`); --configfile F: a
                                              fresh_copy built on that profile (the tiny one), its src/ used;
                                              --key K: write under K
-    benchmarks/reproduce.py --scheduler DIR  in a build of a commit before towers.launch.scheduler's fix, Chang et al.'s
+    python -m benchmarks.reproduce --scheduler DIR  in a build of a commit before towers.launch.scheduler's fix, Chang et al.'s
                                              dense searches and evaluations rerun with Snakemake's scheduler as
                                              it is and with the fix, alternated: wall seconds, and Snakemake's
                                              own CPU seconds and threads (key `scheduler_load`)
-    benchmarks/reproduce.py --run DIR --target T...  `make setup`, then one `snakemake T...` (the headline:
+    python -m benchmarks.reproduce --run DIR --target T...  `make setup`, then one `snakemake T...` (the headline:
                                              --target results/table1.csv, --analyse DIR --key reproduce_table1)
-    benchmarks/reproduce.py --run DIR --commit REV   the same clean build of an older commit (a baseline)
-    benchmarks/reproduce.py --resume DIR     go on with a --run the machine stopped (steps_resumed names it)
-    benchmarks/reproduce.py --rerun-step NAME DIR   force a finished step's jobs to rerun (after copying a fix
+    python -m benchmarks.reproduce --run DIR --commit REV   the same clean build of an older commit (a baseline)
+    python -m benchmarks.reproduce --resume DIR     go on with a --run the machine stopped (steps_resumed names it)
+    python -m benchmarks.reproduce --rerun-step NAME DIR   force a finished step's jobs to rerun (after copying a fix
                                              into DIR): its seconds then and now, warm starts, identical results
-    benchmarks/reproduce.py --before-after OLD NEW   every tracked result of two finished builds, file by file:
+    python -m benchmarks.reproduce --before-after OLD NEW   every tracked result of two finished builds, file by file:
                                              identical or not, and how many cells of a table moved
                                              (key `reproduce_tables_compared`, or --key)
-    benchmarks/reproduce.py --project DIR    a projection, not a measurement: the clean run's minutes, per paper,
+    python -m benchmarks.reproduce --project DIR    a projection, not a measurement: the clean run's minutes, per paper,
                                              from a finished build's stage records (incremental builds too: each
                                              job's record is the one its last run wrote) and the measured clean
                                              run's parallelism and per-job overhead (key `reproduce`); the records
@@ -61,12 +61,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.config.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 from towers.retrieval.latency import cpu_model  # noqa: E402
-from workflow_harness import RESULTS, keep_result, read_results, watched  # noqa: E402
+from .workflow_harness import RESULTS, record, read_results, watched  # noqa: E402
 
 
 def kernels_of(folder: Path) -> str:
@@ -80,9 +78,9 @@ def kernels_of(folder: Path) -> str:
 
 def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False,
         targets: list[str] = ()) -> None:
-    record = folder / "reproduce-times.json"
+    times_file = folder / "reproduce-times.json"
     if resume:
-        times = json.loads(record.read_text())
+        times = json.loads(times_file.read_text())
     else:
         subprocess.run(["git", "clone", "-q", str(ROOT), str(folder)], check=True)
         if commit:
@@ -107,7 +105,7 @@ def run(folder: Path, cores: int, commit: str | None = None, resume: bool = Fals
             done = subprocess.run(cmd, cwd=folder, stdout=log, stderr=subprocess.STDOUT)
         times["steps"].append({"name": name, "began": began, "seconds": round(time.time() - began, 1),
                                "rc": done.returncode})
-        record.write_text(json.dumps(times, indent=1) + "\n")
+        times_file.write_text(json.dumps(times, indent=1) + "\n")
         if done.returncode:
             sys.exit(f"{name} failed (exit {done.returncode}): see {log_path}")
 
@@ -707,13 +705,11 @@ def act(args: argparse.Namespace) -> None:
         save(args.key if args.key != "reproduce" else "reproduce_projection", project(folder, measured), args.record)
 
 
-def save(key: str, measured: dict, record: bool = False) -> None:
-    """Print the result; keep it under `key` of benchmarks/results.json unless that holds the key already and
-    `record` is not given (a committed number is replaced only on purpose)."""
+def save(key: str, measured: dict, replace: bool = False) -> None:
+    """Print the result (less its per-rule detail) and record it under `key`: a key there already is replaced only
+    with --record (a committed number is replaced on purpose)."""
     print(json.dumps({k: v for k, v in measured.items() if k != "per_rule"}, indent=1))
-    if not keep_result((key,), measured, replace=record):   # checked and set under the file's lock
-        print(f"not recorded: {RESULTS} holds {key!r} already; to replace it, run this again with --record (or "
-              "--key NEW to keep both where the command takes --key)", file=sys.stderr)
+    record(key, measured, replace=replace)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Benchmarks. Run with `make bench` (all parts) or `benchmarks/run.py --part NAME`; each part
+"""Benchmarks. Run with `make bench` (all parts) or `python -m benchmarks.run --part NAME`; each part
 updates its own key of benchmarks/results.json.
 
 pipeline: wall time of a clean `snakemake` of Chang et al.'s six tables (results/chang2020/table1-6.csv)
@@ -68,10 +68,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
 from towers.reports.ltre import read_step_log  # noqa: E402
-from workflow_harness import fresh_copy, job_counts, keep_result, read_results  # noqa: E402
+from .workflow_harness import fresh_copy, job_counts, record, read_results  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 
 PAPERS = paper_list.load(root=ROOT)   # data/papers/papers.yaml: each paper's targets
@@ -208,7 +206,7 @@ def params_value(config: dict, key: str):
 def gpu_hours() -> dict:
     import yaml
 
-    import gpu_hours as estimate
+    from . import gpu_hours as estimate
 
     rates = estimate.measure_cpu()
     paper = {**yaml.safe_load((ROOT / "params.yaml").read_text()), **yaml.safe_load((ROOT / "config/paper.yaml").read_text())}
@@ -358,8 +356,8 @@ def count_lines(path: Path) -> int:
 
 
 def measure_pairs(task: str, articles: Path, redirects: Path) -> dict:
-    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--pairs-worker", task, str(articles),
-                           str(redirects)], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.run", "--pairs-worker", task, str(articles),
+                           str(redirects)], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join(
                               p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)})
     if done.returncode != 0:
@@ -477,7 +475,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
 
     import yaml
 
-    import reference as ref
+    from . import reference as ref
     from towers.io import read_jsonl
 
     datasets = ["enwiki-mini"] + (["squad"] if (SQUAD_DEV / "dev-v1.1.json").exists() else [])
@@ -524,7 +522,7 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
 
 def reference_side(art: Path) -> dict:
     """sentence-transformers + numpy + pytrec_eval over a dataset's ReQA files, every question (split "all")."""
-    import reference as ref
+    from . import reference as ref
 
     return ref.st_side(ref.minilm_folder(), art / "collection/candidates.jsonl", art / "splits/all/test.tsv",
                        art / "collection/qrels.txt", "sentence", threads=1)
@@ -533,7 +531,7 @@ def reference_side(art: Path) -> dict:
 def compare_built(art: Path, theirs: dict) -> dict:
     """The project's MiniLM files of one dataset (artifacts/<name>/, as `snakemake results/zeroshot/<name>.csv`
     leaves them) against the reference side's: embeddings, metrics, top-10 lists, and both recall conventions."""
-    import reference as ref
+    from . import reference as ref
     from towers.io import read_qrels, read_queries, read_run
 
     folder = art / "dense/ckpt-minilm/all"
@@ -584,7 +582,7 @@ def distinct_answer_pairs(reqa: Path, sentences: dict[str, str]) -> list[dict]:
 def reference_tiny() -> dict:
     """The same comparisons on the tiny articles of tests/fixtures (17 sentences, 12 questions; the data of
     tests/retrieval/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
-    import reference as ref
+    from . import reference as ref
     from towers.io import read_jsonl
 
     fixtures = ROOT / "tests/fixtures"
@@ -678,7 +676,7 @@ def main() -> None:
         if args.part in ("all", name):
             results[name] = run()
             for key in ("machine", name):   # kept even if a later part fails; merged under the file's lock, so keys
-                keep_result((key,), results[key])   # other benchmarks wrote during this run stay
+                record(key, results[key], replace=True)   # other benchmarks wrote during this run stay
     print(json.dumps(results, indent=2))
 
 

@@ -1,7 +1,7 @@
 """Peak memory of reading a training-query run into rows (towers.training.sampling.run_rows), the way LTRe, the
 negative-sampling baselines and the cross-encoder read theirs.
 
-    benchmarks/run_rows_memory.py [--queries 4000] [--depth 1000] [--src OTHER/src] [--record]
+    python -m benchmarks.run_rows_memory [--queries 4000] [--depth 1000] [--src OTHER/src] [--record]
 
 A synthetic run of `--queries` x `--depth` hits over 200K doc ids is written once, then read in a process of
 its own twice: its queries asked for in the file's order, and shuffled (which makes the rows be sorted). Each
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workflow_harness import ROOT, keep_result
+from .workflow_harness import ROOT, record
 
 DOCS = 200_000
 
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
             found[how] = {"seconds": float(seconds), "peak_mb_above_start": int(peak_mb), "rows_digest": digest}
     print(json.dumps(found, indent=1))
     if a.record:
-        keep_result(("run_rows_memory",), found)
+        record("run_rows_memory", found, replace=True)
     return 0
 
 

@@ -1,10 +1,10 @@
 """Scaling benchmark: the paper profile's MS MARCO jobs on synthetic collections of growing size.
 
-    benchmarks/scale.py --part data   --sizes 100000 300000 1000000   # stages that are not model compute
-    benchmarks/scale.py --part models --sizes 30000 100000            # the whole RepBERT + LTRe DAG
-    benchmarks/scale.py --part rerun --target artifacts/msmarco-passage/crossenc/dev/model --sizes 30000 100000 300000
+    python -m benchmarks.scale --part data   --sizes 100000 300000 1000000   # stages that are not model compute
+    python -m benchmarks.scale --part models --sizes 30000 100000            # the whole RepBERT + LTRe DAG
+    python -m benchmarks.scale --part rerun --target artifacts/msmarco-passage/crossenc/dev/model --sizes 30000 100000 300000
                                                                        # one stage again, alone
-    benchmarks/scale.py --part report                                  # fit, extrapolate, docs/scale.md
+    python -m benchmarks.scale --part report                                  # fit, extrapolate, docs/scale.md
 
 Each size is a fresh copy of the workflow (with a snapshot of src/) run with `--configfile config/paper.yaml
 benchmarks/scale.yaml`: the paper's settings, code paths and file formats (benchmarks/synthetic_msmarco.py),
@@ -31,9 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from synthetic_msmarco import write_msmarco  # noqa: E402
-from workflow_harness import copy_workflow, fresh_copy, keep_result, planned_jobs, read_results  # noqa: E402
+from .synthetic_msmarco import write_msmarco  # noqa: E402
+from .workflow_harness import copy_workflow, fresh_copy, record, planned_jobs, read_results  # noqa: E402
 
 PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
 DATA_TARGETS = ["artifacts/msmarco-passage/eval/bm25/dev/lucene.json", "artifacts/msmarco-dl19/eval/bm25/dev/lucene.json",
@@ -231,7 +230,7 @@ def measure(part: str, sizes: list[int], cores: int, work_root: Path, train_run_
         entry = {"counts": counts, "wall_seconds": None if collect else round(wall, 1), "jobs": len(recs),
                  "stages": by_stage(recs),
                  "disk_mb": round(sum(f.stat().st_size for f in (work / "artifacts").rglob("*") if f.is_file()) / 2**20, 1)}
-        keep_result(("scale", part, str(size)), entry)
+        record(("scale", part, str(size)), entry, replace=True)
         print(json.dumps({"part": part, "size": size, "wall_seconds": entry["wall_seconds"], "jobs": len(recs)}), flush=True)
         if part == "data":
             shutil.rmtree(work)   # up to GBs a size; the numbers are kept
@@ -247,7 +246,7 @@ def rerun(target: str, sizes: list[int], cores: int, work_root: Path) -> None:
         entry = {"counts": counts, "stages": by_stage([{"stage": meta["stage"], "output": target,
                                                          "seconds": meta["seconds"], "cpu_seconds": meta["cpu_seconds"],
                                                          "peak_rss_mb": meta["peak_rss_mb"]}])}
-        keep_result(("scale", "rerun", meta["stage"], str(size)), entry)
+        record(("scale", "rerun", meta["stage"], str(size)), entry, replace=True)
         print(json.dumps({"stage": meta["stage"], "size": size, **entry["stages"][meta["stage"]]}), flush=True)
         shutil.rmtree(work)
 
@@ -475,7 +474,7 @@ def main() -> None:
         print(markdown(scale))
         scale["requests"] = requests(scale)
         print(json.dumps(scale["requests"], indent=1))
-    keep_result(("scale",), scale)   # its own key, under the file's lock: other benchmarks' keys stay
+    record("scale", scale, replace=True)   # its own key, under the file's lock: other benchmarks' keys stay
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ one bz2 stream, then independent streams of 100 pages, then the closing tag in o
     from benchmarks.scale_wiki import make_multistream_dump
     dump, index = make_multistream_dump("/tmp/wiki8x", 8)
 
-`python benchmarks/scale_wiki.py OUT_DIR --factors 1 8 32 [--parts 4] [--run]` writes the dumps and, with
+`python -m benchmarks.scale_wiki OUT_DIR --factors 1 8 32 [--parts 4] [--run]` writes the dumps and, with
 --run, parses each in parts as separate processes (run side by side, as a cluster would) and merges them,
 printing every job's seconds, CPU seconds and peak RSS (from the stages' .meta.json) as JSON."""
 from __future__ import annotations
@@ -123,8 +123,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.run:   # dumps made in a child: a process started by a big one reports its peak RSS as its own
         for factor in args.factors:
-            subprocess.run([sys.executable, __file__, args.out_dir, "--factors", str(factor)], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run([sys.executable, "-m", "benchmarks.scale_wiki", args.out_dir, "--factors", str(factor)],
+                           check=True, stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1])
     results = {}
     for factor in args.factors:
         folder = Path(args.out_dir) / f"x{factor}"
@@ -143,8 +143,8 @@ def main(argv=None) -> int:
 def keep(results: dict, parts: int) -> None:
     """benchmarks/results.json, scale.wikipedia: each size's jobs, and the largest part's CPU time and peak RSS with
     their growth exponents over the sizes (log-log slope, as benchmarks/scale.py fits the MS MARCO stages)."""
-    from scale import exponent
-    from workflow_harness import keep_result
+    from .scale import exponent
+    from .workflow_harness import record
 
     sizes = sorted(results, key=lambda k: int(k[1:]))
     words = [results[k]["stats"].get("words") or int(k[1:]) for k in sizes]
@@ -155,7 +155,7 @@ def keep(results: dict, parts: int) -> None:
     entry = {"parts": parts, "sizes": {k: {"bytes": results[k]["bytes"], "jobs": results[k]["jobs"]} for k in sizes},
              "largest_part": {"sizes": sizes, "cpu_seconds": cpu, "peak_rss_mb": rss,
                               "time_exponent": exponent(words, cpu), "memory_exponent": exponent(words, rss)}}
-    keep_result(("scale", "wikipedia"), entry)
+    record(("scale", "wikipedia"), entry, replace=True)
     print(json.dumps(entry["largest_part"]), flush=True)
 
 

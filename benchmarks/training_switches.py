@@ -1,6 +1,6 @@
 """Two training switches against their off side, on jobs of a built tree: the token memo and fused AdamW on a CPU.
 
-    benchmarks/training_switches.py --tree DIR --switch memo|fused [--pairs 3] [--record]
+    python -m benchmarks.training_switches --tree DIR --switch memo|fused [--pairs 3] [--record]
 
 DIR is a checkout after `make reproduce` (its artifacts and stage records). Each job below is run again from its
 record into a scratch folder (whole, as the build ran it, except pre-training, cut to 100 of its 400 steps), the
@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from stage_pairs import pair_row
-from workflow_harness import RESULTS, keep_result
+from .stage_pairs import pair_row
+from .workflow_harness import RESULTS, record
 
 TRAINING = ("out", "state_dir", "log")
 # stage record (under DIR) -> the rule it stands for (records whose folder matches `family` are summed), changes.
@@ -49,8 +49,8 @@ def rule_seconds(tree: Path, stage: str, family: str) -> float:
     total = 0.0
     for path in tree.glob("artifacts/**/*.meta.json"):
         if family in str(path.relative_to(tree)):
-            record = json.loads(path.read_text())
-            total += record.get("seconds", 0) if record.get("stage") == stage else 0
+            meta = json.loads(path.read_text())
+            total += meta.get("seconds", 0) if meta.get("stage") == stage else 0
     return total
 
 
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
                       "parallelism (key reproduce)"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     if a.record:
-        keep_result(("training_switches", a.switch), summary)
+        record(("training_switches", a.switch), summary, replace=True)
     if a.switch == "memo":
         return 0 if all(r["byte_identical"] for r in rows) else 1
     return 0 if all(r["repeatable_on"] and r["repeatable_off"] for r in rows) else 1

@@ -94,32 +94,29 @@ def read_results(path: Path | None = None) -> dict:
     return results
 
 
-def keep_result(keys: tuple[str, ...], value, replace: bool = True) -> bool:
-    """Set one entry of benchmarks/results.json (under nested `keys`), leaving every other as it is; with `replace`
-    false, an entry there already stays. Whether it was set. Read, merge and write happen under an exclusive lock
-    (results.json.lock beside it): two benchmarks ending at once would otherwise each write back the file as it
-    was before the other's key. The kernel drops the lock when its holder dies. A run that measured nothing
-    records nothing: an empty value stops with one line, the entry as it was."""
-    if value is None or isinstance(value, (dict, list)) and not value:
+def record(key: str | tuple[str, ...], result, replace: bool = False) -> bool:
+    """The one way a benchmark keeps a result: under `key` of benchmarks/results.json (a tuple: nested keys), every
+    other entry as it is. An entry there already is replaced only when asked (`replace`: a benchmark's refresh of its
+    own key, or its --record), else one line says so and it stays. Whether it was set. Read, merge and write happen
+    under an exclusive lock (results.json.lock beside it): two benchmarks ending at once would otherwise each write
+    back the file as it was before the other's key; the kernel drops the lock when its holder dies. A run that
+    measured nothing records nothing: an empty result stops with one line, the entry as it was."""
+    keys = (key,) if isinstance(key, str) else tuple(key)
+    if result is None or isinstance(result, (dict, list)) and not result:
         refuse(RESULTS, f"nothing measured for {'.'.join(keys)!r}: not recorded")
     with open(RESULTS.with_name(RESULTS.name + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         results = read_results()
         where = results
-        for key in keys[:-1]:
-            where = where.setdefault(key, {})
+        for part in keys[:-1]:
+            where = where.setdefault(part, {})
         if keys[-1] in where and not replace:
+            print(f"not recorded: {RESULTS} holds {'.'.join(keys)!r} already; to replace it, run this again with "
+                  "--record (or --key NEW to keep both where the command takes --key)", file=sys.stderr)
             return False
-        where[keys[-1]] = value
+        where[keys[-1]] = result
         write_results(results)
     return True
-
-
-def show_and_keep(key: str, result: dict, record: bool) -> None:
-    """Print a measurement and, when `record`, keep it under `key` of benchmarks/results.json."""
-    print(json.dumps(result, indent=2))
-    if record:
-        keep_result((key,), result)
 
 
 def watched(command: list, cwd) -> dict:

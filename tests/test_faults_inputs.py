@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, run_stage
-from workflow_harness import copy_workflow
+from benchmarks.workflow_harness import copy_workflow
 
 from towers.config.params_check import ParamsError, check, load_sources, merge_configs
 

@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-import judged_qrels   # benchmarks/ (pytest's pythonpath)
+from benchmarks import judged_qrels   # benchmarks/ (pytest's pythonpath)
 from towers.datasets import judging, reqa
 from towers.datasets.splits import cold_start_split, question_key
 from towers.io import StageError

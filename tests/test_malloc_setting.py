@@ -57,7 +57,7 @@ def test_asked_for_it_applies_only_to_the_stages_it_was_measured_to_help():
 def test_the_benchmarks_glibc_knobs_force_the_setting_on_any_stage():
     """benchmarks/malloc_setting.py measures every heavy stage with the setting: through glibc's own environment knobs,
     the values of cli.MALLOC_SETTINGS, whatever the stage."""
-    import malloc_setting   # benchmarks/ (pytest's pythonpath)
+    from benchmarks import malloc_setting   # benchmarks/ (pytest's pythonpath)
 
     knobs = malloc_setting.setting_env(True)
     assert knobs.keys() == MALLOC_SETTINGS.keys() and malloc_setting.setting_env(False) == {}

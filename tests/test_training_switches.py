@@ -4,8 +4,8 @@ import json
 import sys
 from pathlib import Path
 
-import stage_pairs   # benchmarks/ (pytest's pythonpath)
-import training_switches
+from benchmarks import stage_pairs   # benchmarks/ (pytest's pythonpath)
+from benchmarks import training_switches
 
 
 def test_a_record_gives_back_its_command_with_the_outputs_moved_and_changes_applied(tmp_path):

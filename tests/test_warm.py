@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from workflow_harness import copy_workflow
+from benchmarks.workflow_harness import copy_workflow
 
 from towers.launch import warm
 

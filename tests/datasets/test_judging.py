@@ -113,7 +113,7 @@ def test_questions_asking_one_fact_are_one_group_and_expose_each_other():
 
 
 def test_answer_words_find_an_answer_stated_in_other_words():
-    import deeper_pools   # benchmarks/ (pytest's pythonpath)
+    from benchmarks import deeper_pools   # benchmarks/ (pytest's pythonpath)
 
     def analyze(text):   # Lucene's English analyzer stands in: lower case, no stop words, a crude stem
         return [w.rstrip("s") for w in re.findall(r"\w+", text.lower()) if w not in ("the", "a", "of", "his")]

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from workflow_harness import copy_workflow, job_counts
+from benchmarks.workflow_harness import copy_workflow, job_counts
 
 from conftest import FIXTURES, run_stage
 from test_reqa import SQUAD

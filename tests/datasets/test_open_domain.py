@@ -14,7 +14,7 @@ from towers import cli
 from towers.datasets import reqa
 from towers.stages import prepare
 from towers.io import StageError, checksum_from_list
-from workflow_harness import copy_workflow
+from benchmarks.workflow_harness import copy_workflow
 
 from conftest import FIXTURES, ROOT, run_stage
 

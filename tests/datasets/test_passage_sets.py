@@ -16,7 +16,7 @@ import yaml
 from towers import cli
 from towers.datasets import collection, readers, reqa
 from towers.io import StageError, read_qrels, read_queries
-from workflow_harness import copy_workflow, job_counts
+from benchmarks.workflow_harness import copy_workflow, job_counts
 
 from conftest import FIXTURES, ROOT, SHARED_DATA, run_stage
 

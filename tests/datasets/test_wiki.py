@@ -7,7 +7,7 @@ import pytest
 from towers.datasets import wiki, wiki_parts
 from towers.io import StageError, read_json, write_json, write_jsonl
 
-from conftest import FIXTURES, ROOT, run_stage
+from conftest import FIXTURES, run_stage
 
 
 def test_articles_sections_and_redirects(tiny_articles):
@@ -71,8 +71,7 @@ def test_bz2_and_broken_dumps(tmp_path):
 
 # --- a multistream dump in parts -------------------------------------------------------------------
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from scale_wiki import make_multistream_dump  # noqa: E402
+from benchmarks.scale_wiki import make_multistream_dump  # noqa: E402
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 
 
 def test_record_keeps_the_checks_and_rates(tmp_path, monkeypatch):
-    import gpu_throughput
-    import workflow_harness
+    from benchmarks import gpu_throughput
+    from benchmarks import workflow_harness
 
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"other": 1}))
@@ -18,7 +18,7 @@ def test_record_keeps_the_checks_and_rates(tmp_path, monkeypatch):
     (run / "tests.log").write_text("..s.\n===== 3 passed, 1 skipped in 40.17s =====\n")
     (run / "gpu_checks.jsonl").write_text('{"regime": "mlm", "passed": true}\n{"check": "faiss_gpu", "installed": false}\n')
     (run / "gpu_throughput.json").write_text(json.dumps({"device": "NVIDIA H200", "flops": {"train_base": 2.0e14}}))
-    gpu_throughput.record(str(run))
+    gpu_throughput.record_check(str(run))
     kept = json.loads(results.read_text())
     assert kept["other"] == 1
     assert kept["gpu"]["machine"] == ["NVIDIA H200, 143771 MiB", "16"]
@@ -28,7 +28,7 @@ def test_record_keeps_the_checks_and_rates(tmp_path, monkeypatch):
 
 
 def test_gpu_hours_divide_by_measured_rates_else_the_assumed_one():
-    import gpu_hours
+    from benchmarks import gpu_hours
 
     flops = {"train_base": 3600 * 2e14, "forward_base": 3600 * 1e14}
     assert gpu_hours.hours(flops, {"train_base": 2e14, "forward_base": 1e14}) == pytest.approx(2.0)

@@ -110,7 +110,7 @@ def test_split_runs_are_the_single_runs_rows_of_their_queries(tmp_path):
     import subprocess
     import sys
 
-    from workflow_harness import copy_workflow
+    from benchmarks.workflow_harness import copy_workflow
 
     from conftest import FIXTURES
 

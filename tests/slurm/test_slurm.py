@@ -30,10 +30,10 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from workflow_harness import fresh_copy, job_counts
+from benchmarks.workflow_harness import fresh_copy, job_counts
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import local_cluster  # noqa: E402
+import local_cluster
 
 pytestmark = [pytest.mark.extended, pytest.mark.snakemake]
 

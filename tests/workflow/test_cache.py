@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_harness import job_counts
+from benchmarks.workflow_harness import job_counts
 
 from test_workflow import copy_workflow, snakemake
 

@@ -15,7 +15,7 @@ import yaml
 
 from towers.ops.ci import snakemake_stages
 from towers.config.params_check import merge_configs
-from workflow_harness import job_counts, planned_jobs
+from benchmarks.workflow_harness import job_counts, planned_jobs
 
 from conftest import FIXTURES, ROOT
 from test_workflow import copy_workflow

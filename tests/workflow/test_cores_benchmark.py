@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-import cores
-import reproduce
-import workflow_harness
+from benchmarks import cores
+from benchmarks import reproduce
+from benchmarks import workflow_harness
 
 LOG = """[Wed Nov 25 14:00:00 2026]
 rule parse:

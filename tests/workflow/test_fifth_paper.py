@@ -14,7 +14,7 @@ import yaml
 
 from conftest import FIXTURES
 from towers.verdicts import claims as checker
-from workflow_harness import ROOT, fresh_copy, job_counts
+from benchmarks.workflow_harness import ROOT, fresh_copy, job_counts
 
 pytestmark = pytest.mark.snakemake   # plans with Snakemake (make test-fast leaves it out)
 

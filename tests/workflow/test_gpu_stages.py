@@ -7,24 +7,22 @@ import sys
 
 import pytest
 
-from workflow_harness import ROOT
+from benchmarks.workflow_harness import ROOT
 
 pytestmark = pytest.mark.extended
-SCRIPT = ROOT / "benchmarks/gpu_stages.py"
 
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
     out = tmp_path_factory.mktemp("gpu-stages")
-    done = subprocess.run([sys.executable, SCRIPT, "measure", "--dry", "--out", out], capture_output=True, text=True,
-                          env={"TOWERS_DEVICE": "cpu", "PATH": "/usr/bin:/bin"})
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_stages", "measure", "--dry", "--out", out],
+                          capture_output=True, text=True, cwd=ROOT, env={"TOWERS_DEVICE": "cpu", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((out / "gpu_stages.json").read_text())
 
 
 def test_every_planned_regime_is_measured_or_says_why_not(measured):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import gpu_stages
+    from benchmarks import gpu_stages
 
     assert set(measured["regimes"]) == set(gpu_stages.load_plan()["regimes"])
     for key, entry in measured["regimes"].items():
@@ -41,12 +39,11 @@ def test_every_planned_regime_is_measured_or_says_why_not(measured):
 
 
 def test_each_table_gets_hours_and_says_their_basis(measured):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import gpu_stages
+    from benchmarks import gpu_stages
 
     plan = gpu_stages.load_plan()
     rates = {"train_base": 258.5e12, "forward_base": 309.9e12, "forward_large": 378.5e12}
-    tables = gpu_stages.record(measured, plan, rates)["tables"]
+    tables = gpu_stages.gpu_hours_of(measured, plan, rates)["tables"]
     repbert = tables["results/repbert/table1.csv"]
     assert repbert["jobs_measured"] >= 2 and repbert["basis"].startswith("measured")   # train-repbert, encoding
     assert repbert["gpu_hours"] == pytest.approx(repbert["measured_hours"] + repbert["flop_estimate_hours"], abs=0.11)
@@ -55,8 +52,7 @@ def test_each_table_gets_hours_and_says_their_basis(measured):
 
 
 def test_flop_based_hours_say_their_basis_and_the_small_batch_correction():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    import gpu_hours
+    from benchmarks import gpu_hours
 
     rates = {"train_base": 258.5e12}
     repbert = ("train_repbert", "python -m towers.training.distributed 4 train-repbert --steps 350000 "

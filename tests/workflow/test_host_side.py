@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import torch
 
-from workflow_harness import RESULTS, ROOT
+from benchmarks.workflow_harness import RESULTS, ROOT
 
-SCRIPT = ROOT / "benchmarks/host_side.py"
+SCRIPT = ["-m", "benchmarks.host_side"]   # run from the repository root
 
 
 def test_the_gather_pads_every_batch_as_the_old_row_by_row_padding(tmp_path):
     """tokens.Tokenised.batch against the benchmark's `before` (each row sliced, then tokens.pad_right): the same
     int64 tensors for texts and pairs, sorted and shuffled rows, a single row, rows of one token."""
-    import host_side
+    from benchmarks import host_side
     from transformers import AutoTokenizer
 
     from towers.retrieval.encode import length_order
@@ -40,8 +40,8 @@ def test_the_gather_pads_every_batch_as_the_old_row_by_row_padding(tmp_path):
 def test_the_quick_run_gives_every_figure_before_and_after(tmp_path):
     kept = RESULTS.read_bytes()
     out = tmp_path / "host_side.json"
-    done = subprocess.run([sys.executable, SCRIPT, "--quick", "--out", out], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "TOWERS_DEVICE": "cpu"}, timeout=600)
+    done = subprocess.run([sys.executable, *SCRIPT, "--quick", "--out", out], capture_output=True, text=True,
+                          cwd=ROOT, env={"PATH": "/usr/bin:/bin", "TOWERS_DEVICE": "cpu"}, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(out.read_text())
     assert RESULTS.read_bytes() == kept   # only --record writes there
@@ -70,14 +70,14 @@ def test_the_quick_run_gives_every_figure_before_and_after(tmp_path):
 
 
 def test_record_is_refused_for_a_quick_run():
-    done = subprocess.run([sys.executable, SCRIPT, "--quick", "--record"], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, *SCRIPT, "--quick", "--record"], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 2 and "--record keeps a full run's figures" in done.stderr
 
 
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     """benchmarks/results.json stood in for by a copy (the H200's rates the benchmark reads from it)."""
-    import workflow_harness
+    from benchmarks import workflow_harness
 
     path = tmp_path / "results.json"
     path.write_bytes(RESULTS.read_bytes())
@@ -86,7 +86,7 @@ def results(tmp_path, monkeypatch):
 
 
 def refusal(argv) -> str:
-    import host_side
+    from benchmarks import host_side
 
     with pytest.raises(SystemExit) as stopped:
         host_side.main([str(a) for a in argv])
@@ -104,11 +104,11 @@ def test_an_unknown_regime_is_refused_before_measuring(results):
 
 
 def test_a_part_that_measured_nothing_is_not_recorded(results):
-    import host_side
+    from benchmarks import host_side
 
     kept = results.read_bytes()
     with pytest.raises(SystemExit) as stopped:
-        host_side.record({"machine": "x", "encoding": {"64": {}}, "training": {}}, ["encoding", "training"])
+        host_side.keep_found({"machine": "x", "encoding": {"64": {}}, "training": {}}, ["encoding", "training"])
     assert stopped.value.code == f"error: {results}: host_side not recorded: training measured nothing"
     assert results.read_bytes() == kept
 

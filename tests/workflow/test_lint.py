@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from workflow_harness import ROOT, copy_workflow
+from benchmarks.workflow_harness import ROOT, copy_workflow
 
 ANY_RULE = "*"
 # (lint title, rule it is allowed in, or ANY_RULE): why it stays. Snakemake has no way to silence one lint

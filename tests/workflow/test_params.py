@@ -228,7 +228,7 @@ def test_a_length_bucket_past_the_positions_stops_the_run_before_its_clean_up(tm
     import subprocess
     import sys
 
-    from workflow_harness import copy_workflow
+    from benchmarks.workflow_harness import copy_workflow
 
     work = copy_workflow(tmp_path)
     shutil.copytree(FIXTURES, work / "fixtures")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import reproduce
+from benchmarks import reproduce
 
 LOG = """Building DAG of jobs...
 Execute 2 jobs...
@@ -46,14 +46,14 @@ def test_record_of_finds_the_stage_record_beside_any_output(tmp_path):
     assert reproduce.record_of(tmp_path, ["artifacts/a/dense/ckpt/all/model/"]) is None
 
 
-def test_keep_result_sets_one_nested_entry_and_leaves_the_rest(tmp_path, monkeypatch):
-    import workflow_harness
+def test_record_sets_one_nested_entry_and_leaves_the_rest(tmp_path, monkeypatch):
+    from benchmarks import workflow_harness
 
     results = tmp_path / "results.json"
     results.write_text(json.dumps({"machine": {"cpu_count": 2}, "scale": {"data": {"1000": 1}}}))
     monkeypatch.setattr(workflow_harness, "RESULTS", results)
-    workflow_harness.keep_result(("scale", "wikipedia"), {"parts": 4})
-    workflow_harness.keep_result(("reproduce",), {"clean_run_seconds": 1.0})
+    workflow_harness.record(("scale", "wikipedia"), {"parts": 4}, replace=True)
+    workflow_harness.record("reproduce", {"clean_run_seconds": 1.0}, replace=True)
     assert json.loads(results.read_text()) == {"machine": {"cpu_count": 2}, "reproduce": {"clean_run_seconds": 1.0},
                                                "scale": {"data": {"1000": 1}, "wikipedia": {"parts": 4}}}
 
@@ -191,7 +191,7 @@ def a_build(folder: Path) -> Path:
 @pytest.fixture
 def results(tmp_path, monkeypatch):
     """benchmarks/results.json stood in for by a file holding a measured run and a committed projection."""
-    import workflow_harness
+    from benchmarks import workflow_harness
 
     path = tmp_path / "results.json"
     path.write_text(json.dumps({"reproduce": MEASURED, "reproduce_projection": {"projected_clean_run_seconds": 8228.9}}))

@@ -1,5 +1,5 @@
 """benchmarks/scale.py's fits beside what the paper profile declares."""
-import scale
+from benchmarks import scale
 
 
 def _row(stage, largest_job, peak):

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from towers.launch import scheduler
-from workflow_harness import watched
+from benchmarks.workflow_harness import watched
 
 from conftest import ROOT
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from towers.launch import slurm
-from workflow_harness import copy_workflow
+from benchmarks.workflow_harness import copy_workflow
 
 from conftest import FIXTURES, ROOT
 

@@ -10,13 +10,13 @@ import pandas as pd
 import pytest
 
 from towers.verdicts import claims as checker
-from workflow_harness import copy_workflow as copy_workflow_files, job_counts, watched
+from benchmarks.workflow_harness import copy_workflow as copy_workflow_files, job_counts, watched
 
 from conftest import FIXTURES
 
 from towers.reports import papers as paper_list
 from towers.reports.common import layout_problems, read_table
-from workflow_harness import planned_jobs
+from benchmarks.workflow_harness import planned_jobs
 
 pytestmark = pytest.mark.snakemake   # every test here starts Snakemake (make test-fast leaves them out)
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from towers.config.params_check import merge_configs as merged
-from workflow_harness import job_counts
+from benchmarks.workflow_harness import job_counts
 
 from conftest import ROOT
 from test_workflow import copy_workflow

@@ -6,7 +6,7 @@ import shutil
 import pytest
 import yaml
 
-from workflow_harness import job_counts, planned_jobs
+from benchmarks.workflow_harness import job_counts, planned_jobs
 
 from test_workflow import CHANG_TABLES, LTRE_TARGETS, QUADRUPLET_TABLES, REPBERT_TARGETS, TARGET, copy_workflow, snakemake
 

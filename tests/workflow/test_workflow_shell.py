@@ -6,7 +6,7 @@ import subprocess
 import pytest
 import yaml
 
-from workflow_harness import planned_jobs, spaced_python
+from benchmarks.workflow_harness import planned_jobs, spaced_python
 
 from test_workflow import copy_workflow, snakemake
 
