@@ -2,41 +2,41 @@
 that is process start-up.
 
     python -m benchmarks.reproduce --run DIR        clone this checkout's HEAD into DIR, `make setup`, then build each
-                                             paper's targets in papers.yaml order, then `all check` and the
-                                             report (what `make reproduce` builds); times go to
-                                             DIR/reproduce-times.json; with --whole: `make setup`, then one
-                                             `make reproduce`, as a user runs it (no paper waits for the last
-                                             job of the one before)
+                                                    paper's targets in papers.yaml order, then `all check` and the
+                                                    report (what `make reproduce` builds); times go to
+                                                    DIR/reproduce-times.json; with --whole: `make setup`, then one
+                                                    `make reproduce`, as a user runs it (no paper waits for the last
+                                                    job of the one before)
     python -m benchmarks.reproduce --analyse DIR    read those times, Snakemake's logs and the stage records; compare
-                                             the tables and figures byte for byte with those committed at this
-                                             checkout's HEAD (results_moved_against); write the key
-                                             `reproduce` of benchmarks/results.json (--key another;
-                                             --before KEY sets an earlier run's totals beside it)
+                                                    the tables and figures byte for byte with those committed at this
+                                                    checkout's HEAD (results_moved_against); write the key
+                                                    `reproduce` of benchmarks/results.json (--key another;
+                                                    --before KEY sets an earlier run's totals beside it)
     python -m benchmarks.reproduce --warm DIR       in that finished build, rerun a few encoding and dense-search jobs
-                                             with warm starts off, then on, twice over (`warm_start`, towers.launch.warm):
-                                             wall seconds of each, and whether every output came back
-                                             byte-identical (key `warm_start`); --configfile F: a
-                                             fresh_copy built on that profile (the tiny one), its src/ used;
-                                             --key K: write under K
+                                                    with warm starts off, then on, twice over (`warm_start`, towers.launch.warm):
+                                                    wall seconds of each, and whether every output came back
+                                                    byte-identical (key `warm_start`); --configfile F: a
+                                                    fresh_copy built on that profile (the tiny one), its src/ used;
+                                                    --key K: write under K
     python -m benchmarks.reproduce --scheduler DIR  in a build of a commit before towers.launch.scheduler's fix, Chang et al.'s
-                                             dense searches and evaluations rerun with Snakemake's scheduler as
-                                             it is and with the fix, alternated: wall seconds, and Snakemake's
-                                             own CPU seconds and threads (key `scheduler_load`)
+                                                    dense searches and evaluations rerun with Snakemake's scheduler as
+                                                    it is and with the fix, alternated: wall seconds, and Snakemake's
+                                                    own CPU seconds and threads (key `scheduler_load`)
     python -m benchmarks.reproduce --run DIR --target T...  `make setup`, then one `snakemake T...` (the headline:
-                                             --target results/table1.csv, --analyse DIR --key reproduce_table1)
+                                                    --target results/table1.csv, --analyse DIR --key reproduce_table1)
     python -m benchmarks.reproduce --run DIR --commit REV   the same clean build of an older commit (a baseline)
     python -m benchmarks.reproduce --resume DIR     go on with a --run the machine stopped (steps_resumed names it)
     python -m benchmarks.reproduce --rerun-step NAME DIR   force a finished step's jobs to rerun (after copying a fix
-                                             into DIR): its seconds then and now, warm starts, identical results
+                                                    into DIR): its seconds then and now, warm starts, identical results
     python -m benchmarks.reproduce --before-after OLD NEW   every tracked result of two finished builds, file by file:
-                                             identical or not, and how many cells of a table moved
-                                             (key `reproduce_tables_compared`, or --key)
+                                                    identical or not, and how many cells of a table moved
+                                                    (key `reproduce_tables_compared`, or --key)
     python -m benchmarks.reproduce --project DIR    a projection, not a measurement: the clean run's minutes, per paper,
-                                             from a finished build's stage records (incremental builds too: each
-                                             job's record is the one its last run wrote) and the measured clean
-                                             run's parallelism and per-job overhead (key `reproduce`); the records
-                                             carry that build machine's speed (key `reproduce_projection`);
-                                             refused where a job of the plan has no record
+                                                    from a finished build's stage records (incremental builds too: each
+                                                    job's record is the one its last run wrote) and the measured clean
+                                                    run's parallelism and per-job overhead (key `reproduce`); the records
+                                                    carry that build machine's speed (key `reproduce_projection`);
+                                                    refused where a job of the plan has no record
 
 A result is printed and kept in benchmarks/results.json under its key; a key the file holds already (a committed
 number) is replaced only with --record.
