@@ -23,14 +23,15 @@ import re
 import subprocess
 from pathlib import Path
 
-from .reproduce import jobs_of, positive, record_of, save
+from .build_records import jobs_of, positive, record_of
+from .reproduce import save
 from .workflow_harness import read_results, refuse
 
 PROGRESS = re.compile(r"^(\d+) of (\d+) steps \(\d+%\) done$", re.M)
 
 
 def log_jobs(log: Path) -> tuple[list[dict], float]:
-    """Every finished job of a Snakemake log (reproduce.jobs_of: rule, inputs, outputs, threads, began, wall
+    """Every finished job of a Snakemake log (build_records.jobs_of: rule, inputs, outputs, threads, began, wall
     seconds), and the build's wall from its first job's start to its last job's end."""
     jobs = jobs_of(log)
     if not jobs:

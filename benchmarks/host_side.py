@@ -41,7 +41,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
+from .host_side_rates import ENCODE_LENGTHS, model_rates  # noqa: E402
+from .host_side_before import (WIDTH, code, models_taken_out, no_op_classifier, no_op_tower,
+                               old_batch, old_score_pairs)
 
 os.environ.setdefault("RAYON_NUM_THREADS", "1")   # before the tokenizers library starts its threads
 
@@ -54,176 +56,12 @@ SIZES = {"full": {"passages": 500_000, "stage": 131_072, "pairs": 32_768, "token
                    "steps": 6, "repeats": 1}}
 QUICK_REGIMES = ("finetune", "pretrain-mlm batch-size=256", "train-negatives batch-size=64 query-length=32 "
                  "doc-length=512 negatives=rand")
-ENCODE_LENGTHS, ENCODE_BATCH, WIDTH = (64, 256), 512, 768     # BERT-base, mean pooled (RepBERT's; encode_overlap's)
+ENCODE_BATCH = 512
 RERANK_LENGTH, RERANK_BATCH = 512, 128                        # config/paper.yaml repbert.reranker
 ENCODE_GOAL, RERANK_GOAL, STEP_GOAL = 5.0, 5.0, 0.10
 
 
 # --- the code before the host-side changes ("before") ------------------------------------------------------
-
-def old_batch(self, idx, dev=None, pin=False) -> dict:
-    """tokens.Tokenised.batch before: each row sliced out in a Python loop, then tokens.pad_right."""
-    from towers.modeling.tokens import pad_right
-
-    return {key: pad_right([flat[self.starts[i]:self.starts[i + 1]] for i in idx], self.pad_ids.get(key, 0))
-            for key, flat in self.columns.items()}
-
-
-def old_append(self, block) -> None:
-    """matrix.NpyWriter.append before: the block copied to bytes, then written."""
-    import numpy as np
-
-    from towers.retrieval.matrix import DTYPE
-
-    block = np.ascontiguousarray(block, dtype=DTYPE)
-    if self.width is None:
-        self._header(block.shape[1])
-    self._handle.write(block.tobytes())
-    self.written += len(block)
-
-
-def old_score_pairs(model, tokenizer, pairs: list, max_length: int, batch_size: int):
-    """rerank.score_pairs before: each batch tokenised as it comes, its scores brought back before the next."""
-    import numpy as np
-
-    from towers.retrieval.rerank import relevance, tokenize_pairs
-
-    order = np.argsort(-np.asarray([len(q) + len(p) for q, p in pairs]), kind="stable")
-    out = np.zeros(len(pairs), dtype=np.float64)
-    for start in range(0, len(pairs), batch_size):
-        idx = order[start:start + batch_size]
-        batch = tokenize_pairs(tokenizer, [pairs[i][0] for i in idx], [pairs[i][1] for i in idx], max_length, "cpu")
-        out[idx] = relevance(model(**batch).logits.float()).detach().numpy()
-    return out
-
-
-@contextlib.contextmanager
-def code(version: str):
-    """Within: the project's code as it is ("after"), or with the host-side changes taken back ("before")."""
-    from towers.modeling import tokens
-    from towers.retrieval import encode, matrix
-    from towers.training import mlm
-
-    forward = encode.forward
-    saved = (tokens.Tokenised.batch, tokens.tokenize_unpadded,
-             mlm.SentencePairs.__dict__["of"], matrix.NpyWriter.append, forward)
-    if version == "before":
-        tokens.Tokenised.batch = old_batch
-        tokens.tokenize_unpadded = tokens._tokenizer_call
-        # NSP as it was: each pair tokenised in its step, padded and masked by the collator
-        mlm.SentencePairs.of = classmethod(lambda cls, *_: None)
-        matrix.NpyWriter.append = old_append
-        encode.forward = lambda *args, into=None, **kwargs: forward(*args, **kwargs)   # a new matrix each chunk
-    try:
-        yield
-    finally:
-        (tokens.Tokenised.batch, tokens.tokenize_unpadded, mlm.SentencePairs.of,
-         matrix.NpyWriter.append, encode.forward) = saved
-
-
-# --- the model taken out -------------------------------------------------------------------------------------
-
-def no_op_tower():
-    import torch
-
-    class NoOpTower(torch.nn.Module):
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            return torch.zeros(len(input_ids), WIDTH)
-
-    return NoOpTower()
-
-
-def no_op_classifier():
-    import torch
-
-    class NoOpClassifier(torch.nn.Module):
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            return SimpleNamespace(logits=torch.zeros(len(input_ids), 1))
-
-    return NoOpClassifier()
-
-
-@contextlib.contextmanager
-def models_taken_out():
-    """Within: every two-tower Tower returns one learnable vector per row (its output's width: the head's, or
-    BERT-base's 768), and pretrain-mlm trains a no-op BERT whose heads (and their cross-entropy over the vocabulary)
-    cost nothing. The loop, its sampling, tokenising, collating, losses and optimiser run as they are."""
-    import torch
-    from torch import nn
-
-    from towers.modeling import models
-    from towers.training import mlm
-
-    init, forward, pretrain, cross_entropy = (models.Tower.__init__, models.Tower.forward, mlm.pretrain,
-                                              torch.nn.functional.cross_entropy)
-
-    def tower_init(self, encoder, pooling, embedding_dim, *args, **kwargs):
-        init(self, encoder, pooling, embedding_dim, *args, **kwargs)
-        self.no_op = nn.Parameter(torch.ones(embedding_dim or WIDTH))
-
-    def tower_forward(self, input_ids, attention_mask, token_type_ids=None):
-        return self.no_op.repeat(len(input_ids), 1)
-
-    class Bert(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.no_op = nn.Parameter(torch.ones(WIDTH))
-
-        def forward(self, input_ids, attention_mask, token_type_ids=None):
-            nothing = torch.zeros(())
-            return SimpleNamespace(last_hidden_state=nothing.expand(*input_ids.shape, WIDTH),
-                                   pooler_output=nothing.expand(len(input_ids), WIDTH))
-
-    class Head(nn.Module):
-        def __init__(self, width: int):
-            super().__init__()
-            self.width = width
-
-        def forward(self, hidden):
-            return torch.zeros(()).expand(len(hidden), self.width)
-
-    class NoOpPreTraining(nn.Module):
-        def __init__(self, vocab: int):
-            super().__init__()
-            self.bert, self.cls = Bert(), nn.Module()
-            self.cls.predictions, self.cls.seq_relationship = Head(vocab), Head(2)
-
-    def no_op_pretrain(model, tokenizer, *args, **kwargs):
-        stand_in = NoOpPreTraining(len(tokenizer))
-        torch.nn.functional.cross_entropy = lambda *_, **__: stand_in.bert.no_op.sum() * 0.0
-        try:
-            return pretrain(stand_in, tokenizer, *args, **kwargs)
-        finally:
-            torch.nn.functional.cross_entropy = cross_entropy
-
-    models.Tower.__init__, models.Tower.forward, mlm.pretrain = tower_init, tower_forward, no_op_pretrain
-    try:
-        yield
-    finally:
-        models.Tower.__init__, models.Tower.forward, mlm.pretrain = init, forward, pretrain
-
-
-# --- the H200's own rates ------------------------------------------------------------------------------------
-
-def model_rates() -> dict:
-    """What the model itself did on one H200: rate / GPU busy share (`gpu_stages`, `encode_overlap` at 256 tokens),
-    the higher where two runs measured it."""
-    from .workflow_harness import RESULTS, read_results, refuse
-
-    results = read_results()
-    try:
-        stages, overlap = results["gpu_stages"], results["encode_overlap"]["gpu"]
-        encoding = {length: stages["encoding"][str(length)]["passages_per_s"]
-                    / stages["encoding"][str(length)]["gpu_busy_share"] for length in ENCODE_LENGTHS}
-        run = overlap["torch_threads_8"]["overlapped"]
-        if overlap["doc_length"] in encoding:
-            encoding[overlap["doc_length"]] = max(encoding[overlap["doc_length"]],
-                                                  run["passages_per_s"] / run["gpu_busy_share"][0])
-        rerank = stages["reranking"]["base"]
-        return {"device": stages["device"], "encoding": encoding,
-                "reranking": rerank["pairs_per_s"] / rerank["gpu_busy_share"], "regimes": stages["regimes"]}
-    except KeyError as err:   # one line, before any measuring
-        refuse(RESULTS, f"no {err.args[0]!r} entry: the H200's own rates (gpu_stages, encode_overlap) are needed")
 
 
 # --- shared pieces ---------------------------------------------------------------------------------------------
@@ -416,21 +254,21 @@ def tokenise_child(tokenizer_dir: str, count: int, repeats: int) -> None:
 
 def measured_regimes(models: dict) -> dict:
     """The plan's training regimes (key -> regime) the H200 measured a step of: those this part can set beside."""
-    from . import gpu_stages
+    from . import gpu_stages_hours
 
     measured = models["regimes"]
-    return {key: regime for key, regime in gpu_stages.load_plan()["regimes"].items()
+    return {key: regime for key, regime in gpu_stages_hours.load_plan()["regimes"].items()
             if "seconds_a_step" in measured.get(key, {}).get("as_planned", {})}
 
 
 def training(size: dict, models: dict, tmp: Path, only: tuple[str, ...]) -> dict:
-    from . import gpu_stages
+    from . import gpu_stages, gpu_stages_hours
 
     folder = tmp / "world"
     folder.mkdir()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         gpu_stages.world(folder, size["world"], gpu_stages.DRY_SHAPE, 30522)
-    regimes, measured = gpu_stages.load_plan()["regimes"], models["regimes"]
+    regimes, measured = gpu_stages_hours.load_plan()["regimes"], models["regimes"]
     known = measured_regimes(models)
     warm_steps = max(2, size["steps"] // 2)
     out = {}

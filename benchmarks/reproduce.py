@@ -39,7 +39,10 @@ that is process start-up.
                                                     refused where a job of the plan has no record
 
 A result is printed and kept in benchmarks/results.json under its key; a key the file holds already (a committed
-number) is replaced only with --record.
+number) is replaced only with --record. This module holds the timed build and its analysis; the other modes
+measure in modules of their own, which this command runs: benchmarks.reruns (--warm, --rerun-step, --scheduler),
+benchmarks.compare_builds (--before-after), benchmarks.projection (--project); benchmarks.build_records reads a
+finished build (Snakemake's log, the stage records) for all of them and for benchmarks.cores.
 
 Per paper minutes are the wall time of building that paper's targets after the papers before it, so jobs
 shared between papers (the collection, BM25, the tokenizer) count for the first paper that needs them; of a
@@ -47,13 +50,7 @@ shared between papers (the collection, BM25, the tokenizer) count for the first 
 from __future__ import annotations
 
 import argparse
-import hashlib
-import io
 import json
-import os
-import re
-import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -64,16 +61,12 @@ ROOT = Path(__file__).resolve().parents[1]
 from towers.config.config_yaml import ParamsError  # noqa: E402
 from towers.reports import papers as paper_list  # noqa: E402
 from towers.retrieval.latency import cpu_model  # noqa: E402
-from .workflow_harness import RESULTS, record, read_results, watched  # noqa: E402
-
-
-def kernels_of(folder: Path) -> str:
-    """The vector kernels torch computed with in a build (its stage records name them)."""
-    for meta in sorted((folder / "artifacts").glob("*/dense/*/*/model.meta.json")):
-        kernels = json.loads(meta.read_text()).get("torch_cpu_kernels")
-        if kernels:
-            return kernels
-    return "unknown"
+from .build_records import (build_logs, forked, jobs_of, kernels_of, model_stack_import_seconds,  # noqa: E402
+                            positive, record_of, steps_of)
+from .compare_builds import before_after, committed_bytes, compared_with_commit, verdicts_moved  # noqa: E402
+from .projection import job_key, jobs_by_paper, project  # noqa: E402
+from .reruns import rerun_step, scheduler_load, warm_starts  # noqa: E402
+from .workflow_harness import RESULTS, record, read_results  # noqa: E402
 
 
 def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False,
@@ -130,130 +123,6 @@ def keep_interrupted(folder: Path, times: dict, name: str, log_path: Path) -> No
     times["steps"].append({"name": name, "began": began, "seconds": round(log_path.stat().st_mtime - began, 1),
                            "rc": None, "interrupted": True})
     log_path.rename(folder / f"reproduce-{name}.interrupted-{len(times['steps'])}.log")
-
-
-STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ [\d:]+ \d{4})\]$")
-STARTED = re.compile(r"^(?:local)?rule (\w+):$")
-FINISHED = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)")
-
-
-def job_blocks(lines):
-    """Snakemake's job blocks (a log or a dry run), in order: ("job", {rule, inputs, outputs, threads, jobid}) when
-    a block's jobid line ends it, ("stamp", seconds) for a time stamp, ("finished", jobid) for a finished job."""
-    current = None
-    for line in lines:
-        if m := STAMP.match(line):
-            yield "stamp", datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y").timestamp()
-        elif m := STARTED.match(line):
-            current = {"rule": m.group(1), "inputs": [], "outputs": [], "threads": 1}
-        elif current and line.startswith(("    input: ", "    output: ")):
-            field, paths = line.strip().split(": ", 1)
-            current[field + "s"] = paths.split(", ")
-        elif current and line.startswith("    threads: "):
-            current["threads"] = int(line.split()[-1])
-        elif current and line.startswith("    jobid: "):
-            yield "job", {**current, "jobid": line.split()[-1]}
-            current = None
-        elif m := FINISHED.match(line):
-            yield "finished", m.group(1)
-
-
-def jobs_of(log: Path) -> list[dict]:
-    """Each finished job of a Snakemake log: rule, outputs, and wall seconds from its start and finish stamps
-    (the log's one-second resolution)."""
-    jobs, started, stamp = [], {}, None
-    for kind, value in job_blocks(log.read_text().splitlines()):
-        if kind == "stamp":
-            stamp = value
-        elif kind == "job":
-            started[value.pop("jobid")] = {**value, "began": stamp}
-        else:
-            job = started.pop(value)
-            jobs.append({**job, "wall": stamp - job["began"]})
-    return jobs
-
-
-def record_of(folder: Path, outputs: list[str]) -> dict | None:
-    """The stage record (<output>.meta.json) a job wrote, if its stage writes one."""
-    for output in outputs:
-        meta = folder / (output.rstrip("/") + ".meta.json")
-        if meta.exists():
-            return json.loads(meta.read_text())
-    return None
-
-
-def model_stack_import_seconds(folder: Path) -> float:
-    """Importing torch and transformers' BERT in a fresh process of the clone's venv, the median of 3: what a
-    stage that loads a model pays before its work (inside its record's seconds)."""
-    code = ("import time; t = time.perf_counter(); import torch, transformers; from transformers import BertModel; "
-            "print(time.perf_counter() - t)")
-    return statistics.median(float(subprocess.run([str(folder / ".venv/bin/python"), "-c", code], capture_output=True,
-                                                  text=True, check=True).stdout) for _ in range(3))
-
-
-def cells_moved(folder: Path, tables: list[str], old_bytes) -> dict[str, int]:
-    """Per rebuilt table CSV that differs from its old version (`old_bytes(path)`): how many of its cells differ."""
-    import pandas as pd
-
-    moved = {}
-    for table in tables:
-        old, new = pd.read_csv(io.BytesIO(old_bytes(table)), dtype=str), pd.read_csv(folder / table, dtype=str)
-        if old.shape != new.shape or list(old.columns) != list(new.columns):
-            moved[table] = -1   # the shape itself changed
-        else:
-            moved[table] = int((old.fillna("") != new.fillna("")).to_numpy().sum())
-    return moved
-
-
-def committed_bytes(commit: str, path: str, root: Path = ROOT) -> bytes:
-    """A file as `commit` of the checkout at `root` holds it (not as the working tree has it)."""
-    return subprocess.run(["git", "show", f"{commit}:{path}"], cwd=root, capture_output=True, check=True).stdout
-
-
-def compared_with_commit(folder: Path, tracked: list[str], root: Path = ROOT) -> dict:
-    """The build's result files byte for byte against those committed at the HEAD of the checkout at `root`: the
-    commit, the files that differ (and how many cells of each table), and the files that commit does not hold,
-    which were not compared."""
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                            check=True).stdout.strip()
-    committed = set(subprocess.run(["git", "ls-tree", "-r", "--name-only", commit, "--", "results"], cwd=root,
-                                   capture_output=True, text=True, check=True).stdout.split())
-    moved = [f for f in tracked if f in committed and (folder / f).read_bytes() != committed_bytes(commit, f, root)]
-    return {"results_moved_against": commit, "results_moved": moved,
-            "results_not_compared": [f for f in tracked if f not in committed],
-            "cells_moved": cells_moved(folder, [f for f in moved if f.endswith(".csv")],
-                                       lambda f: committed_bytes(commit, f, root))}
-
-
-def verdicts_moved(folder: Path, against: Path = ROOT, before_csv: bytes | None = None) -> dict:
-    """Each paper's claim verdicts in `against`'s results/claims.csv (or `before_csv`, that file's bytes as a commit
-    holds it) before and the build's after, counted, and every claim whose verdict moved ("before -> after")."""
-    import pandas as pd
-
-    def verdicts(source) -> pd.Series:
-        claims = pd.read_csv(source)
-        return claims.groupby(["paper", "claim"], sort=False)["claim verdict"].first()
-
-    before = verdicts(io.BytesIO(before_csv) if before_csv is not None else against / "results/claims.csv")
-    after = verdicts(folder / "results/claims.csv")
-    counts = {paper: {"before": before[paper].value_counts().to_dict(), "after": after[paper].value_counts().to_dict()}
-              for paper in after.index.get_level_values(0).unique()}
-    moved = {claim: f"{before.get((paper, claim), 'absent')} -> {verdict}" for (paper, claim), verdict in after.items()
-             if before.get((paper, claim)) != verdict}
-    return {"counts": counts, "moved": moved}
-
-
-# A stage forked from the warm-start server is at most this old at main (0.04-0.07 s seen); one in a process of
-# its own is 0.3-0.6 s old (interpreter, imports). For records written before they said so (`warm_start`).
-FORK_AGE = 0.15
-
-
-def forked(meta: dict) -> bool:
-    """Whether a job's stage ran in a fork of the warm-start server (torch's import not paid, not in its seconds)."""
-    if "warm_start" in meta:
-        return meta["warm_start"]
-    return bool(meta.get("torch_loaded")) and meta.get("startup_seconds") is not None and \
-        meta["startup_seconds"] < FORK_AGE
 
 
 def analyse(folder: Path, before: dict | None = None) -> dict:
@@ -342,28 +211,6 @@ def paper_shares(folder: Path, jobs: list[dict], seconds: float) -> dict[str, fl
     return {name: round(wall / total * seconds / 60, 1) for name, wall in walls.items()}
 
 
-def build_logs(folder: Path, times: dict) -> list[Path]:
-    """Snakemake's logs of the timed steps: those last written while they ran, not of runs after them (a rerun
-    or an `expected` in the same folder)."""
-    began = times["steps"][0]["began"]
-    ended = max(s["began"] + s["seconds"] for s in times["steps"]) + 5   # the log's last line, a moment after
-    return sorted(log for log in (folder / ".snakemake/log").glob("*.snakemake.log")
-                  if began <= log.stat().st_mtime <= ended)
-
-
-def steps_of(times: dict) -> dict[str, dict]:
-    """Each step of a run by name; a step the machine stopped and --resume finished sums its parts' seconds (the
-    jobs the stop killed count twice, once in the part they died in and once when they reran)."""
-    steps: dict[str, dict] = {}
-    for part in times["steps"]:
-        if part["name"] in steps:
-            steps[part["name"]] = {**part, "began": steps[part["name"]]["began"],
-                                   "seconds": round(steps[part["name"]]["seconds"] + part["seconds"], 1)}
-        else:
-            steps[part["name"]] = dict(part)
-    return steps
-
-
 # Training stages: the same work at both commits of the start-up comparison (src/towers/training unchanged), so
 # their CPU seconds compare the two machines rather than the two commits
 SAME_WORK_RULES = ("pretrain_two_tower", "pretrain_mlm", "pretrain_mlm_nsp", "finetune", "train_margin_threet",
@@ -382,220 +229,6 @@ def machine_speed(now: dict, before: dict) -> dict:
             "before_work_cpu_seconds": round(work_cpu(before), 1),
             "slower_by": round(work_cpu(now) / work_cpu(before), 3),
             "per_rule_slower_by": {r: round(work_cpu(now, [r]) / max(1e-9, work_cpu(before, [r])), 2) for r in same}}
-
-
-def job_key(job: dict) -> str:
-    return job["rule"] + ":" + ",".join(job["outputs"])
-
-
-def jobs_by_paper(folder: Path, rest: bool = True) -> dict[str, tuple[str, dict]]:
-    """Every job a clean build plans, by job_key, with the first paper (papers.yaml order) whose targets need it;
-    with `rest`, then the jobs `all`, the check and the report add, as "rest"."""
-    steps = [(paper["id"], paper_list.targets(paper)) for paper in paper_list.load(root=folder).values()]
-    if rest:
-        steps.append(("rest", ["all", "check", "results/report.html"]))
-    owned: dict[str, tuple[str, dict]] = {}
-    targets: list[str] = []
-    for name, more in steps:
-        targets += more
-        for job in planned_jobs(folder, targets):
-            owned.setdefault(job_key(job), (name, job))
-    return owned
-
-
-def planned_jobs(folder: Path, targets: list[str]) -> list[dict]:
-    """Every job a clean build of `targets` runs (a forced dry run in `folder`): rule and outputs."""
-    dry = subprocess.run([str(folder / ".venv/bin/snakemake"), "-n", "--forceall", "--cores", "2", *targets],
-                         cwd=folder, capture_output=True, text=True, check=True).stdout
-    return [{"rule": job["rule"], "outputs": job["outputs"]}
-            for kind, job in job_blocks(dry.splitlines()) if kind == "job"]
-
-
-def project(folder: Path, measured: dict) -> dict:
-    """The clean run's seconds a build's records imply: each paper's new jobs (papers.yaml order, as --run builds
-    them) summed from their stage records, plus the measured run's overhead a job, over its parallelism. A build
-    where a job that writes files has no record (not built, or another profile's) is refused: its jobs would
-    count as overhead only."""
-    parallel = measured["job_seconds"] / measured["clean_run_seconds"]
-    overhead = measured["startup_seconds"] / measured["jobs"]
-    owned = jobs_by_paper(folder)
-    seconds = dict.fromkeys([*(p["id"] for p in paper_list.load(root=folder).values()), "rest"], 0.0)
-    unrecorded = [job for _, job in owned.values() if job["outputs"] and record_of(folder, job["outputs"]) is None]
-    if unrecorded:   # a job that writes files writes its stage's record beside them: these never ran here
-        first = unrecorded[0]
-        sys.exit(f"error: {folder}: {len(unrecorded)} of {len(owned)} jobs have no stage record (the first: rule "
-                 f"{first['rule']}, {first['outputs'][0]}): not a finished build of this checkout's plan; nothing "
-                 "projected")
-    per_rule, without_record = {}, 0
-    for name, job in owned.values():
-        meta = record_of(folder, job["outputs"])
-        without_record += meta is None
-        work = (meta or {}).get("seconds", 0.0) + overhead
-        seconds[name] += work
-        row = per_rule.setdefault(job["rule"], {"jobs": 0, "job_seconds": 0.0})
-        row["jobs"] += 1
-        row["job_seconds"] += work
-    per_paper = {name: s / parallel for name, s in seconds.items()}
-    return {"projected_clean_run_seconds": round(sum(per_paper.values()), 1), "clean_run_goal_seconds": 5400,
-            "per_paper_minutes": {k: round(v / 60, 1) for k, v in per_paper.items()}, "jobs": len(owned), "jobs_without_record": without_record,
-            "calibrated_on": {"commit": measured["commit"], "parallelism": round(parallel, 3),
-                              "overhead_seconds_a_job": round(overhead, 2)},
-            "per_rule": {k: {"jobs": v["jobs"], "job_seconds": round(v["job_seconds"], 1)}
-                         for k, v in sorted(per_rule.items(), key=lambda kv: -kv[1]["job_seconds"])},
-            "how": "benchmarks/reproduce.py --project DIR: a forced dry run per paper step, each job's stage record "
-                   "seconds + the measured run's start-up a job, divided by its parallelism (job seconds over "
-                   "clean-run seconds); setup excluded, as in clean_run_seconds. A projection on the machine "
-                   "that wrote the records, not a measurement"}
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def warm_starts(folder: Path, jobs: int, cores: int, configfiles: list[str] = ()) -> dict:
-    """Jobs of a finished build rerun as Snakemake runs them (--forcerun), warm starts off and on, interleaved.
-    `configfiles`: the build's profile (a fresh_copy built on tests/fixtures/tiny.yaml: its src/ snapshot is used)."""
-    dense = sorted(folder.glob("artifacts/*/dense/transformer-*/*/run-flat.trec"))
-    encoded, searched = dense[:jobs], dense[jobs:2 * jobs]   # disjoint models: no job reruns another's input
-    targets = [str((run.parent / "candidates.npy").relative_to(folder)) for run in encoded] + \
-              [str(run.relative_to(folder)) for run in searched]
-    built = {t: sha256(folder / t) for t in targets}
-    snapshot = folder / "src"
-    env = {**os.environ, "PYTHONPATH": str(snapshot)} if snapshot.is_dir() else None
-    snakemake = [str(folder / ".venv/bin/snakemake")] if (folder / ".venv").exists() else [sys.executable, "-m", "snakemake"]
-    profile = ["--configfile", *configfiles] if configfiles else []
-    seconds: dict[str, list[float]] = {"off": [], "on": []}
-    for setting in ("off", "on", "off", "on"):
-        began = time.perf_counter()
-        done = subprocess.run([*snakemake, *targets, "--forcerun", *targets, "--cores", str(cores), "--quiet",
-                               "--config", f"warm_start={setting == 'on'}", *profile], cwd=folder,
-                              capture_output=True, text=True, env=env)   # True and False: booleans to Snakemake
-        if done.returncode:
-            sys.exit(f"warm_start={setting}: Snakemake failed:\n{done.stderr[-3000:]}")
-        seconds[setting].append(round(time.perf_counter() - began, 1))
-        moved = [t for t in targets if sha256(folder / t) != built[t]]
-        if moved:
-            sys.exit(f"warm_start={setting}: {len(moved)} outputs differ from the build's, first {moved[0]}")
-    forked_on = sum(forked(json.loads((folder / (t + ".meta.json")).read_text())) for t in targets)
-    off, on = statistics.median(seconds["off"]), statistics.median(seconds["on"])
-    return {"jobs": {"encode_candidates": len(encoded), "dense_search": len(searched)}, "cores": cores,
-            "profile": configfiles or "mini", "forked_warm_in_last_run": forked_on,
-            "seconds_off": seconds["off"], "seconds_on": seconds["on"], "ratio_on_to_off": round(on / off, 3),
-            "saved_seconds_a_job": round((off - on) * cores / len(targets), 2), "outputs_byte_identical": True,
-            "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
-
-
-def model_records(folder: Path, outputs: list[str]) -> list[dict]:
-    """The stage records of those jobs whose stage ran with torch loaded (forked ones always do)."""
-    return [meta for meta in (record_of(folder, [output]) for output in outputs) if meta and meta.get("torch_loaded")]
-
-
-def rerun_step(folder: Path, name: str, cores: int) -> dict:
-    """Every job a finished step of the build ran, forced to rerun with this checkout's code as the build has it
-    (copy fixes in first): the step's wall seconds then and now, warm starts before and after, and which of the
-    paper's result files came back byte-identical."""
-    jobs = jobs_of(folder / f"reproduce-{name}.log")
-    outputs = [job["outputs"][0] for job in jobs]
-    paper = paper_list.load(root=folder)[name]
-    targets = paper_list.targets(paper)
-    results = sorted({f for f in subprocess.run(["git", "ls-files", *{str(Path(t).parent) for t in targets}],
-                                                cwd=folder, capture_output=True, text=True, check=True).stdout.split()
-                      if not f.endswith(".meta.json")})
-    kept = {f: sha256(folder / f) for f in results}
-    warm_before = sum(forked(meta) for meta in model_records(folder, outputs))
-    began = time.perf_counter()
-    subprocess.run([str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", *outputs, "--cores", str(cores),
-                    "--quiet"], cwd=folder, check=True, capture_output=True)
-    seconds = round(time.perf_counter() - began, 1)
-    records = model_records(folder, outputs)
-    return {"step": name, "jobs": len(jobs), "seconds_in_run": steps_of(json.loads(
-                (folder / "reproduce-times.json").read_text()))[name]["seconds"],
-            "seconds_rerun": seconds, "jobs_with_torch_loaded": len(records), "forked_warm_before": warm_before,
-            "forked_warm_rerun": sum(forked(meta) for meta in records),
-            "results_byte_identical": [f for f in results if sha256(folder / f) == kept[f]],
-            "results_moved": [f for f in results if sha256(folder / f) != kept[f]],
-            "how": f"benchmarks/reproduce.py --rerun-step {name} DIR: the jobs of reproduce-{name}.log forced to "
-                   "rerun (snakemake <its targets> --forcerun <each job's first output>), nothing else running"}
-
-
-def scheduler_load(folder: Path, cores: int) -> dict:
-    """Snakemake's own load while jobs wait for cores: every dense search of the build's enwiki-mini models and
-    its evaluation forced to rerun, with Snakemake's scheduler as it is (the build's own workflow/rules/common.smk,
-    from before the fix) and with towers.launch.scheduler's fix (that file with the fix's two lines added; this checkout's
-    common.smk no longer fits an older build's rule files, which took its helpers from it), alternated."""
-    runs = sorted((folder / "artifacts/enwiki-mini/dense").glob("*/*/run-flat.trec"))
-    targets = [f"artifacts/enwiki-mini/eval/{run.parent.parent.name}/{run.parent.name}/flat.json" for run in runs]
-    built = {t: sha256(folder / t) for t in targets}
-    common = folder / "workflow/rules/common.smk"
-    kept = common.read_text()
-    as_is = subprocess.run(["git", "show", "HEAD:workflow/rules/common.smk"], cwd=folder, check=True,
-                           capture_output=True, text=True).stdout
-    rules = {"as_is": as_is, "fixed": "from towers.launch.scheduler import keep_one_pending_look\nkeep_one_pending_look()\n" + as_is}
-    if "keep_one_pending_look" in rules["as_is"]:
-        sys.exit(f"{folder} was built at a commit that has the fix already: build one from before it")
-    shutil.copy(ROOT / "src/towers/launch/scheduler.py", folder / "src/towers/launch/scheduler.py")
-    command = [str(folder / ".venv/bin/snakemake"), *targets, "--forcerun", "dense_search", "--cores", str(cores)]
-    seen: dict[str, list[dict]] = {"as_is": [], "fixed": []}
-    try:
-        for setting in ("as_is", "fixed", "as_is", "fixed"):
-            common.write_text(rules[setting])
-            done = watched(command, folder)
-            if done.pop("returncode"):
-                sys.exit(f"{setting}: snakemake failed: {done['stderr'][-1000:]}")
-            seen[setting].append({k: v for k, v in done.items() if k != "stderr"})
-            moved = [t for t in targets if sha256(folder / t) != built[t]]
-            if moved:
-                sys.exit(f"{setting}: {len(moved)} evaluations differ from the build's, first {moved[0]}")
-    finally:
-        common.write_text(kept)
-
-    def median(setting, key):
-        return statistics.median(run[key] for run in seen[setting])
-
-    return {"jobs": 2 * len(targets), "cores": cores, "as_is": seen["as_is"], "fixed": seen["fixed"],
-            "wall_ratio_fixed_to_as_is": round(median("fixed", "wall") / median("as_is", "wall"), 3),
-            "snakemake_cpu_ratio_fixed_to_as_is": round(median("fixed", "cpu") / max(0.1, median("as_is", "cpu")), 3),
-            "outputs_byte_identical": True,
-            "how": "benchmarks/reproduce.py --scheduler DIR after --run DIR at a commit before the fix: the same jobs "
-                   "forced to rerun with Snakemake's scheduler as it is and with towers.launch.scheduler's fix, alternated; "
-                   "Snakemake's own CPU seconds and threads from psutil"}
-
-
-def before_after(old: Path, new: Path) -> dict:
-    """The tracked results (tables, their JSON twins, figures and their CSVs, claims, check; not the records
-    beside them, which hold times) of two finished builds, file by file."""
-    tracked = [f for f in subprocess.run(["git", "ls-files", "results"], cwd=ROOT, capture_output=True, text=True,
-                                         check=True).stdout.split() if not f.endswith(".meta.json")]
-    missing = [f for f in tracked if not (old / f).exists() or not (new / f).exists()]
-    compared = [f for f in tracked if f not in missing]
-    moved = [f for f in compared if (old / f).read_bytes() != (new / f).read_bytes()]
-    commits = [json.loads((d / "reproduce-times.json").read_text())["commit"] if (d / "reproduce-times.json").exists()
-               else subprocess.run(["git", "rev-parse", "HEAD"], cwd=d, capture_output=True, text=True).stdout.strip()
-               for d in (old, new)]
-    return {"before": commits[0], "after": commits[1], "compared": len(compared),
-            "identical": len(compared) - len(moved), "moved": moved, "missing": missing,
-            "cells_moved": cells_moved(new, [f for f in moved if f.endswith(".csv")], lambda f: (old / f).read_bytes()),
-            "largest_move": {f: largest_move(old / f, new / f) for f in moved if f.endswith(".csv")},
-            "verdicts": (verdicts_moved(new, against=old) if all((d / "results/claims.csv").exists() for d in (old, new))
-                         else None),
-            "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
-
-
-def largest_move(old_csv: Path, new_csv: Path) -> float | None:
-    """The largest absolute difference between two builds' numeric cells of one table (None: shapes differ)."""
-    import pandas as pd
-
-    old, new = pd.read_csv(old_csv), pd.read_csv(new_csv)
-    if old.shape != new.shape or list(old.columns) != list(new.columns):
-        return None
-    numeric = [c for c in old.columns if pd.api.types.is_numeric_dtype(old[c]) and pd.api.types.is_numeric_dtype(new[c])]
-    return round(float((old[numeric] - new[numeric]).abs().max().max()), 6) if numeric else 0.0
-
-
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"a whole number of at least 1, not {text!r}")
-    return int(text)
 
 
 def parse(argv=None) -> argparse.Namespace:

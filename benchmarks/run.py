@@ -297,111 +297,6 @@ def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int, r
     return out
 
 
-PAIR_TASKS = ["ict", "bfs", "wlp", "ict+bfs+wlp"]
-ENWIKI_MINI_CORPUS = ROOT / "artifacts/enwiki-mini/corpus"
-
-
-def pairs_worker(task: str, articles: str, redirects: str) -> None:
-    """One measurement in this (fresh) process: generate every pair of `task`, print count, seconds, peak RSS.
-
-    task 'none' only imports and reads the redirects: the baseline the generators add to."""
-    import resource
-
-    from towers.datasets.pretraining_pairs import generate_pairs
-    from towers.io import read_json
-
-    links = read_json(redirects)
-    count, seconds = 0, 0.0
-    if task != "none":
-        began = time.perf_counter()
-        for _ in generate_pairs(articles, task, seed=13, redirects=links):   # iterated, not kept or written
-            count += 1
-        seconds = time.perf_counter() - began
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
-    print(json.dumps({"pairs": count, "seconds": seconds, "peak_rss_mb": peak_kb / 1024}))
-
-
-def replicate_corpus(articles: Path, redirects: Path, copies: int, dest: Path) -> tuple[Path, Path]:
-    """`copies` renamed copies of the corpus: ids, titles, link targets and redirects get ' (copy c)', so
-    links stay inside their copy and WLP finds as many links per copy as in the original."""
-    from towers.datasets.wiki import normalise_title
-    from towers.io import read_json
-
-    def rename(title: str, c: int) -> str:
-        title = normalise_title(title)
-        return f"{title} (copy {c})" if title else title
-
-    out_articles, out_redirects = dest / "articles.jsonl", dest / "redirects.json"
-    with open(out_articles, "w", encoding="utf-8") as out:
-        for c in range(copies):
-            with open(articles, encoding="utf-8") as handle:   # one article in memory at a time
-                for line in handle:
-                    if not line.strip():
-                        continue
-                    article = json.loads(line)
-                    article["id"], article["title"] = f"{article['id']}-c{c}", rename(article["title"], c)
-                    for section in article["sections"]:
-                        for paragraph in section["paragraphs"]:
-                            for link in paragraph.get("links", []):
-                                link["target"] = rename(link.get("target", ""), c)
-                    out.write(json.dumps(article, ensure_ascii=False) + "\n")
-    source = read_json(redirects)
-    out_redirects.write_text(json.dumps({rename(k, c): rename(v, c) for c in range(copies) for k, v in source.items()}))
-    return out_articles, out_redirects
-
-
-def count_lines(path: Path) -> int:
-    with open(path, encoding="utf-8") as handle:
-        return sum(1 for line in handle if line.strip())
-
-
-def measure_pairs(task: str, articles: Path, redirects: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.run", "--pairs-worker", task, str(articles),
-                           str(redirects)], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(
-                              p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p)})
-    if done.returncode != 0:
-        sys.exit(f"pairs benchmark worker failed ({task}, {articles}):\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def pairs(copies: int, repeats: int) -> dict:
-    articles, redirects = ENWIKI_MINI_CORPUS / "articles.jsonl", ENWIKI_MINI_CORPUS / "redirects.json"
-    if not (articles.exists() and redirects.exists()):
-        sys.exit(f"{articles} is missing: build it with `snakemake {articles.relative_to(ROOT)} --cores 2`")
-    big = f"{copies}x"
-    load = os.getloadavg()[0]   # rates are sensitive to other work on the machine; peaks are not
-    with tempfile.TemporaryDirectory(prefix="towers-bench-pairs-") as tmp:
-        corpora = {"1x": (articles, redirects), big: replicate_corpus(articles, redirects, copies, Path(tmp))}
-        sizes = {name: {"articles": count_lines(path), "mb": round(path.stat().st_size / 2**20, 2)}
-                 for name, (path, _) in corpora.items()}
-        baseline = {name: round(max(measure_pairs("none", *corpus)["peak_rss_mb"] for _ in range(repeats)), 1)
-                    for name, corpus in corpora.items()}
-        tasks = {}
-        for task in PAIR_TASKS:
-            row = {}
-            for name, corpus in corpora.items():
-                runs = [measure_pairs(task, *corpus) for _ in range(repeats)]
-                if len({r["pairs"] for r in runs}) != 1:
-                    sys.exit(f"{task} on {name}: the pair count changed between repeats")
-                peak = max(r["peak_rss_mb"] for r in runs)
-                row[name] = {"pairs": runs[0]["pairs"],
-                             "pairs_per_second": round(statistics.median(r["pairs"] / r["seconds"] for r in runs)),
-                             "seconds": round(statistics.median(r["seconds"] for r in runs), 2),
-                             "peak_rss_mb": round(peak, 1),
-                             "peak_above_baseline_mb": round(peak - baseline[name], 1)}
-            row["pairs_ratio"] = round(row[big]["pairs"] / row["1x"]["pairs"], 2)
-            row["peak_rss_ratio"] = round(row[big]["peak_rss_mb"] / row["1x"]["peak_rss_mb"], 3)
-            row["peak_growth_mb"] = round(row[big]["peak_rss_mb"] - row["1x"]["peak_rss_mb"], 1)
-            row["peak_above_baseline_ratio"] = round(row[big]["peak_above_baseline_mb"]
-                                                     / max(row["1x"]["peak_above_baseline_mb"], 0.1), 2)
-            tasks[task] = row
-    return {"corpus": {**sizes, "copies": copies, "size_ratio": round(sizes[big]["mb"] / sizes["1x"]["mb"], 2)},
-            "method": ("one fresh process per measurement (peak = its max RSS); pairs iterated, not kept or "
-                       f"written; rate and seconds: median of {repeats}, peak: max of {repeats}; baseline: "
-                       "a process that only imports towers.datasets.pretraining_pairs and reads the redirects"),
-            "load_average_at_start": round(load, 2), "import_baseline_peak_rss_mb": baseline, "tasks": tasks,
-            "goal": f"peak_rss_ratio near 1 while the corpus grows {copies}x"}
 
 
 def data_parallel(steps: int = 150) -> dict:
@@ -462,152 +357,6 @@ def data_parallel(steps: int = 150) -> dict:
     return {**out, "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
 
 
-SQUAD_DEV = ROOT.parent / "shared" / "data" / "squad"
-
-
-def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_steps: int = 30) -> dict:
-    """The MiniLM checkpoint through the project's pipeline (`snakemake results/zeroshot/<dataset>.csv`, fresh
-    copy) against sentence-transformers + numpy + pytrec_eval (benchmarks/reference.py) on all of enwiki-mini,
-    and on real SQuAD dev when ../shared/data/squad holds it; encoding and training speed of both. The reference
-    side encodes while the pipeline runs (both in the same run, on the same machine); `work_dir` keeps the copy
-    (a rerun reuses what it built)."""
-    import random
-
-    import yaml
-
-    from . import reference as ref
-    from towers.io import read_jsonl
-
-    datasets = ["enwiki-mini"] + (["squad"] if (SQUAD_DEV / "dev-v1.1.json").exists() else [])
-    out: dict = {"datasets": {}}
-    with contextlib.ExitStack() as stack:
-        work = Path(work_dir) if work_dir else Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="towers-bench-")))
-        if not (work / "Snakefile").exists():
-            work.mkdir(parents=True, exist_ok=True)
-            fresh_copy(str(work))
-        (work / "reference.yaml").write_text(yaml.safe_dump({"datasets": {"squad": {"local_dir": str(SQUAD_DEV)}}}))
-        config = ["--configfile", "reference.yaml", "--rerun-incomplete"]
-        inputs = [f"artifacts/{name}/{part}" for name in datasets for part in ("collection/candidates.jsonl", "splits/all/test.tsv")]
-        timed([sys.executable, "-m", "snakemake", *inputs, "--cores", str(cores), *config], work)
-        targets = [f"results/zeroshot/{name}.csv" for name in datasets]
-        snake = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores), *config]
-        _, plan = timed([*snake, "-n"], work)
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(work / "src"), os.environ.get("PYTHONPATH")]))}
-        began = time.perf_counter()
-        pipeline = subprocess.Popen(snake, cwd=work, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
-        theirs = {name: reference_side(work / "artifacts" / name) for name in datasets}
-        _, errors = pipeline.communicate()
-        if pipeline.returncode:
-            sys.exit(f"reference: the pipeline failed\n{errors[-3000:]}")
-        out["pipeline"] = {"targets": targets, "jobs": job_counts(plan.stdout),
-                           "seconds_with_the_reference_side_beside": round(time.perf_counter() - began, 1)}
-        keep_outputs(work, targets, "zeroshot")
-        for name in datasets:
-            out["datasets"][name] = compare_built(work / "artifacts" / name, theirs[name])
-        # speed on the same texts, interleaved; training on enwiki-mini's questions with distinct answer sentences
-        art = work / "artifacts/enwiki-mini"
-        sentences = {c["id"]: c["sentence"] for c in read_jsonl(art / "collection/candidates.jsonl")}
-        texts = random.Random(13).sample(sorted(sentences.values()), speed_texts)
-        out["encoding_speed"] = ref.encoding_speed(art / "dense/ckpt-minilm/all/model", ref.minilm_folder(), texts)
-        pairs = distinct_answer_pairs(art / "reqa", sentences)
-        shutil.rmtree(work / "training", ignore_errors=True)
-        out["training"] = ref.compare_training(work / "training", pairs, steps=train_steps, batch_size=32, lr=5e-5)
-    out["note"] = ("retrieval: project = snakemake's checkpoint-model, encode-candidates, build-index Flat, dense-search, "
-                   "evaluate (R@k as Success@k); reference = SentenceTransformer(folder).encode, numpy inner product, "
-                   "pytrec_eval. Speeds: one thread each, same texts and batch size, interleaved, median of 3. "
-                   "Training: same batches (draw_batch), AdamW wd 0.01, linear warm-up 0.1, clip 1.0, scale 20, "
-                   "dropout off; no duplicate doc in a batch (the project masks duplicates, MNRL counts them)")
-    return out
-
-
-def reference_side(art: Path) -> dict:
-    """sentence-transformers + numpy + pytrec_eval over a dataset's ReQA files, every question (split "all")."""
-    from . import reference as ref
-
-    return ref.st_side(ref.minilm_folder(), art / "collection/candidates.jsonl", art / "splits/all/test.tsv",
-                       art / "collection/qrels.txt", "sentence", threads=1)
-
-
-def compare_built(art: Path, theirs: dict) -> dict:
-    """The project's MiniLM files of one dataset (artifacts/<name>/, as `snakemake results/zeroshot/<name>.csv`
-    leaves them) against the reference side's: embeddings, metrics, top-10 lists, and both recall conventions."""
-    from . import reference as ref
-    from towers.io import read_qrels, read_queries, read_run
-
-    folder = art / "dense/ckpt-minilm/all"
-    project = {"model": folder / "model", "embeddings": folder / "candidates.npy", "ids": folder / "candidates.ids",
-               "run": folder / "run-flat.trec", "eval": art / "eval/ckpt-minilm/all/flat.json"}
-    row = ref.compare_retrieval(project, theirs, "success")
-    encoded = json.loads((folder / "candidates.npy.meta.json").read_text())
-    row["encode_seconds"] = {"project_stage_incl_start": encoded["seconds"],
-                             "sentence_transformers_encode": round(theirs["doc_seconds"], 1),
-                             "note": "not side by side: see encoding_speed for the ratio"}
-    qrels = read_qrels(art / "collection/qrels.txt")
-    qids = list(read_queries(art / "splits/all/test.tsv"))
-    row["relevant_per_question"] = {"one": sum(len(qrels[q]) == 1 for q in qids),
-                                    "two_or_more": sum(len(qrels[q]) > 1 for q in qids)}
-    row["recall_conventions"] = {"minilm": ref.conventions(theirs["per_query"]),
-                                 "bm25": ref.conventions(ref.pytrec_metrics(read_run(art / "bm25/run.trec"), qrels, qids))}
-    return row
-
-
-def reference_built(datasets: list[str]) -> dict:
-    """--part reference's retrieval comparison on what this checkout already built (after `snakemake
-    results/zeroshot/<name>.csv` on the datasets named): the reference side only, minutes instead of an hour."""
-    out = {}
-    for name in datasets:
-        art = ROOT / "artifacts" / name
-        began = time.perf_counter()
-        out[name] = compare_built(art, reference_side(art))
-        out[name]["reference_side_seconds"] = round(time.perf_counter() - began, 1)
-    out["note"] = ("project side: this checkout's artifacts from `snakemake results/zeroshot/<name>.csv`; reference "
-                   "side: SentenceTransformer(folder).encode (one thread), numpy inner product, pytrec_eval")
-    return out
-
-
-def distinct_answer_pairs(reqa: Path, sentences: dict[str, str]) -> list[dict]:
-    """Training pairs (question, its first relevant sentence), one per answer sentence: a batch then never holds
-    a document twice, where the project and MNRL count duplicates differently."""
-    from towers.io import read_qrels, read_queries
-
-    qrels, pairs, seen = read_qrels(reqa / "qrels.txt"), [], set()
-    for qid, text in read_queries(reqa / "queries.tsv").items():
-        doc = sorted(qrels[qid])[0]
-        if sentences[doc] not in seen:
-            seen.add(sentences[doc])
-            pairs.append({"qid": qid, "query": text, "doc_id": doc, "doc": sentences[doc]})
-    return pairs
-
-
-def reference_tiny() -> dict:
-    """The same comparisons on the tiny articles of tests/fixtures (17 sentences, 12 questions; the data of
-    tests/retrieval/test_reference.py): minutes, where the whole-dataset part takes about an hour of one free core."""
-    from . import reference as ref
-    from towers.io import read_jsonl
-
-    fixtures = ROOT / "tests/fixtures"
-    out: dict = {"data": "tests/fixtures/tiny-wiki.xml + tiny-questions.tsv: 17 candidate sentences, 12 questions"}
-    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
-        work = Path(tmp)
-        ref.towers_stage("parse-wiki", "--dump", fixtures / "tiny-wiki.xml", "--articles", work / "corpus/articles.jsonl",
-                         "--redirects", work / "corpus/redirects.json", "--stats", work / "corpus/stats.json")
-        ref.towers_stage("reqa-wiki", "--articles", work / "corpus/articles.jsonl", "--questions",
-                         fixtures / "tiny-questions.tsv", "--out-dir", work / "reqa")
-        ref.towers_stage("split-all", "--queries", work / "collection/queries.tsv", "--out-dir", work / "all")
-        reqa, queries = work / "reqa", work / "all/test.tsv"
-        metrics = ["R@1", "R@5", "R@10", "RR@10", "nDCG@10"]
-        project = ref.project_pipeline(work / "project", reqa / "candidates.jsonl", queries, reqa / "qrels.txt",
-                                       metrics, "success")
-        theirs = ref.st_side(ref.minilm_folder(), reqa / "candidates.jsonl", queries, reqa / "qrels.txt", "sentence")
-        out["retrieval"] = ref.compare_retrieval(project, theirs, "success")
-        sentences = {c["id"]: c["sentence"] for c in read_jsonl(reqa / "candidates.jsonl")}
-        out["encoding_speed"] = ref.encoding_speed(project["model"], ref.minilm_folder(), sorted(sentences.values()) * 8,
-                                                   batch_size=32)
-        pairs = distinct_answer_pairs(reqa, sentences)
-        out["training"] = ref.compare_training(work / "training", pairs, steps=30, batch_size=4, lr=5e-5)
-    out["note"] = ("as --part reference, on the tiny articles; speeds on a machine shared with other work "
-                   f"(load average {os.getloadavg()[0]:.1f} at the end): the ratios, measured side by side, are what count")
-    return out
 
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -636,6 +385,10 @@ def report_view(page: Path = ROOT / "results/report.html") -> dict:
 
 
 def main() -> None:
+    from . import faults   # a heavy import, for its part alone
+    from .run_pairs import pairs, pairs_worker   # these two import this module: imported when it runs
+    from .run_reference import reference, reference_built, reference_tiny
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
@@ -671,7 +424,7 @@ def main() -> None:
              "reference_built": lambda: reference_built(args.datasets),
              "reference_tiny": reference_tiny,
              "report_view": report_view,
-             "faults": lambda: __import__("faults").run(args.cores)}
+             "faults": lambda: faults.run(args.cores)}
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()

@@ -22,9 +22,9 @@ def measured(tmp_path_factory):
 
 
 def test_every_planned_regime_is_measured_or_says_why_not(measured):
-    from benchmarks import gpu_stages
+    from benchmarks import gpu_stages, gpu_stages_hours
 
-    assert set(measured["regimes"]) == set(gpu_stages.load_plan()["regimes"])
+    assert set(measured["regimes"]) == set(gpu_stages_hours.load_plan()["regimes"])
     for key, entry in measured["regimes"].items():
         skip = [why for what, why in gpu_stages.SKIPPED.items() if what in key]
         assert entry.get("skipped") == (skip[0] if skip else None), key   # only the regimes SKIPPED names
@@ -39,11 +39,11 @@ def test_every_planned_regime_is_measured_or_says_why_not(measured):
 
 
 def test_each_table_gets_hours_and_says_their_basis(measured):
-    from benchmarks import gpu_stages
+    from benchmarks import gpu_stages_hours
 
-    plan = gpu_stages.load_plan()
+    plan = gpu_stages_hours.load_plan()
     rates = {"train_base": 258.5e12, "forward_base": 309.9e12, "forward_large": 378.5e12}
-    tables = gpu_stages.gpu_hours_of(measured, plan, rates)["tables"]
+    tables = gpu_stages_hours.gpu_hours_of(measured, plan, rates)["tables"]
     repbert = tables["results/repbert/table1.csv"]
     assert repbert["jobs_measured"] >= 2 and repbert["basis"].startswith("measured")   # train-repbert, encoding
     assert repbert["gpu_hours"] == pytest.approx(repbert["measured_hours"] + repbert["flop_estimate_hours"], abs=0.11)

@@ -16,7 +16,7 @@ SCRIPT = ["-m", "benchmarks.host_side"]   # run from the repository root
 def test_the_gather_pads_every_batch_as_the_old_row_by_row_padding(tmp_path):
     """tokens.Tokenised.batch against the benchmark's `before` (each row sliced, then tokens.pad_right): the same
     int64 tensors for texts and pairs, sorted and shuffled rows, a single row, rows of one token."""
-    from benchmarks import host_side
+    from benchmarks import host_side, host_side_before
     from transformers import AutoTokenizer
 
     from towers.retrieval.encode import length_order
@@ -31,7 +31,7 @@ def test_the_gather_pads_every_batch_as_the_old_row_by_row_padding(tmp_path):
         tokens = Tokenised(tok, items, kind, 64)
         for idx in (length_order(tokens.lengths)[:64], rng.permutation(len(items))[:50], np.array([7]),
                     np.array([len(items) - 2, len(items) - 1])):
-            old, new = host_side.old_batch(tokens, idx), tokens.batch(idx)
+            old, new = host_side_before.old_batch(tokens, idx), tokens.batch(idx)
             assert list(old) == list(new)
             assert all(new[k].dtype == torch.int64 and torch.equal(old[k], new[k]) for k in old)
 

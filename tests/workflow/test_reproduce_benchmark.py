@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import reproduce
+from benchmarks import build_records, compare_builds, projection, reproduce
 
 LOG = """Building DAG of jobs...
 Execute 2 jobs...
@@ -34,7 +34,7 @@ localrule all:
 def test_jobs_of_pairs_starts_with_finishes(tmp_path):
     log = tmp_path / "run.snakemake.log"
     log.write_text(LOG)
-    jobs = reproduce.jobs_of(log)
+    jobs = build_records.jobs_of(log)
     assert [(j["rule"], j["wall"]) for j in jobs] == [("checkpoint_model", 10.0), ("parse_wiki", 22.0)]
     assert jobs[1]["outputs"] == ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"]
 
@@ -42,8 +42,8 @@ def test_jobs_of_pairs_starts_with_finishes(tmp_path):
 def test_record_of_finds_the_stage_record_beside_any_output(tmp_path):
     (tmp_path / "artifacts/a/corpus").mkdir(parents=True)
     (tmp_path / "artifacts/a/corpus/stats.json.meta.json").write_text(json.dumps({"seconds": 3.5}))
-    assert reproduce.record_of(tmp_path, ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"]) == {"seconds": 3.5}
-    assert reproduce.record_of(tmp_path, ["artifacts/a/dense/ckpt/all/model/"]) is None
+    assert build_records.record_of(tmp_path, ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"]) == {"seconds": 3.5}
+    assert build_records.record_of(tmp_path, ["artifacts/a/dense/ckpt/all/model/"]) is None
 
 
 def test_record_sets_one_nested_entry_and_leaves_the_rest(tmp_path, monkeypatch):
@@ -66,20 +66,20 @@ def test_before_after_compares_two_builds_file_by_file(tmp_path):
         (folder / "results/table2.csv").write_text("method,R@1\na,0.3\n")
         (folder / "reproduce-times.json").write_text(json.dumps({"commit": folder.name}))
     (old / "results/table1.json").write_text("{}")   # in one build only
-    found = reproduce.before_after(old, new)
+    found = compare_builds.before_after(old, new)
     assert (found["before"], found["after"]) == ("old", "new")
     assert found["compared"] == 2 and found["identical"] == 1 and found["moved"] == ["results/table1.csv"]
     assert found["cells_moved"] == {"results/table1.csv": 1} and "results/table1.json" in found["missing"]
 
 
 def test_a_job_forked_from_the_warm_start_server_paid_no_import():
-    assert reproduce.forked({"warm_start": True, "torch_loaded": True, "startup_seconds": 0.4})
-    assert not reproduce.forked({"warm_start": False, "torch_loaded": True, "startup_seconds": 0.05})
+    assert build_records.forked({"warm_start": True, "torch_loaded": True, "startup_seconds": 0.4})
+    assert not build_records.forked({"warm_start": False, "torch_loaded": True, "startup_seconds": 0.05})
     # records from before they said so: a fork is young at main and always has torch loaded
-    assert reproduce.forked({"torch_loaded": True, "startup_seconds": 0.05})
-    assert not reproduce.forked({"torch_loaded": True, "startup_seconds": 0.45})
-    assert not reproduce.forked({"torch_loaded": False, "startup_seconds": 0.05})
-    assert not reproduce.forked({})
+    assert build_records.forked({"torch_loaded": True, "startup_seconds": 0.05})
+    assert not build_records.forked({"torch_loaded": True, "startup_seconds": 0.45})
+    assert not build_records.forked({"torch_loaded": False, "startup_seconds": 0.05})
+    assert not build_records.forked({})
 
 
 def test_machine_speed_compares_the_same_work_on_both_runs():
@@ -101,7 +101,7 @@ def test_a_stopped_step_counts_its_part_and_the_rerun(tmp_path):
     reproduce.keep_interrupted(tmp_path, times, "paper", log)
     assert not log.exists() and (tmp_path / "reproduce-paper.interrupted-2.log").exists()
     times["steps"].append({"name": "paper", "began": 1000.0, "seconds": 100.0, "rc": 0})
-    steps = reproduce.steps_of(times)
+    steps = build_records.steps_of(times)
     assert steps["paper"]["seconds"] == 350.0 and steps["paper"]["began"] == 150.0 and steps["paper"]["rc"] == 0
     assert steps["setup"]["seconds"] == 50.0
 
@@ -115,7 +115,7 @@ def test_only_the_timed_steps_logs_are_read(tmp_path):
         log = logs / f"{name}.snakemake.log"
         log.write_text("")
         os.utime(log, (written, written))
-    assert [log.name for log in reproduce.build_logs(tmp_path, times)] == ["paper.snakemake.log"]
+    assert [log.name for log in build_records.build_logs(tmp_path, times)] == ["paper.snakemake.log"]
 
 
 MEASURED = {"commit": "c", "job_seconds": 400.0, "clean_run_seconds": 200.0, "startup_seconds": 10.0, "jobs": 10}
@@ -127,7 +127,7 @@ def plan_two_papers(monkeypatch):
              ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
     monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
     monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
-    monkeypatch.setattr(reproduce, "planned_jobs", lambda folder, targets: plans.get(tuple(targets), [
+    monkeypatch.setattr(projection, "planned_jobs", lambda folder, targets: plans.get(tuple(targets), [
         *plans[("a.csv", "b.csv")], {"rule": "all", "outputs": []}]))
 
 
@@ -136,7 +136,7 @@ def test_a_projection_counts_each_job_once_for_the_first_paper_that_needs_it(tmp
     (tmp_path / "m/model.meta.json").write_text(json.dumps({"seconds": 100.0}))
     (tmp_path / "t.csv.meta.json").write_text(json.dumps({"seconds": 20.0}))
     plan_two_papers(monkeypatch)
-    projected = reproduce.project(tmp_path, MEASURED)
+    projected = projection.project(tmp_path, MEASURED)
     # parallelism 2, one second of overhead a job: (100 + 1) / 2, (20 + 1) / 2, then the record-less `all` (0 + 1) / 2
     assert projected["per_paper_minutes"] == {"p": round(50.5 / 60, 1), "q": round(10.5 / 60, 1),
                                               "rest": round(0.5 / 60, 1)}
@@ -150,7 +150,7 @@ def test_a_whole_run_splits_its_wall_by_each_papers_share_of_the_job_seconds(tmp
              ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
     monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
     monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
-    monkeypatch.setattr(reproduce, "planned_jobs", lambda folder, targets: plans[tuple(targets)])
+    monkeypatch.setattr(projection, "planned_jobs", lambda folder, targets: plans[tuple(targets)])
     jobs = [{"rule": "train", "outputs": ["m/model"], "wall": 90.0}, {"rule": "table", "outputs": ["t.csv"], "wall": 20.0},
             {"rule": "check", "outputs": ["c.txt"], "wall": 10.0}]
     # 120 job-seconds over a 60-second wall: the model is p's (3/4), the table q's, the check nobody's
@@ -162,13 +162,13 @@ def test_verdicts_before_and_after_are_counted_and_each_moved_claim_named(tmp_pa
     for name, text in (("old", rows), ("new", rows.replace("p,p-2,contradicted", "p,p-2,holds"))):
         (tmp_path / name / "results").mkdir(parents=True)
         (tmp_path / name / "results/claims.csv").write_text(text)
-    verdicts = reproduce.verdicts_moved(tmp_path / "new", tmp_path / "old")
+    verdicts = compare_builds.verdicts_moved(tmp_path / "new", tmp_path / "old")
     assert verdicts["moved"] == {"p-2": "contradicted -> holds"}
     assert verdicts["counts"]["p"] == {"before": {"holds": 1, "contradicted": 1}, "after": {"holds": 2}}
 
 
 def test_a_dry_runs_job_blocks_give_each_jobs_rule_and_outputs():
-    blocks = [value for kind, value in reproduce.job_blocks(LOG.splitlines()) if kind == "job"]
+    blocks = [value for kind, value in build_records.job_blocks(LOG.splitlines()) if kind == "job"]
     assert [(b["rule"], b["outputs"], b["jobid"]) for b in blocks] == [
         ("parse_wiki", ["artifacts/a/corpus/articles.jsonl", "artifacts/a/corpus/stats.json"], "5"),
         ("checkpoint_model", ["artifacts/a/dense/ckpt/all/model"], "9"), ("all", [], "0")]
@@ -307,12 +307,12 @@ def test_results_are_compared_with_the_commit_they_name(tmp_path):
     (build / "results/table1.csv").write_text("method,R@1\na,0.26\nb,0.5\n")
     (build / "results/claims.csv").write_text("paper,claim,claim verdict\np,p-1,holds\n")
     (build / "results/new.csv").write_text("x\n1\n")
-    found = reproduce.compared_with_commit(build, ["results/table1.csv", "results/claims.csv", "results/new.csv"],
+    found = compare_builds.compared_with_commit(build, ["results/table1.csv", "results/claims.csv", "results/new.csv"],
                                            root=checkout)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
     assert found["results_moved_against"] == head
     assert found["results_moved"] == ["results/table1.csv"]           # claims.csv is as committed
     assert found["cells_moved"] == {"results/table1.csv": 1}
     assert found["results_not_compared"] == ["results/new.csv"]       # not at that commit: not called moved
-    before = reproduce.committed_bytes(head, "results/claims.csv", root=checkout)
-    assert reproduce.verdicts_moved(build, before_csv=before)["moved"] == {}
+    before = compare_builds.committed_bytes(head, "results/claims.csv", root=checkout)
+    assert compare_builds.verdicts_moved(build, before_csv=before)["moved"] == {}

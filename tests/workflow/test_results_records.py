@@ -86,13 +86,15 @@ def test_the_lock_file_is_ignored_by_git():
 
 def test_benchmarks_are_one_package_that_edits_no_import_path():
     """benchmarks/ is a package run as `python -m benchmarks.<name>` from the repository root: its modules import
-    each other relatively and towers as installed, with no sys.path edits, and keep results through one record()."""
+    each other relatively and towers as installed, with no sys.path edits, keep results through one record(), and
+    no module is over 450 lines."""
     import re
 
     here = ROOT / "benchmarks"
     assert (here / "__init__.py").is_file()
     for path in sorted(here.glob("*.py")):
         text = path.read_text()
+        assert len(text.splitlines()) <= 450, f"{path.name}: {len(text.splitlines())} lines (at most 450)"
         assert "sys.path" not in text, path.name
         # results.json is written by workflow_harness.record (and write_results, which it calls) alone
         assert not re.search(r"def (keep_result|show_and_keep)\b", text), path.name

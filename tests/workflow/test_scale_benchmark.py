@@ -1,5 +1,5 @@
 """benchmarks/scale.py's fits beside what the paper profile declares."""
-from benchmarks import scale
+from benchmarks import scale, scale_report
 
 
 def _row(stage, largest_job, peak):
@@ -12,12 +12,12 @@ def test_a_fit_is_judged_against_its_rules_memory_and_the_bm25_family_by_its_hea
     rows = [_row("bm25-search", "artifacts/x/run.trec", 46000), _row("bm25-search (job of 3000 MB, same run)",
                                                                       "standin/probe.trec", 5000),
             _row("build-index Flat", "standin/flat.faiss", 2000), _row("train-cross-encoder", "artifacts/y", 9e4)]
-    scale.beside_declared(rows, plan)
+    scale_report.beside_declared(rows, plan)
     fits = {r["stage"]: r.get("fits") for r in rows}
     assert fits == {"bm25-search": "probe", "bm25-search (job of 3000 MB, same run)": True, "build-index Flat": False,
                     "train-cross-encoder": None}
     over = [_row("bm25-search", "artifacts/x/run.trec", 4000), _row("bm25-search (probe)", "standin/p.trec", 9000)]
-    scale.beside_declared(over, plan)   # a probe over its job's memory: the family does not fit either
+    scale_report.beside_declared(over, plan)   # a probe over its job's memory: the family does not fit either
     assert [r["fits"] for r in over] == [False, False]
 
 
