@@ -134,9 +134,9 @@ def edge_cases(ws: Workspace, tmp: Path) -> list[dict]:
         return cases
     try:
         good = art / "eval/bm25/50-50/lucene.json"
-        table = ws.stage("table", "--table", "table3", "--paper", ws.root / "data/papers/chang2020.csv", "--profile",
-                         "tiny", "--dataset", "enwiki-mini", "--note", "n", "--metrics", "R@1", "--row",
-                         chang_row(good), "--csv", mount / "t.csv", "--json", mount / "t.json")
+        table = ws.stage("chang2020-table", "--table", "table3", "--paper", ws.root / "data/papers/chang2020.csv",
+                         "--profile", "tiny", "--note", "n", "--option", "dataset=enwiki-mini", "--option", "metrics=R@1",
+                         "--row", chang_row(good), "--csv", mount / "t.csv", "--json", mount / "t.json")
         record("fault", names[0], *classify_failure(table, [str(mount / "t.csv"), str(mount / "t.json")], [mount / "t.csv"]))
         split = art / "splits/50-50"
         model = ws.stage("finetune", "--encoder", art / "encoders/random-l1", "--candidates", art / "collection/candidates.jsonl",

@@ -232,14 +232,15 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
     spoilt = f / "eval.json"
     spoilt.write_text('{"metrics": ')
     rows = ["--row", chang_row(spoilt)]
-    table = ["table", "--table", "table3", "--paper", ws.root / "data/papers/chang2020.csv", "--profile", "tiny",
-             "--dataset", "enwiki-mini", "--note", "n", "--metrics", "R@1"]
+    table = ["chang2020-table", "--table", "table3", "--paper", ws.root / "data/papers/chang2020.csv", "--profile",
+             "tiny", "--note", "n", "--option", "dataset=enwiki-mini", "--option", "metrics=R@1"]
     case("evaluation JSON cut short", [*table, *rows, "--csv", f / "t.csv", "--json", f / "t.json"], spoilt,
          [f / "t.csv", f / "t.json"])
     good = art / "eval/bm25/50-50/lucene.json"
-    case("paper values file missing", ["table", "--table", "table3", "--paper", f / "nope.csv", "--profile", "tiny",
-                                       "--dataset", "enwiki-mini", "--note", "n", "--metrics", "R@1", "--row",
-                                       chang_row(good), "--csv", f / "u.csv", "--json", f / "u.json"],
+    case("paper values file missing", ["chang2020-table", "--table", "table3", "--paper", f / "nope.csv", "--profile",
+                                       "tiny", "--note", "n", "--option", "dataset=enwiki-mini", "--option",
+                                       "metrics=R@1", "--row", chang_row(good), "--csv", f / "u.csv", "--json",
+                                       f / "u.json"],
          f / "nope.csv", [f / "u.csv", f / "u.json"])
     case("a table row with a field missing", [*table, "--row", chang_row(good, split=None), "--csv", f / "v.csv",
                                               "--json", f / "v.json"], "--row", [f / "v.csv", f / "v.json"])
