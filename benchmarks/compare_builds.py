@@ -79,7 +79,7 @@ def before_after(old: Path, new: Path) -> dict:
             "largest_move": {f: largest_move(old / f, new / f) for f in moved if f.endswith(".csv")},
             "verdicts": (verdicts_moved(new, against=old) if all((d / "results/claims.csv").exists() for d in (old, new))
                          else None),
-            "how": "benchmarks/reproduce.py --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
+            "how": "python -m benchmarks.reproduce --run OLD --commit REV; --run NEW; --before-after OLD NEW"}
 
 
 def largest_move(old_csv: Path, new_csv: Path) -> float | None:

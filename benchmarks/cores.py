@@ -151,7 +151,7 @@ def measure(build: Path, log: Path, cores_list: list[int], built_cores: int) -> 
     priority = rule_priorities(build)
     simulated = {str(c): round(simulate(jobs, before, c, priority) / 60, 2) for c in sorted({*cores_list, built_cores})}
     alone = uncontended(build, jobs)
-    times = build / "reproduce-times.json"   # benchmarks/reproduce.py --run: the commit it built
+    times = build / "reproduce-times.json"   # python -m benchmarks.reproduce --run: the commit it built
     commit = (json.loads(times.read_text())["commit"] if times.is_file() else
               subprocess.run(["git", "rev-parse", "HEAD"], cwd=build, capture_output=True, text=True).stdout.strip())
     return {

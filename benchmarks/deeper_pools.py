@@ -27,11 +27,11 @@ import random
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from towers import io  # noqa: E402
-from towers.datasets import judging  # noqa: E402
-from towers.datasets.splits import question_key  # noqa: E402
+from towers import io
+from towers.datasets import judging
+from towers.datasets.splits import question_key
+from .workflow_harness import ROOT
 
 DATA = ROOT / "data/enwiki-mini"
 SETS = {"enwiki-mini": "questions.tsv", "enwiki-mini-nq": "questions-nq.tsv"}

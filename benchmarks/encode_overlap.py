@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """encode_corpus with the next chunk read and tokenised in a background thread, against the serial loop.
 
 Runs alternate (serial, overlapped; then the other order) in one process, so drift hits both alike; the ratio is

@@ -36,16 +36,11 @@ from pathlib import Path
 
 
 from .faults_edge import edge_cases
-from .faults_harness import CHANG3, ROOT, Workspace, build
+from .faults_harness import CHANG3, Workspace, build
 from .faults_inputs import input_cases
 from .faults_params import run_params
 from .faults_runs import fault_cases
-
-
-
-# --- bad params -----------------------------------------------------------------------------------------
-
-
+from .workflow_harness import ROOT
 
 
 # --- the whole run ------------------------------------------------------------------------------------------

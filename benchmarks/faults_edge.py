@@ -10,6 +10,7 @@ from pathlib import Path
 
 from .faults_harness import CHANG3, TINY, Workspace, bounded, chang_row, classify_failure
 
+
 def alias_bomb(key: str = "bm25:\n  k1", levels: int = 9) -> str:
     lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, levels + 1)]

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--configfile", "fixtures/tiny.yaml"]
 CHANG3 = "results/chang2020/table3.csv"
 CHANG2 = "results/chang2020/table2.csv"

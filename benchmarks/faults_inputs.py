@@ -7,7 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
-from .faults_harness import CHANG3, MLM_MODEL, Workspace, chang_row, classify_failure, cut, lines_of
+from .faults_harness import MLM_MODEL, Workspace, chang_row, classify_failure, cut, lines_of
+
 
 def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
     """Each case: a folder with copies of real artifacts, one of them spoilt, and the stage that reads it."""
@@ -271,23 +272,3 @@ def input_cases(ws: Workspace, tmp: Path) -> list[dict]:
     case("fusion: an empty run", ["fuse-runs", "--runs", run, empty_run, "--method", "rrf", "--out", f / "g.trec"],
          empty_run, [f / "g.trec"])
     return cases
-
-
-def stale_rows(work: Path, models: list[str], split: str = "50-50", index: str = "flat") -> list[str]:
-    """Models of table 3 whose chain (model -> candidates -> index -> run -> evaluation -> table) is not current:
-    a file missing, or older than the one it was made from."""
-    stale = []
-    table = work / CHANG3
-    for model in models:
-        if model == "bm25":
-            chain = [work / "artifacts/enwiki-mini/bm25/index", work / "artifacts/enwiki-mini/bm25/run.trec"]
-        else:
-            dense = work / f"artifacts/enwiki-mini/dense/{model}/{split}"
-            chain = [dense / "model", dense / "candidates.npy", dense / f"index-{index}.faiss",
-                     dense / f"run-{index}.trec"]
-        chain += [work / f"artifacts/enwiki-mini/eval/{model}/{split}/{'lucene' if model == 'bm25' else index}.json",
-                  table]
-        if any(not p.exists() for p in chain) or any(a.stat().st_mtime > b.stat().st_mtime
-                                                       for a, b in zip(chain, chain[1:])):
-            stale.append(model)
-    return stale

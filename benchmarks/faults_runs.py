@@ -17,11 +17,11 @@ import yaml
 from towers.config.params_check import merge_configs as merged
 
 from .faults_harness import CHANG2, CHANG3, LTRE_MODEL, MLM_MODEL, TINY, Workspace, classify_failure, edit, error_lines
-from .faults_inputs import stale_rows
 from .workflow_harness import spaced_python
 
 TABLE3_MODELS = ["bm25", "bowmlp-none-d8", "bowmlp-ict+bfs+wlp-d8", "transformer-none-l1-d16",
                  "transformer-mlm-l1-d16", "transformer-ict+bfs+wlp-l1-d16"]
+
 
 def fault_cases(ws: Workspace, tmp: Path) -> list[dict]:
     cases = []
@@ -350,3 +350,23 @@ def same_tables(ws: Workspace, tmp: Path) -> tuple[str, str]:
     same = all((root / t).read_bytes() == (ws.root / t).read_bytes() for t in (CHANG2, CHANG2.replace(".csv", ".json")))
     shutil.rmtree(root, ignore_errors=True)
     return ("handled", "byte-identical") if same else ("silent wrong result", "the tables differ")
+
+
+def stale_rows(work: Path, models: list[str], split: str = "50-50", index: str = "flat") -> list[str]:
+    """Models of table 3 whose chain (model -> candidates -> index -> run -> evaluation -> table) is not current:
+    a file missing, or older than the one it was made from."""
+    stale = []
+    table = work / CHANG3
+    for model in models:
+        if model == "bm25":
+            chain = [work / "artifacts/enwiki-mini/bm25/index", work / "artifacts/enwiki-mini/bm25/run.trec"]
+        else:
+            dense = work / f"artifacts/enwiki-mini/dense/{model}/{split}"
+            chain = [dense / "model", dense / "candidates.npy", dense / f"index-{index}.faiss",
+                     dense / f"run-{index}.trec"]
+        chain += [work / f"artifacts/enwiki-mini/eval/{model}/{split}/{'lucene' if model == 'bm25' else index}.json",
+                  table]
+        if any(not p.exists() for p in chain) or any(a.stat().st_mtime > b.stat().st_mtime
+                                                       for a, b in zip(chain, chain[1:])):
+            stale.append(model)
+    return stale

@@ -22,10 +22,9 @@ from pathlib import Path
 
 import pandas as pd
 
-ROOT = Path(__file__).resolve().parents[1]
 
-from towers.verdicts import checks  # noqa: E402
-from .workflow_harness import record  # noqa: E402
+from towers.verdicts import checks
+from .workflow_harness import record
 
 TABLE = "ltre/figure3"
 FIGURE = "results/ltre/figure3.csv"
@@ -111,7 +110,6 @@ def main(argv=None) -> None:
     result = spread(build / "results/expected-values.csv", files)
     result["build"] = str(build.name)
     result["seed list"] = args.seeds
-    print(json.dumps(result, indent=1))
     print(json.dumps(result, indent=2))
     if not args.no_record:
         record("figure3_seeds", result, replace=True)

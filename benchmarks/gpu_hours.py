@@ -1,4 +1,4 @@
-"""Estimated GPU-hours per paper table at paper scale (benchmarks/run.py --part gpu_hours).
+"""Estimated GPU-hours per paper table at paper scale (python -m benchmarks.run --part gpu_hours).
 
 What is counted: the transformer work of every job the paper profile plans for a table (a dry run in a
 fresh copy): training examples (steps x batch) and the tokens each one passes through its towers, corpus
@@ -179,7 +179,7 @@ def basis(jobs: list[tuple[str, str]], lengths: dict[str, int], gpu_rates: dict[
                                    f"{stated['device']}, "
                                    f"where this basis gives {flop_basis_steps_per_s(52, 20, 256, rate):.1f}: those "
                                    f"jobs' hours are about {factor:.1f}x too low (a correction stated, not measured "
-                                   f"here; benchmarks/gpu_stages.py measures it)") if small else ""}
+                                   f"here; python -m benchmarks.gpu_stages measures it)") if small else ""}
 
 
 def estimate(workdir: Path, targets: list[str], lengths: dict[str, int], rates: dict[str, float],

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """GPU-hours per paper table from the stages themselves: gpu_hours.py divides FLOPs by a rate measured
 at batch 256, which understates the small-batch regimes (launch-bound, not FLOP-bound).
 
@@ -21,10 +20,10 @@ process at batch/N and counted N times (gradient all-reduce not included). Regim
 batch 8192 (a rank's 2048 pairs at 64/288 exceed one GPU's memory), LTRe and ANCE's async refresh (they need a Faiss
 index over the corpus, and refresh it): those keep the FLOP basis.
 
-    benchmarks/gpu_stages.py plan
-    benchmarks/gpu_stages.py measure --out DIR [--dry] [--steps 30] [--passages 20000]
-    benchmarks/gpu_stages.py record DIR/gpu_stages.json
-    benchmarks/gpu_stages.py annotate   # gpu_hours.py's tables: their basis and the small-batch caveat
+    python -m benchmarks.gpu_stages plan
+    python -m benchmarks.gpu_stages measure --out DIR [--dry] [--steps 30] [--passages 20000]
+    python -m benchmarks.gpu_stages record DIR/gpu_stages.json
+    python -m benchmarks.gpu_stages annotate   # gpu_hours.py's tables: their basis and the small-batch caveat
 """
 from __future__ import annotations
 
@@ -201,7 +200,6 @@ def timed_stage(words: list[str]) -> dict:
     reads each loss back, so a step's GPU work is done by the next one's start)."""
     import torch
 
-    from .gpu_hours import GpuBusy
     from towers.cli import main
     from towers.training import loop
 
@@ -216,7 +214,7 @@ def timed_stage(words: list[str]) -> dict:
 
     loop.run = timing
     try:
-        with GpuBusy() as busy:
+        with gpu_hours.GpuBusy() as busy:
             began = time.perf_counter()
             code = main(words)
             if torch.cuda.is_available():
@@ -301,7 +299,6 @@ def encoding(folder: Path, dry: bool) -> dict:
     two-tower model of the world's encoder, mean pooled."""
     from transformers import AutoModel, AutoTokenizer
 
-    from .gpu_hours import GpuBusy
     from towers.cli import main
     from towers.modeling.models import Tower, TwoTower
 
@@ -316,7 +313,7 @@ def encoding(folder: Path, dry: bool) -> dict:
         words = ["encode-candidates", "--model", str(folder / f"two-tower-{length}"), "--candidates",
                  str(folder / "candidates.jsonl"), "--embeddings", str(folder / f"e{length}.npy"), "--ids",
                  str(folder / f"e{length}.ids"), "--batch-size", "512"]
-        with GpuBusy() as busy:
+        with gpu_hours.GpuBusy() as busy:
             began = time.perf_counter()
             main(words)
             seconds = time.perf_counter() - began
@@ -330,7 +327,6 @@ def reranking(folder: Path, dry: bool) -> dict:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from .gpu_hours import GpuBusy
     from towers.retrieval.rerank import score_pairs
 
     tokenizer = AutoTokenizer.from_pretrained(folder / "encoder")
@@ -346,15 +342,12 @@ def reranking(folder: Path, dry: bool) -> dict:
             intermediate_size=shape["intermediate"], max_position_embeddings=512, num_labels=1))
         length = 32 if dry else 512
         score_pairs(model, tokenizer, pairs[:256], length, 128, desc=None)   # warm-up
-        with GpuBusy() as busy:
+        with gpu_hours.GpuBusy() as busy:
             began = time.perf_counter()
             score_pairs(model, tokenizer, pairs, length, 128, desc=None)
             seconds = time.perf_counter() - began
         out[name] = {"pairs_per_s": round(len(pairs) / seconds, 1), "max_length": length, "gpu_busy_share": busy.share}
     return out
-
-
-# --- record (here) -----------------------------------------------------------------------------------------
 
 
 def main() -> None:

@@ -14,6 +14,8 @@ PLAN = HERE / "gpu_stages_plan.json"
 
 def gpu_hours_of(measured: dict, plan_: dict, flop_rates: dict) -> dict:
     """Per table: GPU-hours from the measurements where a job has one, else gpu_hours.py's FLOP estimate."""
+    from . import gpu_stages   # its docstring says the method (it imports this module)
+
     lengths = doc_lengths()
     tables = {}
     for target, jobs in plan_["tables"].items():
@@ -53,7 +55,7 @@ def gpu_hours_of(measured: dict, plan_: dict, flop_rates: dict) -> dict:
                                     "FLOP estimate at batch 256" if not counted["measured"] else
                                     "measured stage rates where a job has one, FLOP estimate at batch 256 for the rest")}
     return {"device": measured["device"], "date": measured["date"], "dry": measured["dry"],
-            "method": __doc__.split("\n\n")[1].replace("\n", " "), "regimes": measured["regimes"],
+            "method": gpu_stages.__doc__.split("\n\n")[1].replace("\n", " "), "regimes": measured["regimes"],
             "encoding": measured["encoding"], "reranking": measured["reranking"], "tables": tables}
 
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The GPU stages' host side at the paper profile's shapes, on the CPU with the model taken out.
 
 One process, torch on one thread and the tokenizers library on one core (RAYON_NUM_THREADS=1), except the
@@ -41,7 +40,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from .host_side_rates import ENCODE_LENGTHS, model_rates  # noqa: E402
+from .host_side_rates import ENCODE_LENGTHS, model_rates
 from .host_side_before import (WIDTH, code, models_taken_out, no_op_classifier, no_op_tower,
                                old_batch, old_score_pairs)
 
@@ -59,9 +58,6 @@ QUICK_REGIMES = ("finetune", "pretrain-mlm batch-size=256", "train-negatives bat
 ENCODE_BATCH = 512
 RERANK_LENGTH, RERANK_BATCH = 512, 128                        # config/paper.yaml repbert.reranker
 ENCODE_GOAL, RERANK_GOAL, STEP_GOAL = 5.0, 5.0, 0.10
-
-
-# --- the code before the host-side changes ("before") ------------------------------------------------------
 
 
 # --- shared pieces ---------------------------------------------------------------------------------------------

@@ -21,14 +21,11 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-
-from towers.datasets import judging, reqa  # noqa: E402
-from towers.datasets.splits import question_key  # noqa: E402
-from .workflow_harness import record  # noqa: E402
-from towers.io import StageError, read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
-from towers.retrieval.evaluate import evaluate  # noqa: E402
+from towers.datasets import judging, reqa
+from towers.datasets.splits import question_key
+from .workflow_harness import ROOT, record
+from towers.io import StageError, read_jsonl, read_qrels, read_queries, read_run
+from towers.retrieval.evaluate import evaluate
 
 DATA = ROOT / "data/enwiki-mini"
 ART = ROOT / "artifacts"   # --build DIR: DIR/artifacts

@@ -85,7 +85,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     rows = measure(a.tree.resolve(), a.pairs)
     summary = {"rows": rows, **projected(rows, json.loads(RESULTS.read_text())["reproduce"]),
-               "how": f"benchmarks/malloc_setting.py --tree DIR --pairs {a.pairs}"}
+               "how": f"python -m benchmarks.malloc_setting --tree DIR --pairs {a.pairs}"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))
     if a.record:
         record("malloc_setting", summary, replace=True)

@@ -26,12 +26,12 @@ def jobs_by_paper(folder: Path, rest: bool = True) -> dict[str, tuple[str, dict]
     targets: list[str] = []
     for name, more in steps:
         targets += more
-        for job in planned_jobs(folder, targets):
+        for job in clean_build_jobs(folder, targets):
             owned.setdefault(job_key(job), (name, job))
     return owned
 
 
-def planned_jobs(folder: Path, targets: list[str]) -> list[dict]:
+def clean_build_jobs(folder: Path, targets: list[str]) -> list[dict]:
     """Every job a clean build of `targets` runs (a forced dry run in `folder`): rule and outputs."""
     dry = subprocess.run([str(folder / ".venv/bin/snakemake"), "-n", "--forceall", "--cores", "2", *targets],
                          cwd=folder, capture_output=True, text=True, check=True).stdout
@@ -70,7 +70,7 @@ def project(folder: Path, measured: dict) -> dict:
                               "overhead_seconds_a_job": round(overhead, 2)},
             "per_rule": {k: {"jobs": v["jobs"], "job_seconds": round(v["job_seconds"], 1)}
                          for k, v in sorted(per_rule.items(), key=lambda kv: -kv[1]["job_seconds"])},
-            "how": "benchmarks/reproduce.py --project DIR: a forced dry run per paper step, each job's stage record "
+            "how": "python -m benchmarks.reproduce --project DIR: a forced dry run per paper step, each job's stage record "
                    "seconds + the measured run's start-up a job, divided by its parallelism (job seconds over "
                    "clean-run seconds); setup excluded, as in clean_run_seconds. A projection on the machine "
                    "that wrote the records, not a measurement"}

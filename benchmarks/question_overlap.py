@@ -17,12 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
-
-from towers.datasets import overlap  # noqa: E402
-from .workflow_harness import record  # noqa: E402
-from towers.io import read_jsonl  # noqa: E402
+from towers.datasets import overlap
+from .workflow_harness import ROOT, record
+from towers.io import read_jsonl
 
 ARTICLES = ROOT / "artifacts/enwiki-mini/corpus/articles.jsonl"
 SQUAD = ROOT.parent / "shared/data/squad/dev-v1.1.json"

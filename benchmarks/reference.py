@@ -26,10 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src"
+from towers.io import read_json, read_jsonl, read_qrels, read_queries, read_run
 
-from towers.io import read_json, read_jsonl, read_qrels, read_queries, read_run  # noqa: E402
+from .workflow_harness import ROOT
+
+SRC = ROOT / "src"
 
 TIE = 1e-5          # scores this close are a tie: their order is the search's choice
 CUTOFFS = (1, 5, 10, 50, 100)

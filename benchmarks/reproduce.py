@@ -57,16 +57,15 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-from towers.config.config_yaml import ParamsError  # noqa: E402
-from towers.reports import papers as paper_list  # noqa: E402
-from towers.retrieval.latency import cpu_model  # noqa: E402
-from .build_records import (build_logs, forked, jobs_of, kernels_of, model_stack_import_seconds,  # noqa: E402
+from towers.config.config_yaml import ParamsError
+from towers.reports import papers as paper_list
+from towers.retrieval.latency import cpu_model
+from .build_records import (build_logs, forked, jobs_of, kernels_of, model_stack_import_seconds,
                             positive, record_of, steps_of)
-from .compare_builds import before_after, committed_bytes, compared_with_commit, verdicts_moved  # noqa: E402
-from .projection import job_key, jobs_by_paper, project  # noqa: E402
-from .reruns import rerun_step, scheduler_load, warm_starts  # noqa: E402
-from .workflow_harness import RESULTS, record, read_results  # noqa: E402
+from .compare_builds import before_after, committed_bytes, compared_with_commit, verdicts_moved
+from .projection import job_key, jobs_by_paper, project
+from .reruns import rerun_step, scheduler_load, warm_starts
+from .workflow_harness import RESULTS, ROOT, read_results, record
 
 
 def run(folder: Path, cores: int, commit: str | None = None, resume: bool = False, whole: bool = False,
@@ -182,7 +181,7 @@ def analyse(folder: Path, before: dict | None = None) -> dict:
         "steps_resumed": resumed,
         **compared_with_commit(folder, tracked),
         "verdicts": None,
-        "how": "benchmarks/reproduce.py --run DIR && benchmarks/reproduce.py --analyse DIR; start-up of a job: its "
+        "how": "python -m benchmarks.reproduce --run DIR && python -m benchmarks.reproduce --analyse DIR; start-up of a job: its "
                "wall (Snakemake log) less its stage's work (record seconds less the torch + transformers import "
                "when the stage loaded torch in a process of its own, not in a fork of the warm-start server); jobs "
                "without a record count as work; results_moved: the build's tracked results that differ byte for "

@@ -53,7 +53,7 @@ def warm_starts(folder: Path, jobs: int, cores: int, configfiles: list[str] = ()
             "profile": configfiles or "mini", "forked_warm_in_last_run": forked_on,
             "seconds_off": seconds["off"], "seconds_on": seconds["on"], "ratio_on_to_off": round(on / off, 3),
             "saved_seconds_a_job": round((off - on) * cores / len(targets), 2), "outputs_byte_identical": True,
-            "how": "benchmarks/reproduce.py --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
+            "how": "python -m benchmarks.reproduce --warm DIR after --run DIR: the same jobs forced to rerun, off/on/off/on"}
 
 
 def model_records(folder: Path, outputs: list[str]) -> list[dict]:
@@ -85,7 +85,7 @@ def rerun_step(folder: Path, name: str, cores: int) -> dict:
             "forked_warm_rerun": sum(forked(meta) for meta in records),
             "results_byte_identical": [f for f in results if sha256(folder / f) == kept[f]],
             "results_moved": [f for f in results if sha256(folder / f) != kept[f]],
-            "how": f"benchmarks/reproduce.py --rerun-step {name} DIR: the jobs of reproduce-{name}.log forced to "
+            "how": f"python -m benchmarks.reproduce --rerun-step {name} DIR: the jobs of reproduce-{name}.log forced to "
                    "rerun (snakemake <its targets> --forcerun <each job's first output>), nothing else running"}
 
 
@@ -127,6 +127,6 @@ def scheduler_load(folder: Path, cores: int) -> dict:
             "wall_ratio_fixed_to_as_is": round(median("fixed", "wall") / median("as_is", "wall"), 3),
             "snakemake_cpu_ratio_fixed_to_as_is": round(median("fixed", "cpu") / max(0.1, median("as_is", "cpu")), 3),
             "outputs_byte_identical": True,
-            "how": "benchmarks/reproduce.py --scheduler DIR after --run DIR at a commit before the fix: the same jobs "
+            "how": "python -m benchmarks.reproduce --scheduler DIR after --run DIR at a commit before the fix: the same jobs "
                    "forced to rerun with Snakemake's scheduler as it is and with towers.launch.scheduler's fix, alternated; "
                    "Snakemake's own CPU seconds and threads from psutil"}

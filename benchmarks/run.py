@@ -55,7 +55,7 @@ faults: bad params, bad input files and faults during runs (kill -9, failures du
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib
 import json
 import os
 import platform
@@ -67,10 +67,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-from towers.reports.ltre import read_step_log  # noqa: E402
-from .workflow_harness import fresh_copy, job_counts, record, read_results  # noqa: E402
-from towers.reports import papers as paper_list  # noqa: E402
+from towers.reports.ltre import read_step_log
+from .run_pairs import pairs, pairs_worker
+from .run_reference import reference, reference_built, reference_tiny
+from .workflow_harness import ROOT, clean_run, fresh_copy, job_counts, keep_outputs, read_results, record, timed
+from towers.reports import papers as paper_list
 
 PAPERS = paper_list.load(root=ROOT)   # data/papers/papers.yaml: each paper's targets
 CHANG_TABLES = paper_list.targets(PAPERS["chang2020"])
@@ -83,37 +84,6 @@ def edit_params(workdir: Path, old: str, new: str) -> None:
     if old not in text:
         sys.exit(f"params.yaml no longer holds {old!r}; update the benchmark")
     params.write_text(text.replace(old, new))
-
-
-def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
-    began = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(cwd) / "src"), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
-    if done.returncode != 0:
-        sys.exit(f"benchmark command failed (exit {done.returncode}): {' '.join(map(str, cmd))}\n"
-                 f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
-    return time.perf_counter() - began, done
-
-
-@contextlib.contextmanager
-def clean_run(targets: list[str], cores: int):
-    """A fresh copy in which `targets` are planned, then built from nothing: (folder, plan, seconds)."""
-    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
-        fresh_copy(tmp)
-        snake = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores)]
-        _, plan = timed([*snake, "-n"], tmp)
-        seconds, _ = timed(snake, tmp)
-        yield Path(tmp), plan, seconds
-
-
-def keep_outputs(tmp: Path, targets: list[str], folder: str) -> None:
-    """Copy each table (CSV + JSON twin) or figure (PNG + CSV) to benchmarks/out/<folder>, so the committed
-    ones can be compared with them."""
-    for target in targets:
-        kept = ROOT / "benchmarks/out" / folder / Path(target).name
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        for suffix in ((".csv", ".json") if target.endswith(".csv") else (".png", ".csv")):
-            shutil.copy(tmp / Path(target).with_suffix(suffix), kept.with_suffix(suffix))
 
 
 def pipeline(cores: int) -> dict:
@@ -297,8 +267,6 @@ def encoding(model_dir: Path, candidates_path: Path, limit: int, threads: int, r
     return out
 
 
-
-
 def data_parallel(steps: int = 150) -> dict:
     import yaml
 
@@ -357,8 +325,6 @@ def data_parallel(steps: int = 150) -> dict:
     return {**out, "note": "wall seconds include each run's start (imports, model load; two processes start twice)"}
 
 
-
-
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--hide-scrollbars"]
@@ -385,10 +351,6 @@ def report_view(page: Path = ROOT / "results/report.html") -> dict:
 
 
 def main() -> None:
-    from . import faults   # a heavy import, for its part alone
-    from .run_pairs import pairs, pairs_worker   # these two import this module: imported when it runs
-    from .run_reference import reference, reference_built, reference_tiny
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--encode-limit", type=int, default=4000)
@@ -424,7 +386,7 @@ def main() -> None:
              "reference_built": lambda: reference_built(args.datasets),
              "reference_tiny": reference_tiny,
              "report_view": report_view,
-             "faults": lambda: faults.run(args.cores)}
+             "faults": lambda: importlib.import_module(".faults", __package__).run(args.cores)}   # heavy: its part's
     for name, run in parts.items():
         if args.part in ("all", name):
             results[name] = run()

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .run import ROOT
+from .workflow_harness import ROOT
 
 PAIR_TASKS = ["ict", "bfs", "wlp", "ict+bfs+wlp"]
 ENWIKI_MINI_CORPUS = ROOT / "artifacts/enwiki-mini/corpus"

@@ -12,8 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .run import ROOT, keep_outputs, timed
-from .workflow_harness import fresh_copy, job_counts
+from .workflow_harness import ROOT, fresh_copy, job_counts, keep_outputs, timed
 
 SQUAD_DEV = ROOT.parent / "shared" / "data" / "squad"
 

@@ -30,10 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-from .synthetic_msmarco import write_msmarco  # noqa: E402
-from .workflow_harness import copy_workflow, fresh_copy, record, planned_jobs, read_results  # noqa: E402
-from .scale_report import beside_declared, markdown, plot, requests  # noqa: E402
+from .synthetic_msmarco import write_msmarco
+from .workflow_harness import ROOT, copy_workflow, fresh_copy, planned_jobs, read_results, record
+from .scale_report import beside_declared, markdown, plot, requests
 
 PAPER = {"passages": 8_841_823, "train_queries": 502_939, "dev_queries": 6_980, "dim": 768}
 DATA_TARGETS = ["artifacts/msmarco-passage/eval/bm25/dev/lucene.json", "artifacts/msmarco-dl19/eval/bm25/dev/lucene.json",
@@ -334,8 +333,6 @@ def fit(series: dict, vectors: bool = False) -> list[dict]:
                      "paper_peak_mb": round(fixed + per_item * PAPER["passages"], 0),
                      "paper_job_cpu_hours": round(job_cpu[-1] * scale ** max(e_time or 1.0, 1.0) / 3600, 2)})
     return rows
-
-
 
 
 def main() -> None:

@@ -24,6 +24,8 @@ import sys
 import time
 from pathlib import Path
 
+from .workflow_harness import ROOT
+
 PAGES_PER_STREAM = 100   # what Wikimedia's multistream dumps put in a stream
 PAGE = re.compile(rb"  <page>\n.*?</page>\n", re.S)
 
@@ -123,8 +125,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.run:   # dumps made in a child: a process started by a big one reports its peak RSS as its own
         for factor in args.factors:
-            subprocess.run([sys.executable, "-m", "benchmarks.scale_wiki", args.out_dir, "--factors", str(factor)],
-                           check=True, stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1])
+            subprocess.run([sys.executable, "-m", "benchmarks.scale_wiki", str(Path(args.out_dir).resolve()),
+                            "--factors", str(factor)], check=True, stdout=subprocess.DEVNULL, cwd=ROOT)
     results = {}
     for factor in args.factors:
         folder = Path(args.out_dir) / f"x{factor}"

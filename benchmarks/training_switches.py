@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     saved = sum(r["rule_seconds_saved"] for r in rows)
     summary = {"rows": rows, "job_seconds_saved": round(saved, 1),
                "wall_minutes_saved": round(saved / busy / 60, 1),
-               "how": f"benchmarks/training_switches.py --tree DIR --switch {a.switch} --pairs {a.pairs}: speed-ups "
+               "how": f"python -m benchmarks.training_switches --tree DIR --switch {a.switch} --pairs {a.pairs}: speed-ups "
                       "off/on; saved = each rule's record seconds in DIR x (1 - 1/speed-up), over the clean run's "
                       "parallelism (key reproduce)"}
     print(json.dumps({k: v for k, v in summary.items() if k != "rows"}, indent=1))

@@ -1,10 +1,13 @@
-"""Running the workflow from tests and benchmarks (pytest finds this folder through its pythonpath setting): a
-fresh copy to run in (with or without a snapshot of src/), the jobs of a Snakemake plan, a run watched for its own
-CPU and threads, and the benchmarks' results file (benchmarks/results.json)."""
+"""Running the workflow from tests and benchmarks (imported as benchmarks.workflow_harness): a fresh copy to run in
+(with or without a snapshot of src/), a command timed, a clean run of some targets and its outputs kept, the jobs
+of a Snakemake plan, a run watched for its own CPU and threads, and the benchmarks' results file
+(benchmarks/results.json), kept through record()."""
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -139,3 +142,34 @@ def watched(command: list, cwd) -> dict:
         stderr.seek(0)
         return {"returncode": process.wait(), "stderr": stderr.read(), "wall": round(time.perf_counter() - began, 1),
                 "cpu": round(cpu, 1), "threads": threads}
+
+
+def timed(cmd, cwd) -> tuple[float, subprocess.CompletedProcess]:
+    began = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(cwd) / "src"), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        sys.exit(f"benchmark command failed (exit {done.returncode}): {' '.join(map(str, cmd))}\n"
+                 f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return time.perf_counter() - began, done
+
+
+@contextlib.contextmanager
+def clean_run(targets: list[str], cores: int):
+    """A fresh copy in which `targets` are planned, then built from nothing: (folder, plan, seconds)."""
+    with tempfile.TemporaryDirectory(prefix="towers-bench-") as tmp:
+        fresh_copy(tmp)
+        snake = [sys.executable, "-m", "snakemake", *targets, "--cores", str(cores)]
+        _, plan = timed([*snake, "-n"], tmp)
+        seconds, _ = timed(snake, tmp)
+        yield Path(tmp), plan, seconds
+
+
+def keep_outputs(tmp: Path, targets: list[str], folder: str) -> None:
+    """Copy each table (CSV + JSON twin) or figure (PNG + CSV) to benchmarks/out/<folder>, so the committed
+    ones can be compared with them."""
+    for target in targets:
+        kept = ROOT / "benchmarks/out" / folder / Path(target).name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        for suffix in ((".csv", ".json") if target.endswith(".csv") else (".png", ".csv")):
+            shutil.copy(tmp / Path(target).with_suffix(suffix), kept.with_suffix(suffix))

@@ -127,7 +127,7 @@ def plan_two_papers(monkeypatch):
              ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
     monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
     monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
-    monkeypatch.setattr(projection, "planned_jobs", lambda folder, targets: plans.get(tuple(targets), [
+    monkeypatch.setattr(projection, "clean_build_jobs", lambda folder, targets: plans.get(tuple(targets), [
         *plans[("a.csv", "b.csv")], {"rule": "all", "outputs": []}]))
 
 
@@ -150,7 +150,7 @@ def test_a_whole_run_splits_its_wall_by_each_papers_share_of_the_job_seconds(tmp
              ("a.csv", "b.csv"): [{"rule": "train", "outputs": ["m/model"]}, {"rule": "table", "outputs": ["t.csv"]}]}
     monkeypatch.setattr(reproduce.paper_list, "load", lambda root: {"p": {"id": "p", "t": ["a.csv"]}, "q": {"id": "q", "t": ["b.csv"]}})
     monkeypatch.setattr(reproduce.paper_list, "targets", lambda paper: paper["t"])
-    monkeypatch.setattr(projection, "planned_jobs", lambda folder, targets: plans[tuple(targets)])
+    monkeypatch.setattr(projection, "clean_build_jobs", lambda folder, targets: plans[tuple(targets)])
     jobs = [{"rule": "train", "outputs": ["m/model"], "wall": 90.0}, {"rule": "table", "outputs": ["t.csv"], "wall": 20.0},
             {"rule": "check", "outputs": ["c.txt"], "wall": 10.0}]
     # 120 job-seconds over a 60-second wall: the model is p's (3/4), the table q's, the check nobody's

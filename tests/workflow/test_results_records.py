@@ -14,7 +14,7 @@ from benchmarks.workflow_harness import ROOT
 WRITER = """
 import sys, time
 from pathlib import Path
-sys.path[:0] = [{benchmarks!r}, {src!r}]
+sys.path[:0] = [{root!r}, {src!r}]
 from benchmarks import workflow_harness
 workflow_harness.RESULTS = Path({results!r})
 Path({go!r} + "-{name}").touch()
@@ -38,7 +38,7 @@ def test_two_benchmarks_writing_at_once_keep_every_key(tmp_path, results):
     (195 of 400 lost): under the lock every key of both stays."""
     go = tmp_path / "go"
     writers = [subprocess.Popen([sys.executable, "-c", WRITER.format(
-        benchmarks=str(ROOT), src=str(ROOT / "src"), results=str(results), go=str(go), name=name)])
+        root=str(ROOT), src=str(ROOT / "src"), results=str(results), go=str(go), name=name)])
         for name in ("a", "b")]
     while not all(go.with_name(f"go-{name}").exists() for name in "ab"):   # both ready: then both go
         assert all(w.poll() is None for w in writers)

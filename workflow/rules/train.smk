@@ -6,7 +6,7 @@
 #                             QuadrupletBERT's first phase (eq. 3 with loss^h = 0)
 #   quadbert-m{m}-s{seed}     QuadrupletBERT: phase 2, four towers with mined hard negatives
 
-from towers.plan import ART, Plan, flags
+from towers.plan import ART, Plan
 
 plan = Plan.of(workflow)  # the names below that are no Snakemake directive's come from here (towers.plan)
 TRAIN = plan.software.train

@@ -245,7 +245,7 @@ def local_references(refs: References, where: list, spec: dict) -> None:
 
 
 def run_references(refs: References) -> None:
-    """Settings of the runs themselves: length buckets, encoding and BM25 shards, the mining index."""
+    """Settings of the runs themselves: length buckets, encoding and BM25 shards."""
     config, datasets = refs.config, refs.datasets
     # a bucket past the encoders' positions pads batches to more tokens than a BERT trained here takes: every
     # training job would stop in an index error, after the run's clean-up had removed the old models
@@ -262,7 +262,6 @@ def run_references(refs: References) -> None:
         if parts > 1 and name not in split_runs:   # only a run per query set is searched in parts
             refs.add(["bm25", "query_shards", name], f"dataset {name!r} is not in bm25.split_runs "
                                                     f"({', '.join(split_runs) or 'none'}): only split runs are sharded")
-    refs.index(["mining", "index"], config.get("mining", {}).get("index"))
 
 
 def chang2020_references(refs: References, chang: dict) -> None:
@@ -292,6 +291,10 @@ def chang2020_references(refs: References, chang: dict) -> None:
         if len(set(tasks)) < len(tasks):
             refs.add(path, f"{pretraining!r} names a pair task twice; a mixture takes each of ict, bfs and wlp at most "
                            "once")
+
+
+def mining_references(refs: References, mining: dict) -> None:
+    refs.index(["mining", "index"], mining.get("index"))
 
 
 def quadrupletbert_references(refs: References, qb: dict) -> None:
@@ -337,9 +340,11 @@ def ltre_references(refs: References, lt: dict) -> None:
                                                         f"but {spec['factory']!r} here")
 
 
-# each paper's section (and the zero-shot tables') declares the names it gives other sections
-PAPER_REFERENCES = {"chang2020": chang2020_references, "quadrupletbert": quadrupletbert_references,
-                    "repbert": repbert_references, "zeroshot": zeroshot_references, "ltre": ltre_references}
+# each paper's section (and hard-negative mining's, the zero-shot tables') declares the names it gives other
+# sections; checked in this order, the first problem the one said
+PAPER_REFERENCES = {"chang2020": chang2020_references, "mining": mining_references,
+                    "quadrupletbert": quadrupletbert_references, "repbert": repbert_references,
+                    "zeroshot": zeroshot_references, "ltre": ltre_references}
 
 
 def paper_problems(config: dict, papers: dict) -> list[tuple[list, str]]:

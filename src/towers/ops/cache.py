@@ -101,7 +101,7 @@ EXCLUDED = {f"/{ARTIFACTS}/*/train-state/": "training resume state",
             f"/{ARTIFACTS}/**/shards/": "encoding shards (temporary)",
             f"/{ARTIFACTS}/**/*.shards/": "BM25 query shards (temporary)",
             f"/{ARTIFACTS}/**/.*.tmp*": "unfinished atomic writes",
-            f"/{ARTIFACTS}/**/.tokens/": "token ids of encoded corpora (a cache: tokens.cached_tokens)"}
+            f"/{ARTIFACTS}/**/.tokens/": "token ids of encoded corpora (a cache: towers.modeling.tokens.cached_tokens)"}
 DVCIGNORE = Path(".dvcignore")
 
 

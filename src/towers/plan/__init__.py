@@ -64,14 +64,13 @@ def gathered(modules: list, hook: str, config: dict, empty):
     return found
 
 
-def paper_plan(paper: str) -> type:
-    """The Tables class that towers.plan.<paper> defines (a paper's module defines one): a paper declared in
-    data/papers/papers.yaml is planned by its own module, named by its id, with no line here."""
-    module = importlib.import_module(f".{paper}", __name__)
+def paper_plan(module) -> type:
+    """The Tables class a paper's module (towers.plan.<paper>) defines: a paper declared in data/papers/papers.yaml
+    is planned by its own module, named by its id, with no line here."""
     found = [c for c in vars(module).values()
              if isinstance(c, type) and issubclass(c, Tables) and c.__module__ == module.__name__]
     if len(found) != 1:
-        raise ValueError(f"towers.plan.{paper} defines {len(found)} Tables classes, not one")
+        raise ValueError(f"{module.__name__} defines {len(found)} Tables classes, not one")
     return found[0]
 
 
@@ -99,8 +98,8 @@ class Plan:
                            indexes=gathered(modules, "indexes", config, {}))
         self.evaluation = Evaluation(self, is_quadrupletbert_model=is_quadrupletbert_model)   # QuadrupletBERT's
         self.zeroshot = Zeroshot(self)
-        for paper in self.papers:   # each paper's tables: plan.chang2020, plan.quadrupletbert, ...
-            setattr(self, paper, paper_plan(paper)(self))
+        for paper, module in zip(self.papers, modules):   # each paper's tables: plan.chang2020, ...
+            setattr(self, paper, paper_plan(module)(self))
         self.verdicts = Verdicts(self)
 
     @classmethod

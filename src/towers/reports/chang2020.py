@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..io import StageError, read_json
-from ..verdicts.cells import cell, query_samples
+from ..verdicts.cells import cell, count_text, query_samples
 from .common import LABELS, Layout, Option, labels, measure_names, paper_values, read_paper
 
 KEY = ["split", "encoder", "pretraining"]
@@ -41,13 +41,6 @@ def build_table(rows: list[dict], paper_csv, table: str, profile: str, note: str
     return frame, twin, cells
 
 
-def as_printed(count: int | None) -> str | None:
-    """A count as Chang et al.'s Table 1 prints it: one decimal of millions or billions (50.2M, 11.2B)."""
-    if count is None or count < 1e6:
-        return None if count is None else str(count)
-    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.1f}M"
-
-
 PAIR_COLUMNS = {"pairs": "pairs", "tokens": "tokens", "avg_query_tokens": "avg query tokens",
                 "avg_doc_tokens": "avg doc tokens"}
 
@@ -69,7 +62,7 @@ def pairs_table(rows: list[dict], paper_csv, table: str, profile: str, note: str
             value = paper.loc[task, key] if task in paper.index else None
             value = None if value is None else int(value) if key in ("pairs", "tokens") else float(value)
             # printed as the paper prints its counts (50.2M pairs, 11.2B tokens); the cell keeps the number
-            record[f"{label} paper"] = as_printed(value) if key in ("pairs", "tokens") else value
+            record[f"{label} paper"] = count_text(value) if key in ("pairs", "tokens") else value
             cells.append(cell({"task": task}, label, record[label], value, kind="count"))
         records.append(record)
         twin["rows"][task] = {label: record[label] for label in PAIR_COLUMNS.values()}

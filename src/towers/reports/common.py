@@ -17,21 +17,25 @@ LABELS = {"paper_dataset": "paper dataset", "emb_dim": "emb dim"}
 @dataclass(frozen=True)
 class Option:
     """A setting a table's layout takes beside its rows (`--option NAME=VALUE`): one value, several (`many`: the
-    option repeated) or several JSON objects of `fields` (values published elsewhere)."""
+    option repeated) or several JSON objects of `fields` (values published elsewhere); `optional`: a `many` one may
+    be given none."""
     name: str
     many: bool = False
     fields: tuple[str, ...] = ()
+    optional: bool = False
 
 
 @dataclass(frozen=True)
 class Layout:
     """One table's shape, declared once in its paper's module (LAYOUTS: table name -> Layout): the fields of a row
     (the plan builds rows of them, the stage reads them), those that may be empty or are lists, the options it
-    takes, whether its measures are percentages, and `build(rows, paper, table, profile, note, **options)` ->
-    (frame, JSON twin, cells), the one signature of every layout."""
+    takes, whether its measures are percentages and whether it sits beside a paper's values (`paper`), and
+    `build(rows, paper, table, profile, note, **options)` -> (frame, JSON twin, cells), the one signature of every
+    layout."""
     fields: tuple[str, ...]
     build: Callable
     percent: bool = False
+    paper: bool = True
     may_be_empty: tuple[str, ...] = ()
     lists: tuple[str, ...] = ()
     options: tuple[Option, ...] = ()
@@ -132,6 +136,7 @@ ONE_DECIMAL = {"ms/query", "speed-up", "vs first alone (%)"}
 PLACES = {"memory GB": 6, "train hours": 5}
 SCREEN = 160   # characters: one screen width (a terminal beside an editor, a 1366-pixel window), for `column -s, -t`
 SIDES = (" paper", " sd", " published", " p")   # what sits beside a value: the paper's, its spread, a p-value
+SIDE_NAMES = tuple(side.strip() for side in SIDES)   # their columns in a long table (long_form)
 
 
 def decimals(column: str, percent: bool) -> int | None:
@@ -192,14 +197,17 @@ def printed(frame: pd.DataFrame, cells: list[dict], percent: bool) -> tuple[pd.D
         if texts.str.contains(",").any():
             raise ValueError(f"column {column!r} holds a comma ({texts[texts.str.contains(',')].iloc[0]!r}): "
                              "a printed table's cells may not")
-    if printed_width(shown) > SCREEN:
+    texts = [list(map(str, shown.columns)), *[["" if pd.isna(v) else str(v) for v in row]
+                                             for row in shown.itertuples(index=False)]]
+    if printed_width(texts) > SCREEN:
         shown = long_form(shown, {c["column"] for c in cells}, measured)
     return shown, context
 
 
-def printed_width(frame: pd.DataFrame) -> int:
-    """How wide `column -s, -t` prints a table: each column its widest text (header or cell), two spaces between."""
-    widths = [max([len(str(c)), *(len("" if pd.isna(v) else str(v)) for v in frame[c])]) for c in frame.columns]
+def printed_width(rows: list[list[str]]) -> int:
+    """How wide `column -s, -t` prints a table's rows of text (the header first): each column its widest text, two
+    spaces between."""
+    widths = [max(len(row[j]) for row in rows) for j in range(len(rows[0]))]
     return sum(widths) + 2 * (len(widths) - 1)
 
 
@@ -227,7 +235,7 @@ def wide_again(table: pd.DataFrame) -> pd.DataFrame:
     (a measure a row lacks: NaN)."""
     if not {"measure", "value"} <= set(table.columns):
         return table
-    sides = [c for c in ("paper", "sd", "published", "p") if c in table.columns]
+    sides = [c for c in SIDE_NAMES if c in table.columns]
     keys = [c for c in table.columns if c not in ("measure", "value", *sides)]
     rows: dict[tuple, dict] = {}
     for _, long in table.iterrows():
@@ -282,7 +290,7 @@ def layout_problems(csv_path, width: int = SCREEN) -> list[str]:
     # a long table (long_form) prints each measure in 'value' and its sides: decimals are a measure's own
     named = header.index("measure") if "measure" in header else None
     for j, column in enumerate(header):
-        grouped = named is not None and column in ("value", "paper", "sd", "published")
+        grouped = named is not None and column in ("value", *SIDE_NAMES) and column != "p"   # p: 2 digits
         for measure in sorted({row[named] for row in body}) if grouped else [column]:
             texts = [row[j] for row in body if row[j] and (not grouped or row[named] == measure)]
             # a label (a margin, a depth) prints as it is named
@@ -292,8 +300,7 @@ def layout_problems(csv_path, width: int = SCREEN) -> list[str]:
                 if len(places) > 1:
                     problems.append(f"column {column!r} is printed with {sorted(places)} decimals"
                                     + (f" for {measure}" if named is not None else ""))
-    widths = [max(len(row[j]) for row in rows) for j in range(len(header))]
-    wide = sum(widths) + 2 * (len(widths) - 1)   # `column -t` puts two spaces between columns
+    wide = printed_width(rows)
     if wide > width:
         problems.append(f"{wide} characters wide in `column -s, -t` (at most {width})")
     return problems

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..config.params_check import bounded
 from ..io import StageError, read_json
 from ..verdicts.cells import cell, query_samples
 from .common import Layout, Option, paper_values
@@ -31,7 +32,7 @@ def margin_text(margin: str) -> str:
     try:
         return f"{float(margin):g}" if margin else ""
     except ValueError:
-        raise StageError("--row", f"margin {margin[:80]!r} is not a number") from None
+        raise StageError("--row", f"margin {bounded(margin, 80)!r} is not a number") from None
 
 
 def seeded_table(rows: list[dict], paper_csv, table: str, profile: str, note: str, *, metrics: list[str],

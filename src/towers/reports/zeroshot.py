@@ -21,7 +21,7 @@ def zeroshot_table(rows: list[dict], paper_csv, table: str, profile: str, note: 
         try:
             float(value["value"])
         except ValueError:
-            raise StageError("--option", f"published value {value['value']!r} is not a number") from None
+            raise StageError("--option published", f"published value {value['value']!r} is not a number") from None
         if value["model"] not in known:
             raise StageError("--option published", f"model {value['model']!r} is not a row of this table ({', '.join(known)})")
         if value["metric"] not in metrics:
@@ -56,6 +56,7 @@ def zeroshot_table(rows: list[dict], paper_csv, table: str, profile: str, note: 
 
 
 # one layout, whatever the dataset: its table is named after it
-LAYOUTS = {"*": Layout(("model", "label", "caveat", "eval"), zeroshot_table, may_be_empty=("caveat",),
+LAYOUTS = {"*": Layout(("model", "label", "caveat", "eval"), zeroshot_table, paper=False, may_be_empty=("caveat",),
                        options=(Option("split"), Option("metrics", many=True),
-                                Option("published", many=True, fields=("model", "metric", "value", "source"))))}
+                                Option("published", many=True, fields=("model", "metric", "value", "source"),
+                                       optional=True)))}

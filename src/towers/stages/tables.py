@@ -93,7 +93,7 @@ def write_table(frame, twin: dict, cells: list[dict], csv_path, json_path, perce
 TABLE_ARGS = (arg("--table", required=True, help="the table's name (its output's: table3, or a zero-shot dataset)"),
               arg("--paper", default="", help="the paper's values (data/papers/<paper>.csv); none for a zero-shot table"),
               arg("--profile", required=True), arg("--note", required=True),
-              arg("--row", action="append", default=[], help="a row: a JSON object of the layout's fields"),
+              arg("--row", required=True, action="append", help="a row: a JSON object of the layout's fields"),
               arg("--option", action="append", default=[], metavar="NAME=VALUE",
                   help="a setting the layout takes (towers.reports.common.Option; repeated for several values)"),
               arg("--csv", required=True), arg("--json", required=True))
@@ -129,6 +129,8 @@ def parse_options(layout, specs: list[str]) -> dict:
             values = parse_rows(values, list(option.fields), flag=f"--option {name}")
         if not option.many and len(values) != 1:
             raise StageError("--option", f"{name} is given {len(values)} times; the table takes it once")
+        if option.many and not values and not option.optional:
+            raise StageError("--option", f"{name} is not given; the table takes it once or more")
         options[name] = values if option.many else values[0]
     return options
 
@@ -143,6 +145,8 @@ def table_stage(module: str):
         layout = layouts.get(a.table) or layouts.get("*")
         if layout is None:
             raise StageError("--table", f"{a.table!r} is not a table of {module} ({', '.join(sorted(layouts))})")
+        if layout.paper and not a.paper:
+            raise StageError("--paper", f"the paper's values are needed for {module}'s {a.table}")
         rows = parse_rows(a.row, list(layout.fields), may_be_empty=layout.may_be_empty, lists=layout.lists)
         built = layout.build(rows, a.paper, a.table, a.profile, a.note, **parse_options(layout, a.option))
         return write_table(*built, a.csv, a.json, percent=layout.percent)

@@ -139,7 +139,7 @@ class SampledSteps:
         q = self.model.query(**tokenize_queries(self.tokenizer, [queries[i]["text"] for i in picks[mine]],
                                                 self.model.config["query_length"]))
         if cfg.negatives == "nce":
-            lists, labels = self.hardest_in_batch(q, picks, positives, relevant, mine)
+            lists, labels = self.nce_lists(q, picks, positives, relevant, mine)
         else:
             lists, labels = self.sampled(q, picks, positives, relevant, mine, rng)
         loss = pairwise_loss(lists, labels, cfg.loss, cfg.metric, cfg.reduction)
@@ -147,7 +147,7 @@ class SampledSteps:
         self.timed.append(extras)   # loop.run adds the step's step_s to it
         return loss, extras
 
-    def hardest_in_batch(self, q, picks, positives, relevant, mine) -> tuple[torch.Tensor, torch.Tensor]:
+    def nce_lists(self, q, picks, positives, relevant, mine) -> tuple[torch.Tensor, torch.Tensor]:
         """NCE: each query's own document against the highest-scored other in-batch document not relevant to it."""
         d = distributed.gather(self.model.doc(**tokenize_docs(self.tokenizer, [self.docs[r] for r in positives[mine]],
                                                               self.model.config["doc_length"], segment=self.segment)))

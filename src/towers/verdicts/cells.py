@@ -128,7 +128,14 @@ def load_cells(tables: dict[str, Path]) -> dict[str, list[dict]]:
     return found
 
 
-SCALES = {"K": 1e3, "M": 1e6, "B": 1e9}   # thousands, millions, billions: Chang et al.'s Table 1 (50.2M pairs)
+SCALES = {"M": 1e6, "B": 1e9}   # millions, billions: Chang et al.'s Table 1 (50.2M pairs), read back by _same
+
+
+def count_text(count: int | None) -> str | None:
+    """A count as Chang et al.'s Table 1 prints it: one decimal of millions or billions (50.2M, 11.2B)."""
+    if count is None or count < SCALES["M"]:
+        return None if count is None else str(count)
+    return f"{count / SCALES['B']:.1f}B" if count >= SCALES["B"] else f"{count / SCALES['M']:.1f}M"
 
 
 def _same(text: str, value, rounded: bool = False) -> bool:
