@@ -301,3 +301,30 @@ def test_token_ids_kept_beside_the_corpus_give_the_same_bytes_and_are_read_back(
     assert tokens.token_cache(tmp_path / "candidates.jsonl") == tmp_path / ".tokens"
     monkeypatch.setenv("TOWERS_TOKEN_CACHE", "off")
     assert tokens.token_cache(tmp_path / "candidates.jsonl") is None
+
+
+def test_bfloat16_scoring_is_close_to_float32_and_recorded(tmp_path, tower):
+    """encode-candidates --precision bfloat16 (the embedded default's): the matrix products in bf16 autocast, so
+    the vectors differ from float32's in their last digits only; float32 is the default and the record says which."""
+    import json
+    from conftest import run_stage
+
+    model = _saved_model(tmp_path, tower)
+    common = ["encode-candidates", "--model", model, "--candidates", tmp_path / "c.jsonl", "--batch-size", 2]
+    for name, extra in [("plain", []), ("f32", ["--precision", "float32"]), ("bf16", ["--precision", "bfloat16"])]:
+        done = run_stage(*common, *extra, "--embeddings", tmp_path / f"{name}.npy", "--ids", tmp_path / f"{name}.ids")
+        assert done.returncode == 0, done.stderr
+    plain, f32, bf16 = (np.load(tmp_path / f"{name}.npy") for name in ("plain", "f32", "bf16"))
+    assert bf16.dtype == np.float32 and np.array_equal(plain, f32)
+    assert not np.array_equal(f32, bf16) and np.abs(f32 - bf16).max() < 0.05
+    cosines = (f32 * bf16).sum(1) / np.linalg.norm(f32, axis=1) / np.linalg.norm(bf16, axis=1)
+    assert cosines.min() > 0.999
+    record = json.loads((tmp_path / "bf16.npy.meta.json").read_text())
+    assert record["arguments"]["precision"] == "bfloat16"
+
+
+def test_an_unknown_precision_is_refused():
+    from towers.runtime import cpu_scoring
+
+    with pytest.raises(ValueError, match="float16"):
+        cpu_scoring("float16")

@@ -27,10 +27,11 @@ rule encode_candidates:
         **plan.software.gpu_job,
     params:
         batch=config["encode"]["batch_size"],
+        precision=config["inference_precision"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
         " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
-        " 2>&1 | tee {log}"
+        " --precision {params.precision} 2>&1 | tee {log}"
 
 
 rule encode_candidates_shard:
@@ -54,10 +55,11 @@ rule encode_candidates_shard:
     params:
         batch=config["encode"]["batch_size"],
         shards=lambda w: plan.dense.shards[w.dataset],
+        precision=config["inference_precision"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} encode-candidates --model {input.model} --candidates {input.candidates}"
         " --embeddings {output.embeddings} --ids {output.ids} --batch-size {params.batch} --threads {threads}"
-        " --shard {wildcards.shard} --shards {params.shards} 2>&1 | tee {log}"
+        " --shard {wildcards.shard} --shards {params.shards} --precision {params.precision} 2>&1 | tee {log}"
 
 
 rule merge_embeddings:
@@ -117,10 +119,11 @@ rule dense_search:
     params:
         depth=plan.dense.search_depth,
         nprobe=config["faiss"]["nprobe"],
+        precision=config["inference_precision"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} dense-search --model {input.model} --index {input.index} --ids {input.ids}"
         " --queries {input.queries} --run {output} --depth {params.depth} --nprobe {params.nprobe}"
-        " --threads {threads} --tag {wildcards.model}_{wildcards.index} 2>&1 | tee {log}"
+        " --threads {threads} --tag {wildcards.model}_{wildcards.index} --precision {params.precision} 2>&1 | tee {log}"
 
 
 rule mine_hard_negatives:
@@ -143,7 +146,9 @@ rule mine_hard_negatives:
     params:
         depth=config["mining"]["depth"],
         nprobe=config["faiss"]["nprobe"],
+        precision=config["inference_precision"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} mine-hard-negatives --model {input.model} --index {input.index}"
         " --ids {input.ids} --queries {input.train} {input.valid} --qrels {input.qrels} --out {output}"
-        " --depth {params.depth} --nprobe {params.nprobe} --threads {threads} 2>&1 | tee {log}"
+        " --depth {params.depth} --nprobe {params.nprobe} --threads {threads} --precision {params.precision}"
+        " 2>&1 | tee {log}"

@@ -133,11 +133,12 @@ rule rerank_shard:
         max_length=plan.repbert.settings["reranker"]["max_length"],
         batch=plan.repbert.settings["reranker"]["batch_size"],
         shards=plan.repbert.rerank_shards,
+        precision=config["inference_precision"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} rerank {params.scorer} --run {input.run}"
         " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
         " --max-length {params.max_length} --batch-size {params.batch} --threads {threads}"
-        " --shard {wildcards.shard} --shards {params.shards}"
+        " --shard {wildcards.shard} --shards {params.shards} --precision {params.precision}"
         " --tag rerank-{wildcards.first}-d{wildcards.depth} --out {output} 2>&1 | tee {log}"
 
 
@@ -183,11 +184,12 @@ rule rerank:
         scorer=lambda w, input: plan.repbert.scorer_flags(w, input),
         max_length=plan.repbert.settings["reranker"]["max_length"],
         batch=plan.repbert.settings["reranker"]["batch_size"],
+        precision=config["inference_precision"],
     shell:
         "OMP_NUM_THREADS={threads} {TOWERS} rerank {params.scorer} --run {input.run}"
         " --candidates {input.candidates} --queries {input.queries} --depth {wildcards.depth}"
         " --max-length {params.max_length} --batch-size {params.batch} --threads {threads}"
-        " --tag rerank-{wildcards.first}-d{wildcards.depth} --out {output} 2>&1 | tee {log}"
+        " --precision {params.precision} --tag rerank-{wildcards.first}-d{wildcards.depth} --out {output} 2>&1 | tee {log}"
 
 
 rule fuse_runs:

@@ -12,6 +12,8 @@ from .common import candidate_texts, read_split, require_texts, set_threads
 
 # --- BM25 ---------------------------------------------------------------------------------------
 
+PRECISION = arg("--precision", choices=["float32", "bfloat16"], default="float32",
+                help="how a CPU scores: bfloat16 autocast or float32 (runtime.cpu_scoring; a GPU: float16 autocast)")
 MEMORY = arg("--memory-mb", type=int, default=0,
              help="the job's memory: the JVM's heap is what java_heap_mb leaves of it (0: Java's default heap)")
 
@@ -63,7 +65,8 @@ def merge_runs(a):
        arg("--threads", type=int, default=0),
        arg("--shard", type=int, default=0, help="encode only this part of --shards equal parts (merge-embeddings joins them)"),
        arg("--shards", type=int, default=1),
-       arg("--chunk", type=int, default=0, help="texts sorted by length together (default: encode.SORT_CHUNK)"))
+       arg("--chunk", type=int, default=0, help="texts sorted by length together (default: encode.SORT_CHUNK)"),
+       PRECISION)
 def encode_candidates(a):
     """A corpus (or one shard of it) streamed: only the shard's rows are parsed, encoded a chunk at a time
     into the matrix as it is written."""
@@ -71,6 +74,7 @@ def encode_candidates(a):
     from ..modeling.models import TwoTower, doc_input, text_options
     from ..retrieval.encode import SORT_CHUNK, encode_corpus, shard_range
     from ..modeling.tokens import token_cache
+    from ..runtime import cpu_scoring
 
     shard_range(0, a.shard, a.shards)   # a bad --shard fails before anything loads
     set_threads(a.threads)
@@ -89,10 +93,11 @@ def encode_candidates(a):
         except KeyError as err:
             raise StageError(a.candidates, f"a candidate lacks {err}, which the model's doc text {doc_text!r} reads") from None
 
-    dim = encode_corpus(model.doc, tok, read_jsonl_slice(a.candidates, start, stop), stop - start, doc_of,
-                        a.embeddings, a.ids, model.config["doc_length"], a.batch_size, chunk=a.chunk or SORT_CHUNK,
-                        desc="encode candidates", segment=model.config.get("doc_segment", 0),
-                        cache=token_cache(a.candidates), **text_options(model.config, "doc"))
+    with cpu_scoring(a.precision):
+        dim = encode_corpus(model.doc, tok, read_jsonl_slice(a.candidates, start, stop), stop - start, doc_of,
+                            a.embeddings, a.ids, model.config["doc_length"], a.batch_size, chunk=a.chunk or SORT_CHUNK,
+                            desc="encode candidates", segment=model.config.get("doc_segment", 0),
+                            cache=token_cache(a.candidates), **text_options(model.config, "doc"))
     return a.embeddings, {"candidates": stop - start, "rows": [start, stop], "dim": int(dim)}
 
 
@@ -122,18 +127,20 @@ def build_index(a):
 
 
 def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: int, nprobe: int,
-              batch_size: int) -> dict[str, list[tuple[str, float]]]:
-    """Encode `queries` with the query tower and search the doc tower's Faiss index."""
+              batch_size: int, precision: str) -> dict[str, list[tuple[str, float]]]:
+    """Encode `queries` with the query tower (on a CPU in `precision`) and search the doc tower's Faiss index."""
     from ..modeling.models import TwoTower, text_options
     from ..retrieval import vector_index
     from ..retrieval.encode import encode
     from ..retrieval.matrix import first_nonfinite
+    from ..runtime import cpu_scoring
 
     model, tok = TwoTower.load(model_path)
     ids = require_file(ids_path).read_text().split()
     index = vector_index.load(index_path, len(ids), ids_path)
-    vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
-                     batch_size, desc="encode queries", **text_options(model.config, "query"))
+    with cpu_scoring(precision):
+        vectors = encode(model.query, tok, list(queries.values()), "query", model.config["query_length"],
+                         batch_size, desc="encode queries", **text_options(model.config, "query"))
     bad = first_nonfinite(vectors)
     if bad is not None:   # Faiss would rank nothing for it, silently
         raise StageError(model_path, f"the query tower gives NaN or inf for query {list(queries)[bad]}: no usable "
@@ -145,10 +152,10 @@ def dense_run(model_path, index_path, ids_path, queries: dict[str, str], depth: 
 @stage("dense-search", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
        arg("--queries", required=True), arg("--run", required=True), arg("--depth", type=int, required=True),
        arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0),
-       arg("--tag", default="dense"))
+       arg("--tag", default="dense"), PRECISION)
 def dense_search(a):
     set_threads(a.threads)
-    run = dense_run(a.model, a.index, a.ids, read_queries(a.queries), a.depth, a.nprobe, a.batch_size)
+    run = dense_run(a.model, a.index, a.ids, read_queries(a.queries), a.depth, a.nprobe, a.batch_size, a.precision)
     write_run(a.run, run, a.tag)
     return a.run, {"queries": len(run)}
 
@@ -162,14 +169,15 @@ def exclude_positives(run: dict[str, list[tuple[str, float]]], qrels: dict[str, 
 @stage("mine-hard-negatives", arg("--model", required=True), arg("--index", required=True), arg("--ids", required=True),
        arg("--queries", required=True, nargs="+", help="the split's train.tsv and valid.tsv"),
        arg("--qrels", required=True), arg("--out", required=True), arg("--depth", type=int, required=True),
-       arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0))
+       arg("--nprobe", type=int, default=0), arg("--batch-size", type=int, default=128), arg("--threads", type=int, default=0),
+       PRECISION)
 def mine_hard_negatives(a):
     """Each question's top-`depth` candidates under a trained model, gold removed (JSONL: qid, candidates)."""
     set_threads(a.threads)
     queries = {qid: text for path in a.queries for qid, text in read_split(path).items()}
     if not queries:
         raise StageError(a.queries[0], "no questions to mine for")
-    mined = exclude_positives(dense_run(a.model, a.index, a.ids, queries, a.depth, a.nprobe, a.batch_size),
+    mined = exclude_positives(dense_run(a.model, a.index, a.ids, queries, a.depth, a.nprobe, a.batch_size, a.precision),
                               read_qrels(a.qrels))
     write_jsonl(a.out, ({"qid": q, "candidates": docs} for q, docs in mined.items()))
     return a.out, {"questions": len(mined), "mean_candidates": round(sum(map(len, mined.values())) / len(mined), 2)}
@@ -184,10 +192,11 @@ def mine_hard_negatives(a):
        arg("--threads", type=int, default=0), arg("--tag", default="rerank"), arg("--out", required=True),
        arg("--shard", type=int, default=0, help="rerank only this part of --shards contiguous parts of the run's "
                                                 "queries (merge-runs joins the parts' runs into the unsplit one)"),
-       arg("--shards", type=int, default=1))
+       arg("--shards", type=int, default=1), PRECISION)
 def rerank_run(a):
     """Rescore each query's top-K of a TREC run with a cross-encoder; the run written is K deep."""
     from ..retrieval import rerank
+    from ..runtime import cpu_scoring
 
     if bool(a.model) == bool(a.scores):
         raise StageError("--model", "give exactly one of --model (score with a cross-encoder) and --scores")
@@ -214,7 +223,8 @@ def rerank_run(a):
     require_texts(passages, wanted, a.run, a.candidates)
     model, tokenizer = rerank.load(a.model, a.tokenizer or None)
     max_length = rerank.usable_length(model, a.max_length)
-    reranked = rerank.rerank(run, queries, passages, model, tokenizer, a.depth, max_length, a.batch_size)
+    with cpu_scoring(a.precision):
+        reranked = rerank.rerank(run, queries, passages, model, tokenizer, a.depth, max_length, a.batch_size)
     write_run(a.out, reranked, a.tag)
     return a.out, {"queries": len(reranked), "depth": a.depth, "pairs": sum(map(len, reranked.values())),
                    "max_length": max_length, "num_labels": model.config.num_labels}
