@@ -1,6 +1,7 @@
 """Fault injection on the test configuration (`python -m benchmarks.run --part faults`, or `python -m benchmarks.faults`).
 The cases live in a module a group (faults_params, faults_inputs, faults_runs, faults_edge) over the shared
-workspace and classification (faults_harness); this module runs them and counts the outcomes.
+workspace and classification (faults_harness), the input group's as data (faults_input_cases: a file, a spoiler,
+the stage that reads it); this module runs them and counts the outcomes.
 
 Tried as a new user would, in a fresh copy of the workflow built once on tests/fixtures/tiny.yaml:
 - bad params: wrong types and ranges, misspelt keys at every level, keys of another dataset kind, names of

@@ -231,7 +231,7 @@ def machine_speed(now: dict, before: dict) -> dict:
 
 
 def parse(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="benchmarks/reproduce.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.reproduce", description=__doc__.splitlines()[0])
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--run", type=Path, help="a folder that does not exist yet")
     what.add_argument("--resume", type=Path, help="go on with a --run the machine stopped: steps that finished "

@@ -256,7 +256,7 @@ def refusal(argv, capsys) -> str:
 
 
 def test_no_argument_prints_the_usage(capsys):
-    assert refusal([], capsys) == ("benchmarks/reproduce.py: error: one of the arguments --run --resume --analyse --warm "
+    assert refusal([], capsys) == ("python -m benchmarks.reproduce: error: one of the arguments --run --resume --analyse --warm "
                                    "--scheduler --rerun-step --before-after --project is required")
 
 
@@ -275,7 +275,7 @@ def test_no_argument_prints_the_usage(capsys):
     (["--warm", "{build}", "--configfile", "missing.yaml"], "error: --configfile missing.yaml: no such file in {build}"),
     (["--resume", "{tmp}"], "error: --resume {tmp}: not a build of this workflow (no Snakefile)"),
     (["--project", "{build}", "--analyse", "{build}"], "argument --analyse: not allowed with argument --project"),
-    (["--project", "{build}", "--bogus"], "benchmarks/reproduce.py: error: unrecognized arguments: --bogus"),
+    (["--project", "{build}", "--bogus"], "python -m benchmarks.reproduce: error: unrecognized arguments: --bogus"),
 ])
 def test_a_bad_argument_is_one_line(tmp_path, results, capsys, argv, expected):
     names = {"tmp": tmp_path, "build": a_build(tmp_path / "build"), "results": results}
