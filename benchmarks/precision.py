@@ -72,7 +72,7 @@ def job_row(tree: Path, record_path: str, rule: str, changes: dict, output_names
             seconds[side].append(run_once(tree, argv, outputs, {}, set(), set())["seconds"])
             kept[side] = shutil.copy(outputs[0], scratch / f"{side}-{outputs[0].name}")
     ratios = [a / b for a, b in zip(seconds["float32"], seconds["bfloat16"])]
-    compare = vectors_changed if kept["float32"].endswith(".npy") else scores_changed
+    compare = vectors_changed if str(kept["float32"]).endswith(".npy") else scores_changed
     return {"rule": rule, "stage": saved["stage"], "record": record_path, "changes": changes,
             **{f"seconds_{side}": statistics.median(seconds[side]) for side in SIDES},
             "speedup_median": round(statistics.median(ratios), 3),

@@ -37,7 +37,9 @@ def reference(cores: int, work_dir: str = "", speed_texts: int = 500, train_step
         if not (work / "Snakefile").exists():
             work.mkdir(parents=True, exist_ok=True)
             fresh_copy(str(work))
-        (work / "reference.yaml").write_text(yaml.safe_dump({"datasets": {"squad": {"local_dir": str(SQUAD_DEV)}}}))
+        # float32 inference, as sentence-transformers computes: the embeddings are compared nearly exactly
+        (work / "reference.yaml").write_text(yaml.safe_dump({"inference_precision": "float32",
+                                                             "datasets": {"squad": {"local_dir": str(SQUAD_DEV)}}}))
         config = ["--configfile", "reference.yaml", "--rerun-incomplete"]
         inputs = [f"artifacts/{name}/{part}" for name in datasets for part in ("collection/candidates.jsonl", "splits/all/test.tsv")]
         timed([sys.executable, "-m", "snakemake", *inputs, "--cores", str(cores), *config], work)
@@ -112,8 +114,10 @@ def reference_built(datasets: list[str]) -> dict:
         began = time.perf_counter()
         out[name] = compare_built(art, reference_side(art))
         out[name]["reference_side_seconds"] = round(time.perf_counter() - began, 1)
-    out["note"] = ("project side: this checkout's artifacts from `snakemake results/zeroshot/<name>.csv`; reference "
-                   "side: SentenceTransformer(folder).encode (one thread), numpy inner product, pytrec_eval")
+    out["note"] = ("project side: this checkout's artifacts from `snakemake results/zeroshot/<name>.csv` (at the "
+                   "default inference_precision, bfloat16, its vectors are float32's within a cosine of 0.99995; build "
+                   "with --config inference_precision=float32 to compare exactly); reference side: "
+                   "SentenceTransformer(folder).encode (one thread), numpy inner product, pytrec_eval")
     return out
 
 

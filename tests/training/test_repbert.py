@@ -267,6 +267,15 @@ def test_train_cross_encoder_then_rerank_keeps_the_top_k_reordered_and_repeatabl
         assert result.returncode == 0, result.stderr
         assert "rerank" in result.stderr                                   # the progress bar
     assert runs[0].read_bytes() == runs[1].read_bytes()                     # repeatable
+    bf16 = setup / "reranked-bf16.run"   # the embedded default's precision: the same pairs, scores within bf16's digits
+    result = run_stage("rerank", "--model", ce, "--run", setup / "bm25.run", "--candidates", setup / "candidates.jsonl",
+                       "--queries", queries, "--depth", 4, "--batch-size", 3, "--max-length", 48,
+                       "--precision", "bfloat16", "--out", bf16)
+    assert result.returncode == 0, result.stderr
+    scored = [{(r[0], r[2]): float(r[4]) for r in map(str.split, run.read_text().splitlines())} for run in (runs[0], bf16)]
+    assert scored[0].keys() == scored[1].keys() and scored[0] != scored[1]
+    assert max(abs(scored[0][k] - scored[1][k]) for k in scored[0]) < 0.05
+    assert json.loads((setup / "reranked-bf16.run.meta.json").read_text())["arguments"]["precision"] == "bfloat16"
     parts = [setup / f"reranked-part{k}.run" for k in range(3)]                # split by query, joined: the same bytes
     for k, part in enumerate(parts):
         result = run_stage("rerank", "--model", ce, "--run", setup / "bm25.run", "--candidates",

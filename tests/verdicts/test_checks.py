@@ -79,7 +79,7 @@ def test_builds_on_two_machines_centre_each_cell_between_them_and_cover_their_ra
                         ("t", "c", "pairs", "count", 10.0, 1e-6, "exact: deterministic")])
     both = checks.across_builds([avx2, avx512]).set_index("row")
     assert both.loc["a", "expected"] == pytest.approx(0.076) and both.loc["a", "tolerance"] == pytest.approx(0.032)
-    assert both.loc["a", "basis"] == "spread over 2 builds (another CPU or its other vector kernels)"
+    assert both.loc["a", "basis"] == "spread over 2 builds (other vector kernels or inference precision)"
     assert both.loc["b", "expected"] == pytest.approx(0.505) and both.loc["b", "tolerance"] == 0.03   # theirs is wider
     assert both.loc["b", "basis"] == "bootstrap over 60 steps"
     assert both.loc["c", "expected"] == 10.0 and both.loc["only", "expected"] == 0.2

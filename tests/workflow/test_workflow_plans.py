@@ -140,7 +140,7 @@ def test_paper_profile_plans_the_repbert_targets(tmp_path):
     # the cross-encoder scores each first-stage run once, at the deepest depth (in 8 query shards, joined);
     # shallower ones reuse it
     assert plan.stdout.count("--model castorini/monobert-large-msmarco") == 2 * 8 and plan.stdout.count("--scores ") == 2 * 4
-    assert plan.stdout.count("--shard 7 --shards 8 --tag rerank") == 2
+    assert plan.stdout.count("--shard 7 --shards 8 --precision bfloat16 --tag rerank") == 2
     assert "--steps 350000 --batch-size 52 --lr 3e-06" in plan.stdout
 
 

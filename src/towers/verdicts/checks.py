@@ -102,7 +102,8 @@ def expected_values(cells: dict[str, list[dict]], basis: str, z: float) -> pd.Da
 
 def across_builds(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """Expected values from builds of one profile on different machines (kinds of CPU: torch and Faiss compute
-    with other vector instructions, and trained models differ at float level). A metric or timing cell's
+    with other vector instructions, and trained models differ at float level) or at another inference precision
+    (params inference_precision: hard negatives mined in bf16 train other models). A metric or timing cell's
     expected value is the builds' mean, its tolerance the widest of theirs and of the builds' own range, so each
     build sits inside it; counts must agree. Cells some builds lack keep the others' values."""
     stacked = pd.concat([f.assign(build=i) for i, f in enumerate(frames)], ignore_index=True)
@@ -120,7 +121,7 @@ def across_builds(frames: list[pd.DataFrame]) -> pd.DataFrame:
         widest = group.loc[tolerances.idxmax()]
         tolerance = max(float(widest["tolerance"]), spread)
         basis = widest["basis"] if tolerance == widest["tolerance"] or first["kind"] == "timing" else \
-            f"spread over {len(values)} builds (another CPU or its other vector kernels)"
+            f"spread over {len(values)} builds (other vector kernels or inference precision)"
         rows.append({**entry, "expected": round(float(values.mean()), 6), "tolerance": round(tolerance, 6),
                      "basis": basis})
     return pd.DataFrame(rows, columns=COLUMNS)
