@@ -4,7 +4,7 @@ jobs of a built tree.
     python -m benchmarks.precision --tree DIR [--pairs 2] [--record]
 
 DIR is a checkout after `make reproduce`. One job of each inference rule is run again from its stage record
-(stage_pairs.command: one thread, a process of its own, outputs in a scratch folder), `--precision float32` and
+(stage_pairs.pair_row: one thread, a process of its own, outputs in a scratch folder), `--precision float32` and
 `--precision bfloat16` in turn, `--pairs` times: each side's median stage seconds (start-up excluded) and their
 pair-by-pair ratio float32/bfloat16. What bfloat16 changes is measured on the outputs: for an encoding, the
 largest difference of a coordinate and the smallest cosine between a candidate's two vectors; for a reranking,
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
 import tempfile
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .stage_pairs import command, run_once
+from .stage_pairs import pair_row
 from .workflow_harness import RESULTS, record
 
 SIDES = ("float32", "bfloat16")
@@ -59,25 +58,14 @@ def scores_changed(a: Path, b: Path) -> dict:
 
 def job_row(tree: Path, record_path: str, rule: str, changes: dict, output_names: tuple, scratch: Path,
             pairs: int) -> dict:
-    """One job `pairs` times on each side, float32 first: median seconds, ratios, what bfloat16 changed."""
-    saved = json.loads((tree / record_path).read_text())
-    seconds = {side: [] for side in SIDES}
-    kept = {}
-    for _ in range(pairs):
-        for side in SIDES:
-            folder = scratch / side
-            folder.mkdir(parents=True, exist_ok=True)
-            argv = command(saved, {**changes, "precision": side}, output_names, folder)
-            outputs = [folder / Path(saved["arguments"][n]).name for n in output_names]
-            seconds[side].append(run_once(tree, argv, outputs, {}, set(), set())["seconds"])
-            kept[side] = shutil.copy(outputs[0], scratch / f"{side}-{outputs[0].name}")
-    ratios = [a / b for a, b in zip(seconds["float32"], seconds["bfloat16"])]
-    compare = vectors_changed if str(kept["float32"]).endswith(".npy") else scores_changed
-    return {"rule": rule, "stage": saved["stage"], "record": record_path, "changes": changes,
-            **{f"seconds_{side}": statistics.median(seconds[side]) for side in SIDES},
-            "speedup_median": round(statistics.median(ratios), 3),
-            "speedup_range": [round(min(ratios), 3), round(max(ratios), 3)],
-            **compare(Path(kept["float32"]), Path(kept["bfloat16"]))}
+    """One job `pairs` times on each side, float32 first (stage_pairs.pair_row): median seconds, ratios, and
+    what bfloat16 changed in its first output."""
+    kept = {side: scratch / f"{side}-{Path(output_names[0]).name}" for side in SIDES}
+    row = pair_row(tree, record_path, changes, output_names, scratch / "run", pairs, {side: {} for side in SIDES}, set(),
+                   side_changes={side: {"precision": side} for side in SIDES}, kept=kept)
+    first = json.loads((tree / record_path).read_text())["arguments"][output_names[0]]
+    compare = vectors_changed if first.endswith(".npy") else scores_changed
+    return {"rule": rule, **row, **compare(kept["float32"], kept["bfloat16"])}
 
 
 def projected(rows: list[dict], reproduce: dict) -> dict:

@@ -74,19 +74,24 @@ def run_once(tree: Path, argv: list[str], outputs: list[Path], env_added: dict, 
 
 
 def pair_row(tree: Path, record_path: str, changes: dict, output_names: tuple, scratch: Path, pairs: int,
-             sides: dict[str, dict], env_removed: set) -> dict:
+             sides: dict[str, dict], env_removed: set, side_changes: dict[str, dict] | None = None,
+             kept: dict[str, Path] | None = None) -> dict:
     """One stage run `pairs` times on each of the two `sides` (name -> environment added), in turn, the first
     side first: each side's median seconds and page faults, the pair-by-pair ratios first/second, and whether
-    each side, and both, wrote the same bytes every time."""
+    each side, and both, wrote the same bytes every time. `side_changes`: arguments a side changes besides
+    `changes` (name -> changes); `kept`: where each side's last first output is copied (name -> path)."""
     record = json.loads((tree / record_path).read_text())
     scratch.mkdir(parents=True, exist_ok=True)
-    argv = command(record, changes, output_names, scratch)
+    argvs = {name: command(record, {**changes, **(side_changes or {}).get(name, {})}, output_names, scratch)
+             for name in sides}
     outputs = [scratch / Path(record["arguments"][n]).name for n in output_names if record["arguments"].get(n)]
     aside = {Path(record["arguments"][n]).name for n in ("state_dir", "log") if record["arguments"].get(n)}
     runs = {name: [] for name in sides}
     for _ in range(pairs):
         for name, env in sides.items():
-            runs[name].append(run_once(tree, argv, outputs, env, env_removed, aside))
+            runs[name].append(run_once(tree, argvs[name], outputs, env, env_removed, aside))
+            if kept and name in kept:
+                shutil.copy(outputs[0], kept[name])
     first, second = sides
     ratios = [a["seconds"] / b["seconds"] for a, b in zip(runs[first], runs[second])]
     row = {"stage": record["stage"], "record": record_path, "changes": changes}

@@ -10,10 +10,13 @@ from . import arg, stage
 from .common import candidate_texts, read_split, require_texts, set_threads
 
 
-# --- BM25 ---------------------------------------------------------------------------------------
-
+# runtime.PRECISIONS, written out: the parser is built without importing torch
 PRECISION = arg("--precision", choices=["float32", "bfloat16"], default="float32",
                 help="how a CPU scores: bfloat16 autocast or float32 (runtime.cpu_scoring; a GPU: float16 autocast)")
+
+
+# --- BM25 ---------------------------------------------------------------------------------------
+
 MEMORY = arg("--memory-mb", type=int, default=0,
              help="the job's memory: the JVM's heap is what java_heap_mb leaves of it (0: Java's default heap)")
 
